@@ -1,0 +1,41 @@
+# Two commands that work on a fresh clone: `make run` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+
+.PHONY: run test test-slow lint typecheck bench venv clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	rm -f $(VENV)/.installed-* && touch $(STAMP)
+
+venv: $(STAMP)
+
+## Set up and run the main job.
+run: $(STAMP)
+	$(BIN)/dpsieve demo
+
+## Set up and pass the tests (lint, types, default suite).
+test: $(STAMP)
+	$(BIN)/python -m ruff check src tests
+	$(BIN)/python -m mypy
+	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -q -m slow
+
+lint: $(STAMP)
+	$(BIN)/python -m ruff check src tests benchmarks experiments
+
+typecheck: $(STAMP)
+	$(BIN)/python -m mypy
+
+bench: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[bench]'
+	$(BIN)/python -m benchmarks.run_all
+
+clean:
+	rm -rf $(VENV) build dist src/*.egg-info

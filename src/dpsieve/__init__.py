@@ -1,0 +1,38 @@
+"""dpsieve: differential privacy with exact, adaptive privacy accounting.
+
+Importing the package has no side effects. Layers (imports flow downwards only)::
+
+    session / service / cli        what users touch (I/O)
+    ledger                         budget stores (memory, SQLite, PostgreSQL)
+    release, robust                query release; Propose-Filter-Release
+    filters                        residue and natural filters, auditor
+    mechanisms                     samplers with known privacy
+    accounting                     PLDs, curves, Blackwell order, closed-form families
+"""
+
+from __future__ import annotations
+
+from dpsieve.errors import (
+    BudgetExceededError,
+    ConcurrencyError,
+    DPError,
+    LedgerError,
+    NeighbourRelationError,
+    NumericalError,
+    UnsupportedError,
+    ValidationError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BudgetExceededError",
+    "ConcurrencyError",
+    "DPError",
+    "LedgerError",
+    "NeighbourRelationError",
+    "NumericalError",
+    "UnsupportedError",
+    "ValidationError",
+    "__version__",
+]

@@ -1,0 +1,1 @@
+"""dpsieve.filters (see docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""dpsieve.ledger (see docs/architecture.md)."""

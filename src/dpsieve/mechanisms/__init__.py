@@ -1,0 +1,1 @@
+"""dpsieve.mechanisms (see docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""dpsieve.release (see docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""dpsieve.robust (see docs/architecture.md)."""

@@ -1,0 +1,1 @@
+"""dpsieve.service (see docs/architecture.md)."""
