@@ -1,0 +1,237 @@
+"""The budget-store protocol every ledger backend implements, and its value objects.
+
+A ledger keeps, per budget, the exact ``to_json()`` state of a privacy filter
+(:class:`dpsieve.filters.base.PrivacyFilter`), the admitted spends keyed by idempotency key,
+and an append-only audit log. Its one promise about privacy:
+
+* **Check-and-spend is one transaction.** :meth:`BudgetStore.spend` loads the filter state,
+  asks the filter, writes the new state, the spend row and the audit rows, and commits,
+  all while holding the budget's write lock. Two concurrent spends on one budget are
+  serialised, so the filter sees every admitted query (no overspend under any interleaving).
+* **Durable before released.** The caller computes and releases an answer only after
+  ``spend`` returned (the commit is on disk). A crash between spend and answer loses the
+  answer, never the charge: the charge errs on the side of privacy.
+* **A key is charged once.** A second ``spend`` with the same idempotency key and the same
+  request is a *replay*: nothing is charged, and the stored answer (if any) is returned.
+  :meth:`BudgetStore.record_answer` is first-writer-wins, so concurrent replays of an
+  unanswered spend still release one answer only. Reusing a key for a different request
+  raises :class:`IdempotencyKeyReuseError`.
+
+Registry (data sets, principals, API-key hashes, grants) lives in the same store so a
+service needs one database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol, runtime_checkable
+
+from dpsieve.errors import LedgerError
+from dpsieve.filters.base import Decision, PrivacyFilter
+
+__all__ = [
+    "AuditEvent",
+    "BudgetNotFoundError",
+    "BudgetStore",
+    "FilterLoader",
+    "IdempotencyKeyReuseError",
+    "Principal",
+    "SpendOutcome",
+    "SpendRecord",
+    "canonical_json",
+    "default_loader",
+    "fingerprint",
+    "query_to_dict",
+    "utcnow",
+]
+
+FilterLoader = Callable[[str], PrivacyFilter]
+
+
+class IdempotencyKeyReuseError(LedgerError):
+    """An idempotency key was sent again with a different request; nothing was spent."""
+
+
+class BudgetNotFoundError(LedgerError, KeyError):
+    """No budget (or data set, principal) with that identifier; nothing was spent."""
+
+    def __str__(self) -> str:  # KeyError would otherwise print the repr of the message
+        return str(self.args[0]) if self.args else "not found"
+
+
+@dataclass(frozen=True, slots=True)
+class SpendOutcome:
+    """What :meth:`BudgetStore.spend` did.
+
+    ``replayed`` is True when the key had been admitted before: nothing was charged now and
+    ``decision`` is the stored one; ``answer`` is the released answer if there was one (a
+    replay of a spend whose answer was lost to a crash has ``answer is None``).
+    """
+
+    key: str
+    decision: Decision
+    replayed: bool = False
+    answer: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SpendRecord:
+    """One admitted spend, in admission order (``seq`` increases)."""
+
+    seq: int
+    key: str
+    principal: str
+    cost: dict[str, Any]
+    remaining: dict[str, Any]
+    request: dict[str, Any]
+    created_at: str
+    answered: bool
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """One row of the append-only audit log."""
+
+    seq: int
+    ts: str
+    budget_id: str
+    principal: str
+    event: str
+    key: str
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """A data owner (``role == "owner"``) or an analyst (``role == "analyst"``)."""
+
+    name: str
+    role: str
+
+
+@runtime_checkable
+class BudgetStore(Protocol):
+    """Structural type of a ledger backend (memory, SQLite, PostgreSQL)."""
+
+    def create_budget(self, budget_id: str, flt: PrivacyFilter, *, replace: bool = False) -> None:
+        """Store a fresh filter; ``replace`` only while no spend has been admitted."""
+        ...
+
+    def load_filter(self, budget_id: str) -> PrivacyFilter:
+        """Rebuild the current filter (read-only snapshot)."""
+        ...
+
+    def initial_filter(self, budget_id: str) -> PrivacyFilter:
+        """Rebuild the filter as it was created (the full budget)."""
+        ...
+
+    def spend(
+        self,
+        budget_id: str,
+        query: Any,
+        *,
+        key: str,
+        principal: str = "",
+        request: dict[str, Any] | None = None,
+    ) -> SpendOutcome:
+        """Check and spend in one durable transaction (see module docstring)."""
+        ...
+
+    def record_answer(self, budget_id: str, key: str, answer: dict[str, Any]) -> dict[str, Any]:
+        """Store the answer of an admitted spend, first writer wins; return the stored one."""
+        ...
+
+    def history(self, budget_id: str) -> list[SpendRecord]:
+        """Admitted spends in admission order."""
+        ...
+
+    def audit(self, budget_id: str | None = None) -> list[AuditEvent]:
+        """The audit log (optionally for one budget), in order."""
+        ...
+
+    def budget_ids(self) -> list[str]:
+        """All budget identifiers, sorted."""
+        ...
+
+    # -- registry ---------------------------------------------------------------------
+    def add_principal(self, name: str, role: str, key_hash: str) -> None:
+        """Create a principal with one API-key hash (or add a key to an existing one)."""
+        ...
+
+    def principal_for_key(self, key_hash: str) -> Principal | None:
+        """The principal owning an API-key hash, or None."""
+        ...
+
+    def register_dataset(self, name: str, source: dict[str, Any]) -> None:
+        """Register (or re-point) a data set; its budget id is ``name``."""
+        ...
+
+    def dataset(self, name: str) -> dict[str, Any] | None:
+        """The stored source description of a data set, or None."""
+        ...
+
+    def datasets(self) -> list[str]:
+        """All data-set names, sorted."""
+        ...
+
+    def grant(self, principal: str, dataset: str) -> None:
+        """Let an analyst query a data set (idempotent)."""
+        ...
+
+    def grants(self, principal: str) -> list[str]:
+        """Data sets the principal may query, sorted."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+def default_loader(s: str) -> PrivacyFilter:
+    """:func:`dpsieve.filters.filter_from_json`, imported on first use."""
+    from dpsieve import filters
+
+    loads: FilterLoader = filters.filter_from_json  # type: ignore[attr-defined,unused-ignore]
+    return loads(s)
+
+
+def canonical_json(obj: Any) -> str:
+    """Deterministic JSON (sorted keys, no whitespace); NaN and infinities are refused."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def fingerprint(request: dict[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of a request: binds an idempotency key to its request."""
+    return hashlib.sha256(canonical_json(request).encode()).hexdigest()
+
+
+def query_to_dict(query: Any) -> dict[str, Any]:
+    """A JSON-ready description of a query (a PLD or a privacy description)."""
+    to_dict = getattr(query, "to_dict", None)
+    if callable(to_dict):
+        d = to_dict()
+        if isinstance(d, dict):
+            safe: dict[str, Any] = _json_safe(d)
+            return safe
+    return {"repr": repr(query)}
+
+
+def _json_safe(obj: Any) -> Any:
+    """Replace non-finite floats by strings so the audit log stays strict JSON."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return repr(obj)
+    if isinstance(obj, dict):
+        return {str(k): _json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_json_safe(v) for v in obj]
+    return obj
+
+
+def utcnow() -> str:
+    """The current UTC time, ISO 8601 with microseconds."""
+    return datetime.now(UTC).isoformat(timespec="microseconds")

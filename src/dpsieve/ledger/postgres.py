@@ -1,0 +1,124 @@
+"""The server ledger: PostgreSQL, check-and-spend under a row lock on the budget.
+
+A spend runs in one READ COMMITTED transaction that first does
+``SELECT ... FROM budgets WHERE budget_id = %s FOR UPDATE``: a concurrent spend on the same
+budget blocks on the row lock until this one commits, then reads the new state, so the
+filter sees every admitted query. Spends on different budgets do not wait for each other.
+The commit returns after the WAL is flushed (``synchronous_commit`` default ``on``), so a
+charge is durable before any answer is computed. The schema is the SQLite one (same
+migrations), kept in its own PostgreSQL schema (``schema=``), created on first use under
+an advisory lock so concurrent first connections do not race.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from dpsieve._validation import fail
+from dpsieve.errors import LedgerError
+from dpsieve.ledger.base import FilterLoader
+from dpsieve.ledger.sql import Cursor, SQLStore
+
+__all__ = ["PostgresStore"]
+
+_APPEND_ONLY = (
+    "CREATE OR REPLACE FUNCTION audit_append_only() RETURNS trigger LANGUAGE plpgsql AS"
+    " $fn$ BEGIN RAISE EXCEPTION 'the audit log is append-only'; END $fn$;;"
+    "CREATE TRIGGER audit_no_change BEFORE UPDATE OR DELETE ON audit"
+    " FOR EACH ROW EXECUTE FUNCTION audit_append_only()"
+)
+_SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_MIGRATION_LOCK = 0x64707369  # "dpsi": pg_advisory_xact_lock key for migrations
+
+
+class PostgresStore(SQLStore):
+    """A ledger in a PostgreSQL schema, with a small connection pool (``pool_size``)."""
+
+    _lock_suffix = " FOR UPDATE"
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str = "dpsieve",
+        loads: FilterLoader | None = None,
+        pool_size: int = 16,
+        connect_timeout: float = 5.0,
+    ) -> None:
+        super().__init__(loads=loads)
+        if not _SCHEMA_RE.match(schema):
+            raise fail("schema", "PostgresStore", "a lower-case SQL identifier", schema)
+        import psycopg
+
+        self._psycopg = psycopg
+        self.url = url
+        self.schema = schema
+        self._timeout = connect_timeout
+        self._pool: queue.LifoQueue[Any] = queue.LifoQueue()
+        self._slots = threading.BoundedSemaphore(pool_size)
+        self._all: list[Any] = []
+        self._all_lock = threading.Lock()
+        with self._checkout() as conn, conn.transaction():
+            cur = Cursor(conn.cursor(), "format")
+            cur.run("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))
+            cur.run(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+            self._migrate(cur)
+
+    def _dialect(self) -> dict[str, str]:
+        return {
+            "serial": "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
+            "append_only": _APPEND_ONLY,
+        }
+
+    def _new_conn(self) -> Any:
+        try:
+            conn = self._psycopg.connect(
+                self.url,
+                autocommit=True,
+                connect_timeout=max(1, int(self._timeout)),
+                options=f"-c search_path={self.schema}",
+            )
+        except self._psycopg.OperationalError as e:
+            raise LedgerError(f"Cannot connect to PostgreSQL at {self.url!r}: {e}") from e
+        with self._all_lock:
+            self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def _checkout(self) -> Iterator[Any]:
+        self._slots.acquire()
+        try:
+            try:
+                conn = self._pool.get_nowait()
+            except queue.Empty:
+                conn = self._new_conn()
+            if conn.closed or conn.broken:
+                conn = self._new_conn()
+            try:
+                yield conn
+            finally:
+                if not (conn.closed or conn.broken):
+                    self._pool.put(conn)
+        finally:
+            self._slots.release()
+
+    @contextmanager
+    def _tx(self, *, write: bool) -> Iterator[Cursor]:
+        with self._checkout() as conn, conn.transaction():
+            yield Cursor(conn.cursor(), "format")
+
+    def drop_schema(self) -> None:
+        """Drop this store's schema and everything in it (for tests and teardown)."""
+        with self._checkout() as conn:
+            conn.execute(f"DROP SCHEMA IF EXISTS {self.schema} CASCADE")
+
+    def close(self) -> None:
+        with self._all_lock:
+            for c in self._all:
+                c.close()
+            self._all.clear()

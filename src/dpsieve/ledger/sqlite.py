@@ -1,0 +1,92 @@
+"""The embedded ledger: SQLite in WAL mode, check-and-spend under ``BEGIN IMMEDIATE``.
+
+``BEGIN IMMEDIATE`` takes the database's single write lock before the budget is read, so
+concurrent spends (threads or processes, each with its own connection) are serialised;
+``busy_timeout`` makes waiters queue instead of failing. ``synchronous=FULL`` makes a
+commit durable (fsync of the WAL) before :meth:`spend` returns, so an answer is only ever
+computed for a charge that survives a crash or power loss.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from dpsieve.errors import ConcurrencyError
+from dpsieve.ledger.base import FilterLoader
+from dpsieve.ledger.sql import Cursor, SQLStore
+
+__all__ = ["SQLiteStore"]
+
+_APPEND_ONLY = (
+    "CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit"
+    " BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;;"
+    "CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit"
+    " BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END"
+)
+
+
+class SQLiteStore(SQLStore):
+    """A ledger in one SQLite file (``":memory:"`` is refused: use :class:`MemoryStore`).
+
+    Each thread gets its own connection; all connections are closed by :meth:`close`.
+    """
+
+    def __init__(
+        self, path: str | Path, *, loads: FilterLoader | None = None, timeout: float = 60.0
+    ) -> None:
+        super().__init__(loads=loads)
+        self.path = str(path)
+        if self.path == ":memory:" or self.path.startswith("file:"):
+            raise ValueError("SQLiteStore needs a file path; use MemoryStore for memory.")
+        self._timeout = timeout
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        with self._tx(write=True) as cur:
+            self._migrate(cur)
+
+    def _dialect(self) -> dict[str, str]:
+        return {"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "append_only": _APPEND_ONLY}
+
+    def _conn(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=self._timeout, isolation_level=None,
+                                   check_same_thread=False)
+            conn.execute(f"PRAGMA busy_timeout = {int(self._timeout * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = FULL")
+            conn.execute("PRAGMA foreign_keys = ON")
+            self._local.conn = conn
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    @contextmanager
+    def _tx(self, *, write: bool) -> Iterator[Cursor]:
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+        except sqlite3.OperationalError as e:
+            raise ConcurrencyError(f"Could not lock the SQLite ledger {self.path!r}: {e}") from e
+        try:
+            yield Cursor(conn.cursor(), "qmark")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.OperationalError as e:
+            conn.execute("ROLLBACK")
+            raise ConcurrencyError(f"Could not commit to the SQLite ledger: {e}") from e
+
+    def close(self) -> None:
+        with self._all_lock:
+            for c in self._all:
+                c.close()
+            self._all.clear()
+        self._local = threading.local()

@@ -1,0 +1,188 @@
+"""The ledger on every backend: check-and-spend, idempotency, audit log, concurrency."""
+
+from __future__ import annotations
+
+import threading
+from fractions import Fraction
+from typing import Any
+
+import pytest
+from system_doubles import FakePureFilter, fake_loads
+
+from dpsieve.accounting.events import GDP, PureDP
+from dpsieve.errors import LedgerError, UnsupportedError
+from dpsieve.ledger import BudgetNotFoundError, IdempotencyKeyReuseError
+
+
+def _store(make_store: Any, budget: str = "1") -> Any:
+    s = make_store(loads=fake_loads)
+    s.create_budget("b", FakePureFilter(Fraction(budget)))
+    return s
+
+
+def test_spend_admits_then_refuses_and_refusal_changes_nothing(make_store: Any) -> None:
+    s = _store(make_store)
+    out = s.spend("b", PureDP(0.75), key="k1", principal="ana")
+    assert out.decision.admitted
+    assert not out.replayed
+    before = s.load_filter("b").to_json()
+    out2 = s.spend("b", PureDP(0.5), key="k2", principal="ana")
+    assert not out2.decision.admitted
+    assert s.load_filter("b").to_json() == before
+    assert s.load_filter("b").remaining() == {"eps": str(1 - Fraction(0.75))}
+    assert [r.key for r in s.history("b")] == ["k1"]
+    assert s.initial_filter("b").remaining() == {"eps": "1"}
+
+
+def test_replay_is_not_charged_twice(make_store: Any) -> None:
+    s = _store(make_store)
+    a = s.spend("b", PureDP(0.25), key="same", request={"q": "count"})
+    b = s.spend("b", PureDP(0.25), key="same", request={"q": "count"})
+    assert a.decision.admitted
+    assert b.replayed
+    assert b.decision == a.decision
+    assert s.load_filter("b").remaining() == {"eps": "3/4"}
+    assert b.answer is None
+    stored = s.record_answer("b", "same", {"value": 1.5})
+    assert stored == {"value": 1.5}
+    # first writer wins: a second answer for the same spend is never released
+    assert s.record_answer("b", "same", {"value": 9.0}) == {"value": 1.5}
+    c = s.spend("b", PureDP(0.25), key="same", request={"q": "count"})
+    assert c.replayed
+    assert c.answer == {"value": 1.5}
+    assert s.history("b")[0].answered
+
+
+def test_key_reuse_for_another_request_is_refused_and_writes_nothing(make_store: Any) -> None:
+    s = _store(make_store)
+    s.spend("b", PureDP(0.25), key="k", request={"q": "count"})
+    n = len(s.audit("b"))
+    with pytest.raises(IdempotencyKeyReuseError, match="'k'"):
+        s.spend("b", PureDP(0.25), key="k", request={"q": "sum"})
+    assert len(s.audit("b")) == n
+    assert s.load_filter("b").remaining() == {"eps": "3/4"}
+
+
+def test_filter_error_rolls_back(make_store: Any) -> None:
+    s = _store(make_store)
+    n = len(s.audit("b"))
+    with pytest.raises(UnsupportedError):
+        s.spend("b", GDP(0.1), key="k")
+    assert len(s.audit("b")) == n
+    assert s.history("b") == []
+
+
+def test_audit_log_records_request_decision_answer(make_store: Any) -> None:
+    s = _store(make_store)
+    s.spend("b", PureDP(0.5), key="k1", principal="ana", request={"q": 1})
+    s.record_answer("b", "k1", {"v": 0})
+    s.spend("b", PureDP(0.75), key="k2", principal="ana", request={"q": 2})
+    events = [(e.event, e.key) for e in s.audit("b")]
+    assert events == [
+        ("budget_set", ""),
+        ("request", "k1"), ("decision", "k1"), ("answer", "k1"),
+        ("request", "k2"), ("decision", "k2"),
+    ]
+    decisions = [e.payload for e in s.audit("b") if e.event == "decision"]
+    assert [d["admitted"] for d in decisions] == [True, False]
+    assert decisions[0]["cost"] == {"eps": "1/2"}
+    seqs = [e.seq for e in s.audit()]
+    assert seqs == sorted(seqs)
+
+
+def test_unknown_budget_and_replace_rules(make_store: Any) -> None:
+    s = _store(make_store)
+    with pytest.raises(BudgetNotFoundError, match="'nope'"):
+        s.spend("nope", PureDP(0.1), key="k")
+    with pytest.raises(LedgerError, match="already exists"):
+        s.create_budget("b", FakePureFilter(Fraction(2)))
+    s.create_budget("b", FakePureFilter(Fraction(2)), replace=True)  # no spend yet: allowed
+    s.spend("b", PureDP(0.1), key="k")
+    with pytest.raises(LedgerError, match="cannot be replaced"):
+        s.create_budget("b", FakePureFilter(Fraction(5)), replace=True)
+    assert s.initial_filter("b").remaining() == {"eps": "2"}
+
+
+def test_registry(make_store: Any) -> None:
+    s = make_store(loads=fake_loads)
+    s.add_principal("ana", "analyst", "h1")
+    s.add_principal("ana", "analyst", "h2")
+    assert s.principal_for_key("h2").name == "ana"
+    assert s.principal_for_key("zz") is None
+    with pytest.raises(LedgerError, match="role"):
+        s.add_principal("ana", "owner", "h3")
+    s.register_dataset("d", {"path": "/x.csv", "format": "csv"})
+    assert s.dataset("d") == {"path": "/x.csv", "format": "csv"}
+    assert s.dataset("e") is None
+    s.grant("ana", "d")
+    s.grant("ana", "d")
+    assert s.grants("ana") == ["d"]
+    with pytest.raises(BudgetNotFoundError):
+        s.grant("bob", "d")
+
+
+def test_sqlite_state_survives_reopen(tmp_path: Any) -> None:
+    from dpsieve.ledger import SQLiteStore
+
+    s = SQLiteStore(tmp_path / "l.db", loads=fake_loads)
+    s.create_budget("b", FakePureFilter(Fraction(1)))
+    s.spend("b", PureDP(0.5), key="k")
+    s.close()
+    t = SQLiteStore(tmp_path / "l.db", loads=fake_loads)
+    assert t.load_filter("b").remaining() == {"eps": "1/2"}
+    assert t.spend("b", PureDP(0.5), key="k").replayed
+    t.close()
+
+
+def test_audit_log_is_append_only_in_sql(backend: str, make_store: Any) -> None:
+    if backend == "memory":
+        pytest.skip("the memory store has no SQL to bypass the API with")
+    s = _store(make_store)
+    for stmt in ("UPDATE audit SET event = 'x'", "DELETE FROM audit"):
+        with pytest.raises(Exception, match="append-only"), s._tx(write=True) as cur:
+            cur.run(stmt)
+    assert len(s.audit("b")) == 1
+
+
+N_CLIENTS = 50
+
+
+def test_concurrent_spends_never_overspend(make_store: Any) -> None:
+    """50 clients, each with its own connections, race for one budget of eps = 1.
+
+    Each asks eps = 0.03 four times: 200 requests for room of exactly 33 (0.03 is not a
+    binary fraction; the exact sum of 33 of them is below 1 and of 34 above).
+    """
+    s0 = _store(make_store)
+    cost = Fraction(0.03)
+    fits = int(Fraction(1) / cost)
+    assert fits == 33
+    stores = [make_store(loads=fake_loads) for _ in range(N_CLIENTS)]
+    barrier = threading.Barrier(N_CLIENTS)
+    admitted: list[str] = []
+    lock = threading.Lock()
+    errors: list[BaseException] = []
+
+    def client(i: int) -> None:
+        try:
+            barrier.wait()
+            for j in range(4):
+                out = stores[i].spend("b", PureDP(0.03), key=f"c{i}-{j}", principal=f"c{i}")
+                if out.decision.admitted:
+                    with lock:
+                        admitted.append(out.key)
+        except BaseException as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(N_CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    hist = s0.history("b")
+    assert sorted(r.key for r in hist) == sorted(admitted)
+    total = sum(Fraction(r.cost["eps"]) for r in hist)
+    assert total <= 1
+    assert len(hist) == fits  # and the filter admitted all that fit
+    assert Fraction(s0.load_filter("b").remaining()["eps"]) == 1 - total
