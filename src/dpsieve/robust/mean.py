@@ -1,0 +1,132 @@
+"""PFR mean of scalars or vectors (docs/proofs/pfr.md §6.1, Lemma 5 and Theorem 2).
+
+Release on an r-friendly core ``S`` (pairwise L1 distance <= 2r):
+``n~ = |S| + Z - m`` (``Z`` discrete Laplace of scale ``1/eps_1``, ``m`` with
+``P[Z > m] <= delta_1``); refuse if ``n~ < n_min``; else ``mean(S)`` plus Laplace noise for
+L1 sensitivity ``2r / n~`` and budget ``eps_2``. Lemma 5: ``(eps_1 + eps_2, delta_1)``-
+friendly-DP; with Propose and the hybrid lemma the run is ``(eps, delta)``-DP under
+replace-one (Theorem 2). The metric is L1 (for scalars, ``|x - y|``).
+
+On heavy-tailed or contaminated data the estimate is the mean of the kept core, i.e. a
+trimmed mean (records with fewer than ``t0`` friends are never kept).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpsieve._validation import check_in_open, check_int, check_positive, fail
+from dpsieve.robust._noise import (
+    count_margin,
+    exact_column_means,
+    laplace_release,
+    noisy_count,
+)
+from dpsieve.robust.friendly import FilterParams, l1
+from dpsieve.robust.pipeline import PFRPlan, check_records, run_pfr
+from dpsieve.robust.propose import check_radii, geometric_radii
+from dpsieve.robust.results import Refusal, RobustResult, zero_cost
+
+__all__ = ["COUNT_FRACTION", "FriendlyMean", "default_radii", "pfr_mean"]
+
+#: Share of the release budget eps_M spent on the noisy size n~ (the rest on the value).
+COUNT_FRACTION = 0.3
+
+
+def default_radii(bound: float, count: int = 48) -> npt.NDArray[np.float64]:
+    """Public geometric grid from ``bound * 1e-6`` to ``2 * bound`` (``bound`` = Lambda)."""
+    b = check_positive("bound", bound, "default_radii")
+    return geometric_radii(b * 1e-6, 2.0 * b, count)
+
+
+@dataclass(frozen=True, slots=True)
+class FriendlyMean:
+    """The friendly-DP mean release of Lemma 5 with budget ``(eps_m, delta_m)``."""
+
+    eps_m: float
+    delta_m: float
+    n_min: int = 2
+
+    def __post_init__(self) -> None:
+        check_positive("eps_m", self.eps_m, "FriendlyMean")
+        check_in_open("delta_m", self.delta_m, 0.0, 1.0, "FriendlyMean")
+        check_int("n_min", self.n_min, "FriendlyMean", minimum=2)
+
+    @property
+    def eps_count(self) -> float:
+        return COUNT_FRACTION * self.eps_m
+
+    @property
+    def eps_value(self) -> float:
+        return self.eps_m - self.eps_count
+
+    @property
+    def margin(self) -> int:
+        """The public shift ``m`` of the noisy size (``P[Z > m] <= delta_m``)."""
+        return count_margin(self.eps_count, self.delta_m)
+
+    @property
+    def n0(self) -> int:
+        """Public condition: below ``n_min + m + 1`` records even a full core is refused
+        with probability >= 1/2, so the run refuses up front (and spends nothing)."""
+        return self.n_min + self.margin + 1
+
+    def __call__(
+        self, core: npt.NDArray[np.float64], r: float, eps_m: float, delta_m: float,
+        rng: np.random.Generator | None,
+    ) -> tuple[Any, dict[str, Any]] | Refusal:
+        if not (eps_m >= self.eps_m and delta_m >= self.delta_m):
+            raise fail("eps_m", "FriendlyMean", f"a release budget >= ({self.eps_m}, "
+                       f"{self.delta_m})", (eps_m, delta_m))
+        n_tilde = noisy_count(len(core), self.eps_count, self.delta_m, rng)
+        if n_tilde < self.n_min:
+            return Refusal("release", f"noisy core size {n_tilde} < n_min = {self.n_min}",
+                           zero_cost(), {"noisy_core_size": n_tilde})
+        centre = exact_column_means(core)
+        sens = 2.0 * r / n_tilde * (1.0 + 1e-12)  # rounded up; pfr.md Lemma 5
+        value = laplace_release(centre, sens, self.eps_value, rng)
+        return value, {"noisy_core_size": n_tilde, "noise_scale": sens / self.eps_value}
+
+
+def pfr_mean(
+    data: npt.ArrayLike,
+    eps: float,
+    delta: float,
+    *,
+    bound: float | None = None,
+    radii: npt.ArrayLike | None = None,
+    propose_fraction: float = 0.2,
+    beta: float = 0.2,
+    n_min: int = 2,
+    rng: np.random.Generator | None = None,
+) -> RobustResult | Refusal:
+    """``(eps, delta)``-DP (replace-one, ``n`` public) mean of the rows of ``data``.
+
+    Give either ``radii`` (a public strictly increasing grid) or ``bound`` (a public scale
+    ``Lambda``; the grid is :func:`default_radii`). Returns a :class:`RobustResult` (value
+    has one entry per column; a scalar for 1-D data) or a :class:`Refusal`; the result's
+    ``privacy`` is the ``ApproxDP`` the run was charged.
+    """
+    x = check_records(data, "pfr_mean", min_rows=1)
+    scalar = x.ndim == 1
+    if (radii is None) == (bound is None):
+        raise fail("radii", "pfr_mean", "given, or else 'bound' given (exactly one)", radii)
+    grid = check_radii(radii, "pfr_mean") if radii is not None else default_radii(bound or 0.0)
+    n = len(x)
+    if n < 4:
+        return Refusal("public", f"n = {n} < 4 records", zero_cost(), {"n": n, "n0": 4})
+    plan = PFRPlan.build(n, grid, eps, delta, propose_fraction=propose_fraction, beta=beta,
+                         params=FilterParams.default(n))
+    eps_m, delta_m = plan.release_budget
+    rel = FriendlyMean(eps_m, delta_m, n_min)
+    if n < rel.n0:
+        return Refusal("public", f"n = {n} < n0 = {rel.n0} (the noisy core size would fall "
+                       "below n_min)", zero_cost(), {"n": n, "n0": rel.n0})
+    out = run_pfr(x.reshape(n, -1), l1, plan, rel, rng)
+    if isinstance(out, RobustResult) and scalar:
+        return RobustResult(float(out.value[0]), out.privacy, out.details)
+    return out
