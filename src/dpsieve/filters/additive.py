@@ -1,0 +1,265 @@
+"""Additive residue filters: pure DP, zCDP, RDP over several orders, approximate zCDP.
+
+Each keeps a budget in one currency and subtracts each admitted query's cost, which is a
+residue update (paper, Sec. 4: U(B, L) (+) L <= B):
+
+* pure DP (Rogers et al. 2016): R_{eps-e} (+) R_e <= R_eps;
+* zCDP and RDP at fixed orders (Feldman & Zrnic 2021, the Renyi filter): RDP adds under
+  adaptive composition, and admitting while sum rho_i <= rho at *every* listed order makes
+  the interaction (a, rho_a)-RDP at each of them;
+* approximate zCDP (Whitehouse et al. 2023): sums of rhos and of deltas.
+
+Budgets and spends are exact (``Fraction``): a float cost enters as its exact binary
+value, already rounded up by the conversion (see :mod:`dpsieve.filters._queries`), so the
+admission test ``spent + cost <= budget`` has no rounding at all.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import abstractmethod
+from fractions import Fraction
+from typing import Any
+
+from dpsieve._validation import check_in_open, check_nonnegative, fail
+from dpsieve.filters._common import FilterBase, frac_from_json, frac_to_json
+from dpsieve.filters._queries import as_query, pure_eps_of, query_to_dict, rdp_of, zcdp_of
+from dpsieve.filters.base import Decision
+
+__all__ = [
+    "ApproxZCDPFilter",
+    "PureDPFilter",
+    "RDPFilter",
+    "ZCDPFilter",
+    "zcdp_rho_for",
+]
+
+
+def zcdp_rho_for(eps: float, delta: float) -> float:
+    """Largest rho with rho + 2 sqrt(rho log(1/delta)) <= eps (Bun & Steinke 2016, Prop. 1.3).
+
+    Rounded down (a budget is rounded optimistically): rho-zCDP implies (eps, delta)-DP.
+    """
+    eps = check_nonnegative("eps", eps, "zcdp_rho_for")
+    delta = check_in_open("delta", delta, 0.0, 1.0, "zcdp_rho_for")
+    ld = math.log(1.0 / delta)
+    rho = (math.sqrt(ld + eps) - math.sqrt(ld)) ** 2
+    while rho > 0 and rho + 2.0 * math.sqrt(rho * ld) > eps:
+        rho = math.nextafter(rho, 0.0)
+    return rho
+
+
+def _refuse(reason: str, remaining: dict[str, Any], cost: dict[str, Any]) -> Decision:
+    return Decision(admitted=False, reason=reason, remaining=remaining, cost=cost)
+
+
+class _ScalarFilter(FilterBase):
+    """A budget in one additive currency (exact)."""
+
+    CURRENCY = ""
+
+    def __init__(self, budget: float) -> None:
+        b = check_nonnegative(self.CURRENCY, budget, type(self).__name__)
+        self._budget = Fraction(b)
+        self._spent = Fraction(0)
+
+    @abstractmethod
+    def _cost(self, query: Any) -> float | None:
+        """The query's cost in this currency, rounded up (``None``: no finite cost)."""
+
+    def _state(self) -> dict[str, Any]:
+        return {"budget": frac_to_json(self._budget), "spent": frac_to_json(self._spent)}
+
+    def _load(self, state: dict[str, Any]) -> None:
+        self._budget = frac_from_json(state["budget"], "budget")
+        self._spent = frac_from_json(state["spent"], "spent")
+
+    def remaining(self) -> dict[str, Any]:
+        left = self._budget - self._spent
+        return {self.CURRENCY: float(left), "exact": frac_to_json(left)}
+
+    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+        q = as_query(query)
+        c = self._cost(q)
+        qd = query_to_dict(q)
+        if c is None or not math.isfinite(c):
+            return _refuse(
+                f"the query states no finite {self.CURRENCY} cost", self.remaining(), {"query": qd}
+            ), None
+        cost = {self.CURRENCY: c, "query": qd}
+        new_spent = self._spent + Fraction(c)
+        if new_spent > self._budget:
+            have = float(self._budget - self._spent)
+            return _refuse(
+                f"{self.CURRENCY} cost {c!r} exceeds the remaining {have!r}", self.remaining(), cost
+            ), None
+        left = self._budget - new_spent
+        state = {"budget": frac_to_json(self._budget), "spent": frac_to_json(new_spent)}
+        rem = {self.CURRENCY: float(left), "exact": frac_to_json(left)}
+        return Decision(True, f"admitted; {self.CURRENCY} left {float(left)!r}", rem, cost), state
+
+
+class PureDPFilter(_ScalarFilter):
+    """Pure eps-DP filter (Rogers et al. 2016): admit while the sum of eps_i <= eps."""
+
+    KIND = "pure_dp"
+    CURRENCY = "eps"
+
+    def _cost(self, query: Any) -> float | None:
+        return pure_eps_of(query)
+
+
+class ZCDPFilter(_ScalarFilter):
+    """rho-zCDP filter (Feldman & Zrnic 2021 at every order): admit while sum rho_i <= rho.
+
+    Queries that are only approximately zCDP (delta > 0) are refused.
+    """
+
+    KIND = "zcdp"
+    CURRENCY = "rho"
+
+    def _cost(self, query: Any) -> float | None:
+        z = zcdp_of(query)
+        if z is None or z[1] > 0.0:
+            return None
+        return z[0]
+
+    @classmethod
+    def for_target(cls, eps: float, delta: float) -> ZCDPFilter:
+        """The zCDP budget whose conversion gives (eps, delta)-DP (rounded down)."""
+        return cls(zcdp_rho_for(eps, delta))
+
+
+class ApproxZCDPFilter(FilterBase):
+    """delta-approximate rho-zCDP filter (Whitehouse et al. 2023): sums of rhos and deltas.
+
+    An (eps, delta)-DP query is charged (delta, eps^2/2). The interaction is
+    (sum delta)-approximately (sum rho)-zCDP, hence (eps, delta_conv + delta_sum)-DP.
+    """
+
+    KIND = "approx_zcdp"
+
+    def __init__(self, rho: float, delta: float) -> None:
+        self._rho = Fraction(check_nonnegative("rho", rho, "ApproxZCDPFilter"))
+        self._delta = Fraction(check_nonnegative("delta", delta, "ApproxZCDPFilter"))
+        self._srho = Fraction(0)
+        self._sdelta = Fraction(0)
+
+    @classmethod
+    def for_target(cls, eps: float, delta: float, *, delta_split: float = 0.5) -> ApproxZCDPFilter:
+        """Split delta: ``delta_split`` of it for the queries' deltas, the rest for conversion."""
+        d_q = delta * delta_split
+        return cls(zcdp_rho_for(eps, delta - d_q), d_q)
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "rho": frac_to_json(self._rho),
+            "delta": frac_to_json(self._delta),
+            "spent_rho": frac_to_json(self._srho),
+            "spent_delta": frac_to_json(self._sdelta),
+        }
+
+    def _load(self, state: dict[str, Any]) -> None:
+        self._rho = frac_from_json(state["rho"], "rho")
+        self._delta = frac_from_json(state["delta"], "delta")
+        self._srho = frac_from_json(state["spent_rho"], "spent_rho")
+        self._sdelta = frac_from_json(state["spent_delta"], "spent_delta")
+
+    def remaining(self) -> dict[str, Any]:
+        return {
+            "rho": float(self._rho - self._srho),
+            "delta": float(self._delta - self._sdelta),
+        }
+
+    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+        q = as_query(query)
+        z = zcdp_of(q)
+        qd = query_to_dict(q)
+        if z is None or not math.isfinite(z[0]):
+            return _refuse(
+                "the query states no approximate-zCDP cost", self.remaining(), {"query": qd}
+            ), None
+        cost = {"rho": z[0], "delta": z[1], "query": qd}
+        srho = self._srho + Fraction(z[0])
+        sdel = self._sdelta + Fraction(z[1])
+        if srho > self._rho or sdel > self._delta:
+            return _refuse("rho or delta would exceed the budget", self.remaining(), cost), None
+        state = dict(self._state(), spent_rho=frac_to_json(srho), spent_delta=frac_to_json(sdel))
+        rem = {"rho": float(self._rho - srho), "delta": float(self._delta - sdel)}
+        return Decision(True, "admitted", rem, cost), state
+
+
+class RDPFilter(FilterBase):
+    """RDP filter at several orders (Feldman & Zrnic 2021, Thm. 3.1 at each order).
+
+    Admits a query iff at *every* order a the spent RDP plus the query's stays within the
+    budget rho_a; the interaction is then (a, rho_a)-RDP at each listed order.
+    """
+
+    KIND = "rdp"
+
+    def __init__(self, orders: tuple[float, ...], budgets: tuple[float, ...]) -> None:
+        if len(orders) == 0 or len(orders) != len(budgets):
+            raise fail("orders", "RDPFilter", "a non-empty tuple as long as 'budgets'", orders)
+        for a in orders:
+            if not (a > 1) or not math.isfinite(a):
+                raise fail("orders", "RDPFilter", "finite floats > 1", orders)
+        self._orders = tuple(float(a) for a in orders)
+        self._budgets = tuple(
+            Fraction(check_nonnegative("budgets", b, "RDPFilter")) for b in budgets
+        )
+        self._spent = tuple(Fraction(0) for _ in orders)
+
+    @classmethod
+    def for_target(cls, eps: float, delta: float, orders: tuple[float, ...]) -> RDPFilter:
+        """Budgets rho_a = eps - log(1/delta)/(a-1) (Mironov 2017, Prop. 3), orders with rho_a > 0.
+
+        Every admitted interaction is (a, rho_a)-RDP at all kept orders, so (eps, delta)-DP.
+        """
+        ld = math.log(1.0 / check_in_open("delta", delta, 0.0, 1.0, "RDPFilter.for_target"))
+        kept = [(a, eps - ld / (a - 1.0)) for a in orders if eps - ld / (a - 1.0) > 0]
+        if not kept:
+            raise fail(
+                "orders", "RDPFilter.for_target", "orders with eps > log(1/delta)/(a-1)", orders
+            )
+        return cls(tuple(a for a, _ in kept), tuple(math.nextafter(b, 0.0) for _, b in kept))
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "orders": list(self._orders),
+            "budgets": [frac_to_json(b) for b in self._budgets],
+            "spent": [frac_to_json(s) for s in self._spent],
+        }
+
+    def _load(self, state: dict[str, Any]) -> None:
+        self._orders = tuple(float(a) for a in state["orders"])
+        self._budgets = tuple(frac_from_json(b, "budgets") for b in state["budgets"])
+        self._spent = tuple(frac_from_json(s, "spent") for s in state["spent"])
+
+    def remaining(self) -> dict[str, Any]:
+        return {
+            "orders": list(self._orders),
+            "rdp": [float(b - s) for b, s in zip(self._budgets, self._spent, strict=True)],
+        }
+
+    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+        q = as_query(query)
+        qd = query_to_dict(q)
+        costs = [rdp_of(q, a) for a in self._orders]
+        if any(c is None or not math.isfinite(c) for c in costs):
+            return _refuse(
+                "the query states no finite RDP at every order", self.remaining(), {"query": qd}
+            ), None
+        cs = [float(c) for c in costs if c is not None]
+        cost = {"orders": list(self._orders), "rdp": cs, "query": qd}
+        new = tuple(s + Fraction(c) for s, c in zip(self._spent, cs, strict=True))
+        if any(n > b for n, b in zip(new, self._budgets, strict=True)):
+            return _refuse(
+                "the RDP budget would be exceeded at some order", self.remaining(), cost
+            ), None
+        state = dict(self._state(), spent=[frac_to_json(s) for s in new])
+        rem = {
+            "orders": list(self._orders),
+            "rdp": [float(b - s) for b, s in zip(self._budgets, new, strict=True)],
+        }
+        return Decision(True, "admitted", rem, cost), state

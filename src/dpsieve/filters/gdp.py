@@ -1,0 +1,224 @@
+"""GDP filters: the naive GDP filter, the GDP residue filter, and its approximate-GDP variant.
+
+* Naive GDP filter (Smith & Thakurta 2022; Koskela et al. 2022): charge each query the
+  smallest nu with L <= G_nu and admit while sum nu_i^2 <= mu^2; residue
+  G_sqrt(mu^2 - nu^2) (paper, Sec. 4).
+* GDP residue filter (paper, Def. 7): U(G_mu, L) = G_mu' with mu' the largest value such
+  that G_mu' (+) L <= G_mu. Never worse than naive. mu' is found by a sound search
+  (:func:`dpsieve.filters._gdp_core.residue_mu`): the returned mu' is at or below the true
+  largest value, so the residue condition holds. Gaussian queries compose in closed form.
+* Approximate-GDP residue filter (ours, docs/proofs/filters.md): budget R_{0,delta} (+) G_mu.
+  A query with mass d at +inf and finite part L_f is admitted with residue
+  R_{0,delta'} (+) G_mu', where (1 - delta')(1 - d) >= 1 - delta and G_mu' (+) L_f <= G_mu.
+
+A budget given as an (eps, delta) target is converted to the GDP budget whose curve meets
+it, rounded down (:func:`dpsieve.accounting.gdp.gdp_mu_for`), i.e. optimistically.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from dpsieve._validation import check_in_closed, check_nonnegative
+from dpsieve.accounting.events import GDP
+from dpsieve.accounting.gdp import gdp_mu_for
+from dpsieve.filters._common import FilterBase, frac_from_json, frac_to_json
+from dpsieve.filters._gdp_core import Atoms, residue_mu, smallest_gdp_mu_atoms
+from dpsieve.filters._queries import as_query, query_to_dict, symmetric_atoms
+from dpsieve.filters.base import Decision
+
+__all__ = [
+    "ApproxGDPResidueFilter",
+    "GDPResidueFilter",
+    "NaiveGDPFilter",
+    "gdp_residue_update",
+    "naive_gdp_cost",
+    "sqrt_down",
+]
+
+
+def sqrt_down(x: Fraction) -> float:
+    """A float r >= 0 with r^2 <= x exactly (rounded down)."""
+    if x <= 0:
+        return 0.0
+    r = math.sqrt(float(x))
+    while r > 0 and Fraction(r) ** 2 > x:
+        r = math.nextafter(r, 0.0)
+    return r
+
+
+def naive_gdp_cost(query: Any) -> float:
+    """Smallest nu (rounded up) with query <= G_nu; ``inf`` if no GDP bound follows."""
+    q = as_query(query)
+    if isinstance(q, GDP):
+        return q.mu
+    atoms = symmetric_atoms(q)
+    if atoms is None:
+        return math.inf
+    return smallest_gdp_mu_atoms(atoms)
+
+
+def gdp_residue_update(mu: float, query: Any) -> float:
+    """mu' of the GDP residue filter for budget G_mu and this query; -1.0 if not admissible.
+
+    Gaussian (GDP) queries: mu' = sqrt(mu^2 - nu^2) rounded down (exact). Discrete
+    symmetric queries: certified search, result at or below the true largest mu'.
+    """
+    q = as_query(query)
+    if isinstance(q, GDP):
+        left = Fraction(mu) ** 2 - Fraction(q.mu) ** 2
+        return -1.0 if left < 0 else sqrt_down(left)
+    atoms = symmetric_atoms(q)
+    if atoms is None:
+        return -1.0
+    return residue_mu(atoms, mu)
+
+
+def _budget_mu(mu: float | None, eps: float | None, delta: float | None, owner: str) -> float:
+    if mu is not None:
+        return check_nonnegative("mu", mu, owner)
+    if eps is None or delta is None:
+        from dpsieve._validation import fail
+
+        raise fail("mu", owner, "given, or both 'eps' and 'delta'", mu)
+    return gdp_mu_for(eps, delta)
+
+
+class NaiveGDPFilter(FilterBase):
+    """Naive GDP filter: admit while sum nu_i^2 <= mu^2 (exact in ``Fraction``)."""
+
+    KIND = "gdp_naive"
+
+    def __init__(
+        self, mu: float | None = None, *, eps: float | None = None, delta: float | None = None
+    ) -> None:
+        m = _budget_mu(mu, eps, delta, "NaiveGDPFilter")
+        self._mu2 = Fraction(m) ** 2
+        self._spent2 = Fraction(0)
+
+    def _state(self) -> dict[str, Any]:
+        return {"mu2": frac_to_json(self._mu2), "spent2": frac_to_json(self._spent2)}
+
+    def _load(self, state: dict[str, Any]) -> None:
+        self._mu2 = frac_from_json(state["mu2"], "mu2")
+        self._spent2 = frac_from_json(state["spent2"], "spent2")
+
+    def remaining(self) -> dict[str, Any]:
+        return {"mu": sqrt_down(self._mu2 - self._spent2)}
+
+    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+        q = as_query(query)
+        nu = naive_gdp_cost(q)
+        cost = {"mu": nu, "query": query_to_dict(q)}
+        if not math.isfinite(nu):
+            return Decision(False, "the query has no GDP bound", self.remaining(), cost), None
+        new = self._spent2 + Fraction(nu) ** 2
+        if new > self._mu2:
+            return Decision(False, "GDP budget exceeded", self.remaining(), cost), None
+        rem = {"mu": sqrt_down(self._mu2 - new)}
+        return Decision(True, "admitted", rem, cost), dict(self._state(), spent2=frac_to_json(new))
+
+
+class GDPResidueFilter(FilterBase):
+    """The GDP residue filter (paper, Def. 7 and Thm. 1): budget G_mu, update to G_mu'."""
+
+    KIND = "gdp_residue"
+
+    def __init__(
+        self, mu: float | None = None, *, eps: float | None = None, delta: float | None = None
+    ) -> None:
+        self._mu = _budget_mu(mu, eps, delta, "GDPResidueFilter")
+
+    def _state(self) -> dict[str, Any]:
+        return {"mu": self._mu}
+
+    def _load(self, state: dict[str, Any]) -> None:
+        self._mu = check_nonnegative("mu", state["mu"], "filter_from_json")
+
+    def remaining(self) -> dict[str, Any]:
+        return {"mu": self._mu}
+
+    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+        q = as_query(query)
+        new_mu = gdp_residue_update(self._mu, q)
+        cost = {"mu_before": self._mu, "mu_after": new_mu, "query": query_to_dict(q)}
+        if new_mu < 0:
+            return Decision(
+                False,
+                "no residue: the query is not dominated by the GDP budget",
+                self.remaining(),
+                cost,
+            ), None
+        return Decision(True, f"admitted; budget G_{new_mu!r}", {"mu": new_mu}, cost), {
+            "mu": new_mu
+        }
+
+
+class ApproxGDPResidueFilter(FilterBase):
+    """Residue filter for approximate-GDP budgets R_{0,delta} (+) G_mu (ours; see module doc).
+
+    The delta part pays for the query's mass at +inf, the GDP part for its finite part.
+    """
+
+    KIND = "approx_gdp_residue"
+
+    def __init__(self, mu: float, delta: float) -> None:
+        self._mu = check_nonnegative("mu", mu, "ApproxGDPResidueFilter")
+        self._delta = check_in_closed("delta", delta, 0.0, 1.0, "ApproxGDPResidueFilter")
+
+    def _state(self) -> dict[str, Any]:
+        return {"mu": self._mu, "delta": self._delta}
+
+    def _load(self, state: dict[str, Any]) -> None:
+        self._mu = check_nonnegative("mu", state["mu"], "filter_from_json")
+        self._delta = check_in_closed("delta", state["delta"], 0.0, 1.0, "filter_from_json")
+
+    def remaining(self) -> dict[str, Any]:
+        return {"mu": self._mu, "delta": self._delta}
+
+    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+        q = as_query(query)
+        qd = query_to_dict(q)
+        if isinstance(q, GDP):
+            d, new_mu = 0.0, gdp_residue_update(self._mu, q)
+        else:
+            atoms = symmetric_atoms(q)
+            if atoms is None:
+                return Decision(
+                    False, "the query has no approximate-GDP form", self.remaining(), {"query": qd}
+                ), None
+            d = atoms.p_inf
+            if d >= 1.0 or d > self._delta:
+                return Decision(
+                    False,
+                    "the query's delta exceeds the delta budget",
+                    self.remaining(),
+                    {"delta": d, "query": qd},
+                ), None
+            finite = Atoms(atoms.z, np.asarray(atoms.p) / (1.0 - d), 0.0)
+            new_mu = residue_mu(finite, self._mu)
+        new_delta = _delta_residue(self._delta, d)
+        cost = {"delta": d, "mu_after": new_mu, "query": qd}
+        if new_mu < 0 or new_delta < 0:
+            return Decision(
+                False, "no residue within the approximate-GDP budget", self.remaining(), cost
+            ), None
+        st = {"mu": new_mu, "delta": new_delta}
+        return Decision(True, "admitted", dict(st), cost), st
+
+
+def _delta_residue(delta: float, d: float) -> float:
+    """Largest float delta' with (1 - delta')(1 - d) >= 1 - delta, exactly; -1.0 if none."""
+    if d > delta:
+        return -1.0
+    if d == 0.0:
+        return delta
+    out = max(0.0, (delta - d) / (1.0 - d))
+    one = Fraction(1)
+    while out > 0 and (one - Fraction(out)) * (one - Fraction(d)) < one - Fraction(delta):
+        out = math.nextafter(out, 0.0)
+    return out
