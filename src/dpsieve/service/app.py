@@ -1,0 +1,229 @@
+"""The HTTP service, built by :func:`create_app` (never at import time).
+
+Data owners (the ``owner`` key) register data sets, set budgets, create analysts and grant
+them data sets; analysts query the data sets they were granted and read their budgets.
+Every query goes through :class:`dpsieve.session.Session`: the filter decides and the
+ledger records the spend durably before the data is read. Errors are JSON 4xx
+(:mod:`dpsieve.service.errors`). A data set the key may not see answers 404 exactly like
+one that does not exist.
+"""
+
+# no "from __future__ import annotations": FastAPI must see the local Annotated aliases
+
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, FastAPI, Header, HTTPException
+from fastapi.responses import HTMLResponse
+
+from dpsieve.accounting.events import Neighbouring
+from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal
+from dpsieve.ledger.factory import open_store
+from dpsieve.service.auth import hash_key, new_key
+from dpsieve.service.curves import ALPHAS, description_of, tradeoff_curve
+from dpsieve.service.errors import BodyLimit, install_error_handlers
+from dpsieve.service.schemas import AnalystIn, BudgetIn, DatasetIn, GrantIn, QueryIn
+from dpsieve.service.settings import Settings
+from dpsieve.session import Session, filter_for_budget, load_frame, parse_description
+
+__all__ = ["create_app"]
+
+
+class _Frames:
+    """Data frames loaded on first admitted use, reloaded when the file changes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[float, Any]] = {}
+
+    def get(self, path: str) -> Any:
+        mtime = Path(path).stat().st_mtime
+        with self._lock:
+            hit = self._cache.get(path)
+            if hit is not None and hit[0] == mtime:
+                return hit[1]
+        frame = load_frame(path)
+        with self._lock:
+            self._cache[path] = (mtime, frame)
+        return frame
+
+
+def _after_spend(settings: Settings) -> Callable[[str], None] | None:
+    if not settings.spend_marker and settings.pause_after_spend <= 0:
+        return None
+
+    def hook(key: str) -> None:  # test only: lets a test kill us between spend and answer
+        if settings.spend_marker:
+            Path(settings.spend_marker).write_text(key)
+        time.sleep(settings.pause_after_spend)
+    return hook
+
+
+def create_app(settings: Settings | None = None, *, store: BudgetStore | None = None) -> FastAPI:
+    """A FastAPI app over ``store`` (default: the one ``settings.database_url`` names)."""
+    settings = settings or Settings()
+    st: BudgetStore = store or open_store(settings.database_url, schema=settings.schema)
+    if settings.owner_key:
+        st.add_principal("owner", "owner", hash_key(settings.owner_key))
+    frames = _Frames()
+    hook = _after_spend(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        st.close()
+
+    from dpsieve import __version__
+
+    app = FastAPI(title="dpsieve", version=__version__, lifespan=lifespan,
+                  description="Differentially private queries under an exact privacy filter.")
+    app.state.store = st
+    app.state.settings = settings
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+
+    def principal(
+        authorization: Annotated[str | None, Header(max_length=512)] = None,
+        x_api_key: Annotated[str | None, Header(max_length=512)] = None,
+    ) -> Principal:
+        key = x_api_key
+        if authorization and authorization.lower().startswith("bearer "):
+            key = authorization[7:].strip()
+        p = st.principal_for_key(hash_key(key)) if key else None
+        if p is None:
+            raise HTTPException(401, "A valid API key is required (header 'Authorization: "
+                                     "Bearer <key>' or 'X-API-Key').")
+        return p
+
+    Who = Annotated[Principal, Depends(principal)]
+
+    def owner(p: Who) -> Principal:
+        if p.role != "owner":
+            raise HTTPException(403, "Only the data owner may do this.")
+        return p
+
+    Owner = Annotated[Principal, Depends(owner)]
+
+    def visible(p: Principal, name: str) -> dict[str, Any]:
+        src = st.dataset(name)
+        if src is None or (p.role != "owner" and name not in st.grants(p.name)):
+            raise HTTPException(404, f"No data set named {name!r} is visible to this key.")
+        return src
+
+    def budget_of(name: str) -> dict[str, Any]:
+        try:
+            return st.load_filter(name).remaining()
+        except BudgetNotFoundError:
+            return {}
+
+    def set_budget(name: str, body: BudgetIn) -> dict[str, Any]:
+        desc = parse_description(body.model_dump(exclude_none=True), "budget")
+        st.create_budget(name, filter_for_budget(desc), replace=True)
+        src = st.dataset(name) or {}
+        st.register_dataset(name, {**src, "neighbouring": desc.neighbouring.value,
+                                   "budget": desc.to_dict()})
+        return {"dataset": name, "budget": desc.to_dict(), "remaining": budget_of(name)}
+
+    @app.get("/healthz", tags=["meta"])
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.get("/v1/me", tags=["analysts"])
+    def me(p: Who) -> dict[str, Any]:
+        return {"name": p.name, "role": p.role,
+                "datasets": st.datasets() if p.role == "owner" else st.grants(p.name)}
+
+    @app.post("/v1/analysts", status_code=201, tags=["owners"])
+    def create_analyst(body: AnalystIn, _: Owner) -> dict[str, Any]:
+        key = new_key()
+        st.add_principal(body.name, "analyst", hash_key(key))
+        return {"name": body.name, "api_key": key}
+
+    @app.post("/v1/datasets", status_code=201, tags=["owners"])
+    def register(body: DatasetIn, _: Owner) -> dict[str, Any]:
+        path = Path(body.path).expanduser().resolve()
+        if path.suffix.lower() not in (".csv", ".parquet", ".pq") or not path.is_file():
+            raise HTTPException(422, f"'path' must name an existing .csv or .parquet file on "
+                                     f"the server. Got {body.path!r} instead.")
+        old = st.dataset(body.name) or {}
+        st.register_dataset(body.name, {**old, "path": str(path)})
+        out: dict[str, Any] = {"dataset": body.name, "path": str(path)}
+        if body.budget is not None:
+            out.update(set_budget(body.name, body.budget))
+        return out
+
+    @app.put("/v1/datasets/{name}/budget", tags=["owners"])
+    def put_budget(name: str, body: BudgetIn, _: Owner) -> dict[str, Any]:
+        if st.dataset(name) is None:
+            raise HTTPException(404, f"No data set named {name!r}.")
+        return set_budget(name, body)
+
+    @app.post("/v1/datasets/{name}/grants", status_code=201, tags=["owners"])
+    def grant(name: str, body: GrantIn, _: Owner) -> dict[str, Any]:
+        st.grant(body.analyst, name)
+        return {"dataset": name, "analyst": body.analyst}
+
+    @app.get("/v1/datasets", tags=["analysts"])
+    def list_datasets(p: Who) -> list[dict[str, Any]]:
+        names = st.datasets() if p.role == "owner" else st.grants(p.name)
+        return [{"dataset": n, "remaining": budget_of(n)} for n in names]
+
+    @app.get("/v1/datasets/{name}/budget", tags=["analysts"])
+    def get_budget(name: str, p: Who) -> dict[str, Any]:
+        src = visible(p, name)
+        hist = st.history(name) if budget_of(name) else []
+        return {
+            "dataset": name, "budget": src.get("budget"), "remaining": budget_of(name),
+            "admitted": len(hist),
+            "history": [{"seq": r.seq, "cost": r.cost, "remaining": r.remaining,
+                         "created_at": r.created_at,
+                         **({"principal": r.principal, "query": r.request}
+                            if p.role == "owner" or r.principal == p.name else {})}
+                        for r in hist],
+        }
+
+    @app.get("/v1/datasets/{name}/curves", tags=["analysts"])
+    def curves(name: str, p: Who) -> dict[str, Any]:
+        src = visible(p, name)
+        if not budget_of(name):
+            raise HTTPException(409, f"The data set {name!r} has no budget yet.")
+        steps: list[dict[str, Any]] = [{"step": 0, "cost": None,
+                  "remaining": st.initial_filter(name).remaining()}]
+        steps += [{"step": i + 1, "cost": r.cost, "remaining": r.remaining}
+                  for i, r in enumerate(st.history(name))]
+        for s in steps:
+            desc = description_of(s["remaining"])
+            s["curve"] = None if desc is None else tradeoff_curve(desc)
+        return {"dataset": name, "budget": src.get("budget"),
+                "alphas": [round(float(a), 6) for a in ALPHAS], "steps": steps}
+
+    @app.post("/v1/datasets/{name}/queries", tags=["analysts"])
+    def query(
+        name: str, body: QueryIn, p: Who,
+        idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
+    ) -> dict[str, Any]:
+        src = visible(p, name)
+        if not budget_of(name):
+            raise HTTPException(409, f"The data set {name!r} has no budget yet.")
+        path = str(src["path"])
+        session = Session(lambda: frames.get(path), store=st, budget_id=name,
+                          principal=p.name, after_spend=hook,
+                          neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))
+        key = f"{p.name}/{idempotency_key}" if idempotency_key else None
+        return {"dataset": name, **session.run(body.spec(), key=key).to_dict()}
+
+    @app.get("/v1/datasets/{name}/audit", tags=["owners"])
+    def audit(name: str, _: Owner) -> list[dict[str, Any]]:
+        return [{"seq": e.seq, "ts": e.ts, "principal": e.principal, "event": e.event,
+                 "key": e.key, "payload": e.payload} for e in st.audit(name)]
+
+    @app.get("/ui", response_class=HTMLResponse, include_in_schema=False)
+    def page() -> str:
+        return resources.files("dpsieve.service").joinpath("static/index.html").read_text()
+
+    return app

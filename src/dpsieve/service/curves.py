@@ -1,0 +1,117 @@
+"""Tradeoff curves of remaining budgets, for the budget page (display, not accounting).
+
+Given a budget as a privacy description dict, return beta = f(alpha) on a grid: the
+smallest type-II error of any test at type-I error alpha (Dong, Roth, Su 2022, Def. 2.1).
+
+* GDP(mu): f = G_mu, exact (:func:`dpsieve.accounting.gdp.gdp_tradeoff`).
+* (eps, delta): f(a) = max(0, 1 - delta - e^eps a, e^-eps (1 - delta - a))
+  (Kairouz, Oh, Viswanath 2015; Dong et al. Prop. 2.5), exact.
+* zCDP rho, approximate zCDP, RDP: the curve of the (eps, delta(eps)) family they imply,
+  max over an eps grid -- zCDP: delta(eps) = exp(-(eps - rho)^2 / (4 rho)) (Bun & Steinke
+  2016, Prop. 1.3); RDP: delta(eps) = min_a exp(-(a - 1)(eps - r_a)) (Mironov 2017,
+  Prop. 3). These lie *below* the true curves (a weaker claim than the budget): the
+  picture never overstates the privacy left.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpsieve.accounting.events import (
+    GDP,
+    RDP,
+    ZCDP,
+    ApproxDP,
+    ApproxZCDP,
+    PureDP,
+    description_from_dict,
+)
+from dpsieve.accounting.gdp import gdp_tradeoff
+
+__all__ = ["ALPHAS", "description_of", "tradeoff_curve"]
+
+ALPHAS: npt.NDArray[np.float64] = np.linspace(0.0, 1.0, 101)
+_EPS_GRID = np.concatenate([np.linspace(0.0, 2.0, 81)[1:], np.geomspace(2.0, 200.0, 80)])
+
+
+def _approx(eps: float, delta: float, a: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    if math.isinf(eps):
+        return np.zeros_like(a)
+    one = 1.0 - delta
+    out: npt.NDArray[np.float64] = np.maximum.reduce([np.zeros_like(a), one - math.exp(eps) * a,
+                              math.exp(-eps) * (one - a)])
+    return out
+
+
+def _family(deltas: npt.NDArray[np.float64], extra: float,
+            a: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    out = np.zeros_like(a)
+    for e, d in zip(_EPS_GRID, deltas, strict=True):
+        dd = min(1.0, float(d) + extra)
+        if dd < 1.0:
+            out = np.maximum(out, _approx(float(e), dd, a))
+    return out
+
+
+def description_of(remaining: dict[str, Any]) -> Any:
+    """The privacy description a filter's ``remaining()`` dict states, or None.
+
+    Reads a description dict (with ``type``) or the filters' own forms: ``{"mu"}`` (GDP),
+    ``{"eps"}`` (pure), ``{"rho"}`` (zCDP), ``{"rho", "delta"}``, ``{"orders", "rdp"}``.
+    """
+    def num(x: Any) -> float:
+        return float(Fraction(x)) if isinstance(x, str) else float(x)
+
+    try:
+        keys = set(remaining) - {"exact", "kind", "type", "neighbouring"}
+        if "type" not in remaining:
+            if keys == {"mu"}:
+                return GDP(max(0.0, num(remaining["mu"])))
+            if keys == {"eps"}:
+                return PureDP(max(0.0, num(remaining["eps"])))
+            if keys == {"rho"}:
+                return ZCDP(max(0.0, num(remaining["rho"])))
+            if keys == {"rho", "delta"}:
+                return ApproxZCDP(max(0.0, num(remaining["rho"])),
+                                  min(1.0, max(0.0, num(remaining["delta"]))))
+            if keys == {"orders", "rdp"}:
+                return RDP(tuple(float(a) for a in remaining["orders"]),
+                           tuple(max(0.0, num(v)) for v in remaining["rdp"]))
+    except (ValueError, TypeError, ZeroDivisionError):
+        return None
+    for cand in (remaining, remaining.get("budget"), remaining.get("remaining")):
+        if isinstance(cand, dict) and "type" in cand:
+            try:
+                return description_from_dict(cand)
+            except (ValueError, KeyError, TypeError):
+                return None
+    return None
+
+
+def tradeoff_curve(desc: Any, alphas: npt.NDArray[np.float64] = ALPHAS) -> list[float] | None:
+    """f(alpha) on ``alphas`` for a description (see module docstring), or None."""
+    a = np.asarray(alphas, dtype=np.float64)
+    if isinstance(desc, GDP):
+        f = gdp_tradeoff(desc.mu, a) if math.isfinite(desc.mu) else np.zeros_like(a)
+    elif isinstance(desc, PureDP):
+        f = _approx(desc.eps, 0.0, a)
+    elif isinstance(desc, ApproxDP):
+        f = _approx(desc.eps, desc.delta, a)
+    elif isinstance(desc, ZCDP | ApproxZCDP):
+        rho = max(desc.rho, 1e-300)
+        d = np.where(rho < _EPS_GRID, np.exp(-((_EPS_GRID - rho) ** 2) / (4 * rho)), 1.0)
+        f = _family(d, desc.delta if isinstance(desc, ApproxZCDP) else 0.0, a)
+    elif isinstance(desc, RDP):
+        orders = np.asarray(desc.orders)[:, None]
+        vals = np.asarray(desc.values)[:, None]
+        with np.errstate(over="ignore"):
+            d = np.min(np.exp(-(orders - 1) * (_EPS_GRID[None, :] - vals)), axis=0)
+        f = _family(d, 0.0, a)
+    else:
+        return None
+    return [round(float(x), 6) for x in np.clip(f, 0.0, 1.0)]

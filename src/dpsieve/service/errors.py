@@ -1,0 +1,133 @@
+"""Errors as clean JSON 4xx responses (never a stack trace) and a request-size limit."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from dpsieve.errors import (
+    BudgetExceededError,
+    ConcurrencyError,
+    DPError,
+    LedgerError,
+    NeighbourRelationError,
+    UnsupportedError,
+    ValidationError,
+)
+from dpsieve.ledger.base import BudgetNotFoundError, IdempotencyKeyReuseError
+
+__all__ = ["BodyLimit", "install_error_handlers"]
+
+log = logging.getLogger("dpsieve.service")
+
+
+def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message, **extra}, status_code=status)
+
+
+def _dp_error(_: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, BudgetExceededError):
+        return _error(409, "budget_exceeded", str(exc), remaining=exc.remaining,
+                      requested=exc.requested)
+    if isinstance(exc, BudgetNotFoundError):
+        return _error(404, "not_found", str(exc))
+    if isinstance(exc, IdempotencyKeyReuseError):
+        return _error(409, "idempotency_key_reused", str(exc))
+    if isinstance(exc, ConcurrencyError):
+        return _error(503, "busy", str(exc) + " Retrying is safe.")
+    if isinstance(exc, LedgerError):
+        return _error(409, "ledger_conflict", str(exc))
+    if isinstance(exc, ValidationError):
+        return _error(422, "invalid_parameter", str(exc), parameter=exc.parameter)
+    if isinstance(exc, UnsupportedError | NeighbourRelationError):
+        return _error(422, "unsupported", str(exc))
+    return _error(400, "bad_request", str(exc))
+
+
+def _validation(_: Request, exc: Exception) -> JSONResponse:
+    errs = exc.errors() if isinstance(exc, RequestValidationError) else []
+    if any(e.get("type") == "json_invalid" for e in errs):
+        return _error(400, "malformed_json", "The request body is not valid JSON.")
+    parts = []
+    for e in errs[:10]:
+        loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
+        parts.append(f"'{loc}': {e.get('msg', 'invalid')}")
+    return _error(422, "invalid_request", "Invalid request: " + "; ".join(parts) + ".")
+
+
+def _http(_: Request, exc: Exception) -> JSONResponse:
+    if not isinstance(exc, StarletteHTTPException):
+        return _error(500, "internal_error", "Internal error.")
+    codes = {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}
+    return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail),
+                  ) if exc.status_code >= 400 else JSONResponse({}, exc.status_code)
+
+
+def _internal(_: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error", exc_info=exc)
+    return _error(500, "internal_error", "Internal error; nothing was released.")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Map the dpsieve exception tree and request errors to JSON responses."""
+    app.add_exception_handler(DPError, _dp_error)
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(StarletteHTTPException, _http)
+    app.add_exception_handler(Exception, _internal)
+
+
+class BodyLimit:
+    """ASGI middleware: 413 for bodies above ``limit`` bytes (declared or streamed)."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", []):
+            if name == b"content-length":
+                try:
+                    too_big = int(value) > self.limit
+                except ValueError:
+                    too_big = True
+                if too_big:
+                    await self._reject(send)
+                    return
+        seen = 0
+        limit = self.limit
+
+        async def limited() -> Message:
+            nonlocal seen
+            msg = await receive()
+            if msg["type"] == "http.request":
+                seen += len(msg.get("body", b""))
+                if seen > limit:
+                    raise _TooLargeError
+            return msg
+
+        try:
+            await self.app(scope, limited, send)
+        except _TooLargeError:
+            await self._reject(send)
+
+    async def _reject(self, send: Send) -> None:
+        body = json.dumps({"error": "payload_too_large",
+                           "message": f"The request body exceeds {self.limit} bytes."}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"),
+                                (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+class _TooLargeError(Exception):
+    pass

@@ -1,0 +1,80 @@
+"""Request bodies of the HTTP API (pydantic), separate from the ledger's rows.
+
+Floats are finite (NaN and infinities are refused with 422), strings and lists bounded,
+unknown fields refused.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["AnalystIn", "BudgetIn", "DatasetIn", "GrantIn", "PrivacyIn", "QueryIn"]
+
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+Column = Annotated[str, Field(min_length=1, max_length=256)]
+Category = str | int | float
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class PrivacyIn(_Strict):
+    """The privacy a query spends: ``{"type": "gdp", "mu": 0.1}``, or pure/eps, zcdp/rho."""
+
+    type: Literal["pure", "gdp", "zcdp"]
+    eps: Finite | None = None
+    mu: Finite | None = None
+    rho: Finite | None = None
+
+
+class QueryIn(_Strict):
+    """A query: count, sum, mean or histogram (see docs/service.md)."""
+
+    type: Literal["count", "sum", "mean", "histogram"]
+    privacy: PrivacyIn
+    column: Column | None = None
+    lower: Finite | None = None
+    upper: Finite | None = None
+    categories: Annotated[list[Category], Field(max_length=10_000)] | None = None
+
+    def spec(self) -> dict[str, Any]:
+        out = self.model_dump(exclude_none=True)
+        out["privacy"] = self.privacy.model_dump(exclude_none=True)
+        return out
+
+
+class BudgetIn(_Strict):
+    """A budget as a privacy description, e.g. ``{"type": "gdp", "mu": 1.0}``."""
+
+    type: Literal["pure", "approx", "zcdp", "approx_zcdp", "gdp", "rdp"]
+    eps: Finite | None = None
+    delta: Finite | None = None
+    rho: Finite | None = None
+    mu: Finite | None = None
+    orders: Annotated[list[Finite], Field(max_length=1000)] | None = None
+    values: Annotated[list[Finite], Field(max_length=1000)] | None = None
+    neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
+
+
+class DatasetIn(_Strict):
+    """Register a CSV or Parquet file (a path on the server) under a name."""
+
+    name: Name
+    path: Annotated[str, Field(min_length=1, max_length=4096)]
+    budget: BudgetIn | None = None
+
+
+class AnalystIn(_Strict):
+    """Create an analyst; the response carries the API key, shown once."""
+
+    name: Name
+
+
+class GrantIn(_Strict):
+    """Let an analyst query a data set."""
+
+    analyst: Name

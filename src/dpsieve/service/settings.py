@@ -1,0 +1,42 @@
+"""Service settings: one frozen object, built explicitly or from ``DPSIEVE_*`` variables."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+__all__ = ["Settings"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything :func:`dpsieve.service.create_app` needs.
+
+    ``owner_key``: the data owner's API key (stored hashed at start-up); ``None`` means no
+    owner can log in (analysts only). ``max_body_bytes``: larger request bodies get 413.
+    ``pause_after_spend`` and ``spend_marker``: **test only** -- after the durable spend of
+    a query, touch ``spend_marker`` (a file path) and sleep this many seconds before
+    computing the answer, so a test can kill the process between spend and answer.
+    """
+
+    database_url: str = "sqlite:///dpsieve.db"
+    schema: str = "dpsieve"
+    owner_key: str | None = None
+    max_body_bytes: int = 1_000_000
+    pause_after_spend: float = 0.0
+    spend_marker: str | None = None
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> Settings:
+        """Settings from ``DPSIEVE_DATABASE_URL``, ``DPSIEVE_OWNER_KEY``, ... then overrides."""
+        env = os.environ
+        values: dict[str, object] = {
+            "database_url": env.get("DPSIEVE_DATABASE_URL", "sqlite:///dpsieve.db"),
+            "schema": env.get("DPSIEVE_SCHEMA", "dpsieve"),
+            "owner_key": env.get("DPSIEVE_OWNER_KEY") or None,
+            "max_body_bytes": int(env.get("DPSIEVE_MAX_BODY_BYTES", "1000000")),
+            "pause_after_spend": float(env.get("DPSIEVE_TEST_PAUSE_AFTER_SPEND", "0")),
+            "spend_marker": env.get("DPSIEVE_TEST_SPEND_MARKER") or None,
+        }
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)  # type: ignore[arg-type]

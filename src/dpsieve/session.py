@@ -1,0 +1,428 @@
+"""Sessions: private queries on one data set, each admitted by a filter before data is read.
+
+A :class:`Session` binds a data set (pandas or polars frame, or a CSV/Parquet file read
+through DuckDB) to a budget in a ledger (:mod:`dpsieve.ledger`). Every query runs in the
+same order, which is what makes the interaction private and accountable:
+
+1. the query's privacy cost is computed from **public** parameters only (bounds,
+   categories, the requested noise level) -- the data is not read;
+2. the ledger checks and spends in one durable transaction (refusal raises
+   :class:`~dpsieve.errors.BudgetExceededError` and nothing is read);
+3. only then is the data loaded and the noisy answer computed;
+4. the answer is stored in the ledger (first writer wins) and the stored answer released.
+
+A crash between 2 and 4 loses the answer but keeps the charge (errs on the side of
+privacy); retrying with the same idempotency ``key`` is not charged again and releases at
+most one answer per charge.
+
+Queries take the privacy to spend as a description: ``PureDP(eps)`` adds Laplace noise of
+scale Delta_1/eps (Dwork et al. 2006, Thm. 1); ``GDP(mu)`` adds Gaussian noise of sigma
+Delta_2/mu (Dong, Roth, Su 2022, Thm. 2.7); ``ZCDP(rho)`` Gaussian noise of sigma
+Delta_2/sqrt(2 rho) (Bun & Steinke 2016, Prop. 1.6). Sensitivities are those of the
+budget's neighbouring relation. The budget and its filter must be a valid pair
+(:func:`filter_for_budget` builds one; see docs/session.md).
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpsieve._validation import check_finite, check_positive, fail
+from dpsieve.accounting.events import (
+    GDP,
+    ZCDP,
+    ApproxDP,
+    Neighbouring,
+    PrivacyDescription,
+    PureDP,
+    description_from_dict,
+)
+from dpsieve.errors import BudgetExceededError, UnsupportedError, ValidationError
+
+if TYPE_CHECKING:
+    from dpsieve.filters.base import PrivacyFilter
+    from dpsieve.ledger.base import BudgetStore
+
+__all__ = ["QueryResult", "Session", "filter_for_budget", "load_frame", "parse_description"]
+
+FloatArray = npt.NDArray[np.float64]
+#: A pandas DataFrame (pandas ships no type stubs here).
+Frame = Any
+QUERY_TYPES = ("count", "histogram", "mean", "sum")
+
+
+@dataclass(frozen=True, slots=True)
+class QueryResult:
+    """A released answer with its noise description, its cost and the budget left."""
+
+    value: Any
+    noise: dict[str, Any]
+    cost: dict[str, Any]
+    remaining: dict[str, Any]
+    key: str
+    replayed: bool = False
+    query: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "value": self.value, "noise": self.noise, "cost": self.cost,
+            "remaining": self.remaining, "key": self.key, "replayed": self.replayed,
+            "query": self.query,
+        }
+
+
+def filter_for_budget(budget: PrivacyDescription) -> PrivacyFilter:
+    """The valid, tight filter for a budget (Theorem 8 of the privacy-filters paper).
+
+    GDP -> GDP residue filter; pure DP -> additive pure-DP filter; zCDP -> additive zCDP
+    filter; RDP -> additive RDP filter; approximate zCDP -> approximate-zCDP filter;
+    (eps, delta) -> the GDP residue filter with the largest mu whose curve is
+    (eps, delta)-DP (``gdp_mu_for`` rounds mu down: the budget errs small, which is safe).
+    A natural filter against an (eps, delta) target is not offered: it is invalid for
+    adaptive queries.
+    """
+    from dpsieve import filters
+    from dpsieve.accounting.gdp import gdp_mu_for
+
+    make: Callable[[PrivacyDescription], PrivacyFilter] = filters.filter_for_budget  # type: ignore[attr-defined,unused-ignore]
+    if isinstance(budget, ApproxDP) and budget.delta > 0:
+        return make(GDP(gdp_mu_for(budget.eps, budget.delta), budget.neighbouring))
+    return make(budget)
+
+
+def load_frame(data: Any) -> Frame:
+    """A pandas frame from a pandas/polars frame or a CSV/Parquet path (read by DuckDB)."""
+    import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+
+    if callable(data) and not isinstance(data, str | Path | pd.DataFrame):
+        data = data()  # a lazy loader
+    if isinstance(data, pd.DataFrame):
+        return data
+    if hasattr(data, "to_pandas"):  # polars and pyarrow tables
+        frame: Frame = data.to_pandas()
+        return frame
+    if isinstance(data, str | Path):
+        import duckdb
+
+        path = str(data)
+        low = path.lower()
+        if low.endswith((".parquet", ".pq")):
+            reader = "read_parquet"
+        elif low.endswith((".csv", ".csv.gz", ".tsv")):
+            reader = "read_csv_auto"
+        else:
+            raise fail("data", "load_frame", "a .csv or .parquet path", path)
+        if not Path(path).is_file():
+            raise fail("data", "load_frame", "an existing file", path)
+        con = duckdb.connect()
+        try:
+            out: Frame = con.execute(f"SELECT * FROM {reader}(?)", [path]).df()
+        finally:
+            con.close()
+        return out
+    raise fail("data", "load_frame", "a pandas/polars DataFrame or a CSV/Parquet path", data)
+
+
+def parse_description(d: Any, name: str = "privacy") -> PrivacyDescription:
+    """``description_from_dict`` with every failure a :class:`ValidationError` naming ``name``."""
+    try:
+        return description_from_dict(d)
+    except ValidationError:
+        raise
+    except (KeyError, TypeError, ValueError) as e:
+        raise fail(name, "query", f"a complete privacy description (missing or bad {e})",
+                   d) from None
+
+
+def _privacy(p: Any, nb: Neighbouring) -> PrivacyDescription:
+    if isinstance(p, dict):
+        p = parse_description({"neighbouring": nb.value, **p})
+    if not isinstance(p, PureDP | GDP | ZCDP):
+        raise fail("privacy", "query", "PureDP(eps), GDP(mu) or ZCDP(rho)", p)
+    value = p.eps if isinstance(p, PureDP) else p.mu if isinstance(p, GDP) else p.rho
+    check_positive(type(p).__name__.lower(), value, "query")
+    if p.neighbouring != nb:
+        raise fail("privacy", "query", f"under the budget's relation {nb.value!r}", p)
+    return p
+
+
+def _split(p: PrivacyDescription, parts: int) -> PrivacyDescription:
+    """A description whose ``parts``-fold composition is ``p`` (exact for these families)."""
+    if isinstance(p, PureDP):
+        return PureDP(p.eps / parts, p.neighbouring)
+    if isinstance(p, GDP):
+        return GDP(p.mu / math.sqrt(parts), p.neighbouring)
+    if isinstance(p, ZCDP):
+        return ZCDP(p.rho / parts, p.neighbouring)
+    raise UnsupportedError(f"cannot split {p!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Additive:
+    """Exact integer noise on the lattice g*Z (CKS 2020), calibrated to a privacy request.
+
+    ``k`` is the integer sensitivity of the snapped query (``ceil(Delta / g)``, computed
+    with Fractions, so it never understates), ``param`` the lattice-unit Laplace scale or
+    Gaussian sigma, rounded up (more noise: errs safe). Privacy spent (``cost``):
+
+    * Laplace: discrete Laplace of scale t on integer sensitivity k is (k/t)-DP
+      (CKS 2020, Sec. 2; Ghosh et al. 2009), t = k/eps rounded up, so cost PureDP(eps).
+    * Gaussian, zCDP request: N_Z(0, s2), s2 >= sigma^2, is k^2/(2 s2)-zCDP
+      (CKS 2020, Thm. 4), sigma = k / sqrt(2 rho) rounded up, so cost ZCDP(rho).
+    * Gaussian, GDP request: the discrete Gaussian is not exactly G_mu, so the cost is its
+      pessimistic PLD (:meth:`PLD.discrete_gaussian`), which the filter compares itself.
+    """
+
+    kind: str
+    g: float
+    k: int
+    param: float
+    cost: Any
+
+    def draw(self, size: int, rng: np.random.Generator | None) -> npt.NDArray[np.int64]:
+        from dpsieve import mechanisms
+
+        if self.kind == "laplace":
+            z = mechanisms.discrete_laplace(self.param, size, rng)
+        else:
+            z = mechanisms.discrete_gaussian(self.param, size, rng)
+        return np.asarray(z, dtype=np.int64).reshape(size)
+
+    def describe(self) -> dict[str, Any]:
+        name = "scale" if self.kind == "laplace" else "sigma"
+        return {"mechanism": f"discrete_{self.kind}", "granularity": self.g,
+                "integer_sensitivity": self.k, name: self.param * self.g,
+                "lattice_" + name: self.param}
+
+
+def _additive(p: PrivacyDescription, sens: Fraction, *, integer: bool) -> _Additive:
+    """Plan the noise for a query of sensitivity ``sens`` (L1 = L2 for one coordinate)."""
+    from dpsieve.mechanisms import default_granularity
+
+    if isinstance(p, PureDP):
+        kind, target = "laplace", float(sens) / p.eps
+    else:
+        mu = p.mu if isinstance(p, GDP) else math.sqrt(2.0 * p.rho)  # type: ignore[union-attr]
+        kind, target = "gaussian", float(sens) / mu
+    g = 1.0 if integer else default_granularity(target, 40 if kind == "laplace" else 20)
+    k = max(1, math.ceil(sens / Fraction(g)))
+    if isinstance(p, PureDP):
+        return _Additive(kind, g, k, math.nextafter(k / p.eps, math.inf), p)
+    if isinstance(p, ZCDP):
+        return _Additive(kind, g, k, math.nextafter(k / math.sqrt(2.0 * p.rho), math.inf), p)
+    sigma = math.nextafter(k / p.mu, math.inf)  # type: ignore[union-attr]
+    from dpsieve.accounting.pld import PLD  # type: ignore[import-not-found,unused-ignore]
+
+    return _Additive(kind, g, k, sigma, PLD.discrete_gaussian(sigma, sensitivity=k))
+
+
+def _compose(a: Any, b: Any, whole: PrivacyDescription) -> Any:
+    """The cost of releasing both: ``whole`` when the family composes exactly, else PLDs."""
+    if isinstance(whole, PureDP | ZCDP):
+        return whole
+    return a.compose(b)
+
+
+def _bounds(spec: dict[str, Any]) -> tuple[float, float]:
+    lo = check_finite("lower", spec.get("lower"), spec["type"])
+    hi = check_finite("upper", spec.get("upper"), spec["type"])
+    if not (lo < hi):
+        raise fail("upper", spec["type"], f"a float > lower = {lo!r}", hi)
+    return lo, hi
+
+
+class Session:
+    """Private queries on one data set against one budget (see module docstring).
+
+    ``Session(data, budget=GDP(1.0))`` builds the filter with :func:`filter_for_budget` in
+    a :class:`~dpsieve.ledger.MemoryStore`; pass ``filter=`` for a filter you built, and
+    ``store=``/``budget_id=`` to keep the ledger in SQLite or PostgreSQL (an existing
+    budget there is reused).
+    """
+
+    def __init__(
+        self,
+        data: Any,
+        *,
+        budget: PrivacyDescription | None = None,
+        filter: PrivacyFilter | None = None,
+        store: BudgetStore | None = None,
+        budget_id: str = "session",
+        principal: str = "",
+        rng: np.random.Generator | None = None,
+        neighbouring: Neighbouring | None = None,
+        after_spend: Callable[[str], None] | None = None,
+    ) -> None:
+        from dpsieve.ledger.base import BudgetNotFoundError
+        from dpsieve.ledger.memory import MemoryStore
+
+        if budget is not None and filter is not None:
+            raise ValidationError("Give either 'budget' or 'filter' to Session(), not both.")
+        self._data = data
+        self._frame: Frame | None = None
+        self.store: BudgetStore = store if store is not None else MemoryStore()
+        self.budget_id = budget_id
+        self.principal = principal
+        self._rng = rng
+        self._after_spend = after_spend
+        flt = filter if filter is not None else (
+            filter_for_budget(budget) if budget is not None else None)
+        try:
+            self.store.load_filter(budget_id)
+            exists = True
+        except BudgetNotFoundError:
+            exists = False
+        if flt is not None and not exists:
+            self.store.create_budget(budget_id, flt)
+        elif flt is None and not exists:
+            raise ValidationError(
+                f"Session() needs 'budget' or 'filter': no budget {budget_id!r} in the store.")
+        self.neighbouring = neighbouring or (
+            budget.neighbouring if budget is not None else Neighbouring.ADD_REMOVE)
+
+    # -- budget -------------------------------------------------------------------------
+    def remaining(self) -> dict[str, Any]:
+        """The budget left (JSON-ready, as the filter states it)."""
+        return self.store.load_filter(self.budget_id).remaining()
+
+    def frame(self) -> Frame:
+        """The private data (loaded on first use, after an admitted spend)."""
+        if self._frame is None:
+            self._frame = load_frame(self._data)
+        return self._frame
+
+    # -- queries ------------------------------------------------------------------------
+    def count(self, *, privacy: Any, key: str | None = None) -> QueryResult:
+        """Number of rows + noise. Delta_1 = Delta_2 = 1."""
+        return self.run({"type": "count", "privacy": privacy}, key=key)
+
+    def sum(self, column: str, *, lower: float, upper: float, privacy: Any,
+            key: str | None = None) -> QueryResult:
+        """Sum of the column clipped to [lower, upper] (missing values count as 0 clipped)."""
+        return self.run({"type": "sum", "column": column, "lower": lower, "upper": upper,
+                         "privacy": privacy}, key=key)
+
+    def mean(self, column: str, *, lower: float, upper: float, privacy: Any,
+             key: str | None = None) -> QueryResult:
+        """Noisy clipped sum / noisy count, the privacy split evenly between the two."""
+        return self.run({"type": "mean", "column": column, "lower": lower, "upper": upper,
+                         "privacy": privacy}, key=key)
+
+    def histogram(self, column: str, *, categories: Sequence[Any], privacy: Any,
+                  key: str | None = None) -> QueryResult:
+        """Counts of each public category (values outside them are not counted)."""
+        return self.run({"type": "histogram", "column": column,
+                         "categories": list(categories), "privacy": privacy}, key=key)
+
+    def run(self, spec: dict[str, Any], *, key: str | None = None) -> QueryResult:
+        """Run a query given as a JSON-ready dict (the form the service and CLI use)."""
+        if not isinstance(spec, dict) or spec.get("type") not in QUERY_TYPES:
+            raise fail("type", "query", f"one of {', '.join(QUERY_TYPES)}",
+                       spec.get("type") if isinstance(spec, dict) else spec)
+        p = _privacy(spec.get("privacy"), self.neighbouring)
+        cost, plan = self._plan(spec, p)  # public parameters only: no value is read
+        public = {**spec, "privacy": p.to_dict()}
+        key = key or uuid.uuid4().hex
+        out = self.store.spend(self.budget_id, cost, key=key, principal=self.principal,
+                               request=public)
+        d = out.decision
+        if not d.admitted:
+            raise BudgetExceededError(d.reason, remaining=d.remaining, requested=p.to_dict())
+        if out.replayed and out.answer is not None:
+            return QueryResult(out.answer["value"], out.answer["noise"], d.cost, d.remaining,
+                               key, replayed=True, query=public)
+        if self._after_spend is not None:
+            self._after_spend(key)
+        value, noise = plan(self.frame())
+        stored = self.store.record_answer(self.budget_id, key, {"value": value, "noise": noise})
+        return QueryResult(stored["value"], stored["noise"], d.cost, d.remaining, key,
+                           replayed=out.replayed, query=public)
+
+    def _plan(self, spec: dict[str, Any], p: PrivacyDescription
+              ) -> tuple[Any, Callable[[Frame], tuple[Any, dict[str, Any]]]]:
+        """(cost, compute) from public parameters; ``compute`` reads the data."""
+        t = spec["type"]
+        rr = self.neighbouring == Neighbouring.REPLACE_ONE
+        rng = self._rng
+        if t == "count":
+            # add/remove changes the count by 1; replace-one by 0 (1 is charged: safe)
+            m = _additive(p, Fraction(1), integer=True)
+
+            def count(df: Frame) -> tuple[Any, dict[str, Any]]:
+                return float(len(df) + int(m.draw(1, rng)[0])), m.describe()
+            return m.cost, count
+        col = self._column(spec)
+        if t == "histogram":
+            cats = spec.get("categories")
+            if not isinstance(cats, list) or not cats or len(cats) > 10_000:
+                raise fail("categories", "histogram", "a non-empty list of <= 10000 values", cats)
+            if len({repr(c) for c in cats}) != len(cats):
+                raise fail("categories", "histogram", "a list without repeats", cats)
+            if rr and not isinstance(p, PureDP | ZCDP):
+                raise UnsupportedError("GDP histograms are offered under add/remove only.")
+            # one row moves one count by 1 (add/remove) or two counts (replace-one):
+            # L1 = 2, L2 = sqrt(2); the zCDP bound k^2/(2 s2) uses the L2 norm squared.
+            m = _additive(p, Fraction(2 if rr and isinstance(p, PureDP) else 1), integer=True)
+            if rr and isinstance(p, ZCDP):
+                m = _additive(ZCDP(p.rho / 2, p.neighbouring), Fraction(1), integer=True)
+                m = _Additive(m.kind, m.g, m.k, m.param, p)
+
+            def histogram(df: Frame) -> tuple[Any, dict[str, Any]]:
+                counts = df[col].value_counts()
+                exact = np.array([int(counts.get(c, 0)) for c in cats], dtype=np.int64)
+                noisy = exact + m.draw(len(cats), rng)
+                return {"categories": cats, "counts": noisy.astype(float).tolist()}, m.describe()
+            return m.cost, histogram
+        lo, hi = _bounds(spec)
+        flo, fhi = Fraction(lo), Fraction(hi)
+        sens = (fhi - flo) if rr else max(abs(flo), abs(fhi))
+        zero = min(max(0.0, lo), hi)
+
+        def snapped_sum(df: Frame, g: float) -> int:
+            import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+
+            from dpsieve.mechanisms import snap_to_lattice
+
+            v = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
+            ints = snap_to_lattice(np.clip(np.where(np.isnan(v), zero, v), lo, hi), g)
+            return int(ints.astype(object).sum())  # exact integer sum
+
+        if t == "sum":
+            m = _additive(p, sens, integer=False)
+
+            def total(df: Frame) -> tuple[Any, dict[str, Any]]:
+                return (snapped_sum(df, m.g) + int(m.draw(1, rng)[0])) * m.g, m.describe()
+            return m.cost, total
+        half = _split(p, 2)
+        ms = _additive(half, sens, integer=False)
+        mc = _additive(half, Fraction(1), integer=True)
+
+        def mean(df: Frame) -> tuple[Any, dict[str, Any]]:
+            s = (snapped_sum(df, ms.g) + int(ms.draw(1, rng)[0])) * ms.g
+            n = float(len(df) + int(mc.draw(1, rng)[0]))
+            value = min(max(s / n, lo), hi) if n > 0 else (lo + hi) / 2.0
+            return value, {"sum": ms.describe(), "count": mc.describe()}
+        return _compose(ms.cost, mc.cost, p), mean
+
+    def _column(self, spec: dict[str, Any]) -> str:
+        """The column name, checked against the schema (names only: public metadata)."""
+        col = self._column_name(spec)
+        if col not in self.frame().columns:
+            raise fail("column", spec["type"], "a column of the data set", col)
+        return col
+
+    @staticmethod
+    def _column_name(spec: dict[str, Any]) -> str:
+        col = spec.get("column")
+        if not isinstance(col, str) or not col:
+            raise fail("column", spec["type"], "a column name", col)
+        return col

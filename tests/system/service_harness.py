@@ -1,0 +1,76 @@
+"""Helpers for the service tests: an example CSV, a uvicorn subprocess on a free port."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HERE = Path(__file__).parent
+
+
+def write_csv(path: Path, n: int = 200) -> Path:
+    rows = ["age,income,city"]
+    cities = ["a", "b", "c"]
+    for i in range(n):
+        rows.append(f"{20 + i % 50},{1000 + 37 * i % 900},{cities[i % 3]}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Server:
+    """A uvicorn subprocess running the service (loopback only)."""
+
+    def __init__(self, url: str, owner: str, *, schema: str = "dpsieve",
+                 env: dict[str, str] | None = None) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        full_env = {**os.environ, **(env or {})}
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / "serve_for_tests.py"), url, str(self.port), owner,
+             schema],
+            env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                raise RuntimeError(f"service exited early: {err}")
+            try:
+                if httpx.get(self.base + "/healthz", timeout=0.5).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("service did not start within 30 s")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown handlers run (a crash)."""
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()

@@ -1,0 +1,170 @@
+"""The HTTP service in process: auth, grants, queries, idempotency and clean 4xx errors."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from service_harness import write_csv
+from system_doubles import FakePureFilter, fake_loads
+
+from dpsieve.ledger import SQLiteStore
+from dpsieve.service import Settings, create_app
+
+OWNER = "owner-secret-key"
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    store = SQLiteStore(tmp_path / "svc.db", loads=fake_loads)
+    app = create_app(Settings(owner_key=OWNER, max_body_bytes=20_000), store=store)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        own = {"Authorization": f"Bearer {OWNER}"}
+        csv = write_csv(tmp_path / "people.csv")
+        for name in ("people", "secret"):
+            r = client.post("/v1/datasets", json={"name": name, "path": str(csv)}, headers=own)
+            assert r.status_code == 201, r.text
+            store.create_budget(name, FakePureFilter(Fraction(1)))
+        keys = {}
+        for who in ("ana", "bob"):
+            r = client.post("/v1/analysts", json={"name": who}, headers=own)
+            assert r.status_code == 201
+            keys[who] = {"X-API-Key": r.json()["api_key"]}
+        assert client.post("/v1/datasets/people/grants", json={"analyst": "ana"},
+                           headers=own).status_code == 201
+        assert client.post("/v1/datasets/secret/grants", json={"analyst": "bob"},
+                           headers=own).status_code == 201
+        yield {"client": client, "store": store, "owner": own, **keys}
+
+
+COUNT = {"type": "count", "privacy": {"type": "pure", "eps": 0.25}}
+
+
+def test_query_admitted_carries_noise_cost_and_remaining(env: dict[str, Any]) -> None:
+    c = env["client"]
+    r = c.post("/v1/datasets/people/queries", json=COUNT, headers=env["ana"])
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["noise"]["mechanism"] == "discrete_laplace"
+    assert body["noise"]["scale"] == pytest.approx(4.0)
+    assert body["remaining"] == {"eps": "3/4"}
+    assert abs(body["value"] - 200) < 200  # noisy, but a count near 200
+    r = c.post("/v1/datasets/people/queries", headers=env["ana"], json={
+        "type": "mean", "column": "age", "lower": 0, "upper": 100,
+        "privacy": {"type": "pure", "eps": 0.5}})
+    assert r.status_code == 200, r.text
+    assert 0 <= r.json()["value"] <= 100
+    r = c.post("/v1/datasets/people/queries", headers=env["ana"], json={
+        "type": "histogram", "column": "city", "categories": ["a", "b", "c"],
+        "privacy": {"type": "pure", "eps": 0.25}})
+    assert r.status_code == 200, r.text
+    assert r.json()["remaining"] == {"eps": "0"}
+    r = c.post("/v1/datasets/people/queries", json=COUNT, headers=env["ana"])
+    assert r.status_code == 409
+    assert r.json()["error"] == "budget_exceeded"
+    b = c.get("/v1/datasets/people/budget", headers=env["ana"]).json()
+    assert b["admitted"] == 3
+    assert sum(Fraction(h["cost"]["eps"]) for h in b["history"]) == 1
+
+
+def test_keys_see_only_granted_datasets(env: dict[str, Any]) -> None:
+    c = env["client"]
+    assert c.get("/v1/datasets", headers=env["ana"]).json() == [
+        {"dataset": "people", "remaining": {"eps": "1"}}]
+    for path in ("/v1/datasets/secret/budget", "/v1/datasets/secret/curves"):
+        r = c.get(path, headers=env["ana"])
+        assert r.status_code == 404
+        assert "secret" in r.json()["message"]
+    r = c.post("/v1/datasets/secret/queries", json=COUNT, headers=env["ana"])
+    assert r.status_code == 404
+    assert c.get("/v1/datasets/secret/audit", headers=env["ana"]).status_code == 403
+    assert c.post("/v1/analysts", json={"name": "eve"}, headers=env["ana"]).status_code == 403
+    assert c.get("/v1/datasets", headers={"X-API-Key": "dps_wrong"}).status_code == 401
+    assert c.get("/v1/datasets").status_code == 401
+    assert env["store"].history("secret") == []
+
+
+BAD = [
+    ("malformed", b'{"type": "count", "privacy": ', 400),
+    ("nan", b'{"type": "count", "privacy": {"type": "pure", "eps": NaN}}', 422),
+    ("inf", b'{"type": "count", "privacy": {"type": "pure", "eps": Infinity}}', 422),
+    ("negative", b'{"type": "count", "privacy": {"type": "pure", "eps": -1}}', 422),
+    ("zero", b'{"type": "count", "privacy": {"type": "pure", "eps": 0}}', 422),
+    ("missing eps", b'{"type": "count", "privacy": {"type": "pure"}}', 422),
+    ("unknown type", b'{"type": "drop_table", "privacy": {"type": "pure", "eps": 1}}', 422),
+    ("unknown field", b'{"type": "count", "x": 1, "privacy": {"type": "pure", "eps": 1}}', 422),
+    ("bad column", b'{"type": "sum", "column": "nope", "lower": 0, "upper": 1,'
+                   b' "privacy": {"type": "pure", "eps": 0.1}}', 422),
+    ("bounds", b'{"type": "sum", "column": "age", "lower": 5, "upper": 1,'
+               b' "privacy": {"type": "pure", "eps": 0.1}}', 422),
+    ("huge", b'{"type": "count", "pad": "' + b"x" * 50_000 + b'"}', 413),
+    ("not an object", b"[1, 2, 3]", 422),
+]
+
+
+@pytest.mark.parametrize(("name", "body", "status"), BAD, ids=[b[0] for b in BAD])
+def test_bad_requests_are_clean_4xx_and_write_nothing(
+    env: dict[str, Any], name: str, body: bytes, status: int
+) -> None:
+    c, store = env["client"], env["store"]
+    before = (len(store.audit()), store.load_filter("people").to_json())
+    r = c.post("/v1/datasets/people/queries", content=body,
+               headers={**env["ana"], "Content-Type": "application/json"})
+    assert r.status_code == status, r.text
+    err = r.json()
+    assert err["message"]
+    assert "Traceback" not in r.text
+    assert (len(store.audit()), store.load_filter("people").to_json()) == before
+
+
+def test_unknown_dataset_and_bad_budget(env: dict[str, Any]) -> None:
+    c = env["client"]
+    r = c.post("/v1/datasets/nowhere/queries", json=COUNT, headers=env["ana"])
+    assert r.status_code == 404
+    assert "nowhere" in r.json()["message"]
+    r = c.put("/v1/datasets/people/budget", headers=env["owner"],
+              content=b'{"type": "gdp", "mu": NaN}')
+    assert r.status_code == 422
+    r = c.put("/v1/datasets/people/budget", headers=env["owner"], json={"type": "gdp", "mu": -1})
+    assert r.status_code == 422
+    assert "'mu'" in r.json()["message"]
+    r = c.post("/v1/datasets", headers=env["owner"], json={"name": "x", "path": "/etc/passwd"})
+    assert r.status_code == 422
+
+
+def test_idempotency_key_replays_without_charge(env: dict[str, Any]) -> None:
+    c = env["client"]
+    h = {**env["ana"], "Idempotency-Key": "req-1"}
+    a = c.post("/v1/datasets/people/queries", json=COUNT, headers=h).json()
+    b = c.post("/v1/datasets/people/queries", json=COUNT, headers=h).json()
+    assert a["value"] == b["value"]
+    assert b["replayed"] is True
+    assert env["store"].load_filter("people").remaining() == {"eps": "3/4"}
+    other = {**COUNT, "privacy": {"type": "pure", "eps": 0.5}}
+    r = c.post("/v1/datasets/people/queries", json=other, headers=h)
+    assert r.status_code == 409
+    assert r.json()["error"] == "idempotency_key_reused"
+    # the same key from another analyst is another request (keys are per analyst)
+    env["store"].grant("bob", "people")
+    r = c.post("/v1/datasets/people/queries", json=COUNT,
+               headers={**env["bob"], "Idempotency-Key": "req-1"})
+    assert r.json()["replayed"] is False
+
+
+def test_openapi_and_page_and_curves(env: dict[str, Any]) -> None:
+    c = env["client"]
+    spec = c.get("/openapi.json").json()
+    assert "/v1/datasets/{name}/queries" in spec["paths"]
+    assert c.get("/ui").status_code == 200
+    c.post("/v1/datasets/people/queries", json=COUNT, headers=env["ana"])
+    cur = c.get("/v1/datasets/people/curves", headers=env["ana"]).json()
+    assert [s["step"] for s in cur["steps"]] == [0, 1]
+    f0, f1 = cur["steps"][0]["curve"], cur["steps"][1]["curve"]
+    # less budget left = a curve at least as high everywhere (more privacy left to lose)
+    assert all(b >= a - 1e-12 for a, b in zip(f0, f1, strict=True))
+    assert json.dumps(cur)
