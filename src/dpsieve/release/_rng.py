@@ -1,36 +1,33 @@
 """Randomness for the release samplers.
 
-``rng=None`` means "secure": a fresh :class:`numpy.random.Generator` is seeded, per call,
-with 128 bits from the operating system's CSPRNG (:mod:`secrets`). The generator that
-expands that seed (PCG64) is not itself a cryptographic generator; the seed is fresh per
-release and never leaves the process, which is the documented compromise for Gumbel and
-uniform draws until :mod:`dpsieve.mechanisms` exposes a CSPRNG-backed Generator. Simulations
-pass a seeded Generator explicitly.
+Every sampler takes ``rng: numpy.random.Generator | None = None``; ``None`` means the
+operating system's CSPRNG, through :mod:`dpsieve.mechanisms`' random source (``os.urandom``).
+A seeded Generator is for simulations only and is never used implicitly.
 
-The Gumbel-max draws are exact up to the 53-bit resolution of floating-point uniforms;
-the privacy proofs are for the exact law (see docs/proofs/release.md, "floating point").
+Gumbel draws are ``-log(-log U)`` with ``U`` on the ``2^-53`` lattice (never 0 or 1), the
+same convention and float caveat as :func:`dpsieve.mechanisms.exponential_mechanism`: the
+Gumbel-max selection probabilities equal the ideal ones up to floating-point rounding of
+the noise; the output is an index (a transcript), so there is no Mironov-style hole in a
+released real. The privacy proofs are for the ideal real-arithmetic law
+(docs/proofs/release.md, "Floating point").
 """
 
 from __future__ import annotations
 
-import secrets
-
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["gumbel", "resolve_rng"]
+from dpsieve.mechanisms._random import RandomSource, as_source
+
+__all__ = ["RandomSource", "gumbel", "source"]
 
 
-def resolve_rng(rng: np.random.Generator | None) -> np.random.Generator:
-    """``rng`` itself, or a Generator freshly seeded from :mod:`secrets` when ``None``."""
-    if rng is not None:
-        return rng
-    return np.random.Generator(np.random.PCG64(secrets.randbits(128)))
+def source(rng: object, owner: str) -> RandomSource:
+    """Validate ``rng`` (None = secure) and wrap it as a source of uniform words."""
+    return as_source(rng, owner)
 
 
-def gumbel(rng: np.random.Generator, size: int | tuple[int, ...]) -> npt.NDArray[np.float64]:
-    """Standard Gumbel draws -log(-log U) with U uniform on (0, 1) (0 excluded)."""
-    u = rng.random(size)
-    u = np.where(u > 0.0, u, np.nextafter(0.0, 1.0))
-    out: npt.NDArray[np.float64] = -np.log(-np.log(u))
+def gumbel(src: RandomSource, size: int) -> npt.NDArray[np.float64]:
+    """``size`` standard Gumbel draws."""
+    out: npt.NDArray[np.float64] = -np.log(-np.log(src.uniform01(size)))
     return out

@@ -31,7 +31,7 @@ import numpy.typing as npt
 from scipy.special import logsumexp
 
 from dpsieve._validation import check_int, check_positive
-from dpsieve.release._rng import gumbel, resolve_rng
+from dpsieve.release._rng import RandomSource, gumbel, source
 from dpsieve.release.errors import InstanceTooLargeError
 from dpsieve.release.groups import Groups
 from dpsieve.release.transcript import CollapsedWorkload, PMWParams
@@ -81,7 +81,7 @@ def enumeration_cost(k: int, selections: int, groups: int) -> float:
 class _Walker:
     def __init__(self, cw: CollapsedWorkload, groups: Groups, params: PMWParams,
                  eps: float, selections: int, f_x: FloatArray | None,
-                 rng: np.random.Generator | None, prune: bool, keep_all: bool,
+                 rng: RandomSource | None, prune: bool, keep_all: bool,
                  progress: Progress | None) -> None:
         self.S = cw.signed
         self.cols = cw.columns
@@ -249,7 +249,7 @@ def enumerate_envelope(cw: CollapsedWorkload, groups: Groups, params: PMWParams,
     if keep_all and cw.signed_classes ** Jp > 5_000_000:
         raise InstanceTooLargeError("keep_all=True stores every transcript; too many",
                                     estimated_cost=float(cw.signed_classes ** Jp), limit=5e6)
-    g = resolve_rng(rng) if sample else None
+    g = source(rng, "enumerate_envelope") if sample else None
     w = _Walker(cw, groups, params, eps, Jp, f_x, g, prune, keep_all, progress)
     w.run(cw.log_mu0)
     selections_out: IntArray | None = None

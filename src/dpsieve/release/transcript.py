@@ -30,7 +30,7 @@ import numpy.typing as npt
 from scipy.special import logsumexp
 
 from dpsieve._validation import check_in_closed, check_int, check_positive, fail
-from dpsieve.release._rng import gumbel, resolve_rng
+from dpsieve.mechanisms import exponential_mechanism
 from dpsieve.release.data import Dataset, Workload
 
 __all__ = [
@@ -170,16 +170,16 @@ def transcript_log_likelihood(cw: CollapsedWorkload, targets: FloatArray,
 def sample_transcript(cw: CollapsedWorkload, target: FloatArray, selections: int,
                       eta: float, gamma: float,
                       rng: np.random.Generator | None = None) -> IntArray:
-    """Draw ``selections`` signed queries from P_a (eq. 3.4) by Gumbel-max per round.
-    ``rng=None`` uses a secure source (see :mod:`dpsieve.release._rng`)."""
-    g = resolve_rng(rng)
+    """Draw ``selections`` signed-query classes from P_a (eq. 3.4). Each round is one call
+    of :func:`dpsieve.mechanisms.exponential_mechanism` with scores equal to the logits and
+    eps / (2 Delta) = 1, i.e. probability ∝ exp(logit). ``rng=None`` is the secure source."""
     S = cw.signed
     logmu = cw.log_mu0.copy()
     out = np.empty(selections, dtype=np.int64)
     for t in range(selections):
         m = S @ np.exp(logmu)
         logits = eta * (target - m) + cw.log_signed_multiplicity
-        s = int(np.argmax(logits + gumbel(g, S.shape[0])))
+        s = exponential_mechanism(logits, 2.0, 1.0, rng)
         out[t] = s
         logmu = logmu + gamma * S[s]
         logmu -= logsumexp(logmu)

@@ -1,0 +1,184 @@
+"""Baseline pure-DP query-release mechanisms (all eps-DP under replace-one neighbours).
+
+* :func:`laplace_release` - Laplace on all k answers, L1 sensitivity of the workload.
+* :func:`pmw_release` - "pure PMW": the selection-only PMW transcript (Fitzsimons 2026,
+  section 3) released directly with eta = eps n / (2 J' r), so each of the J' selections
+  is (eps / J')-DP by the bounded log-ratio 2 eta r / n (proof of Prop. 3.1) and basic
+  composition gives eps. Cube-root rate.
+* :func:`mwem_release` - MWEM (Hardt, Ligett, McSherry 2012): R rounds, each an
+  exponential-mechanism selection (eps / 2R) and a Laplace measurement (eps / 2R).
+* :func:`blr_release` - the small-database mechanism (Blum, Ligett, Roth 2013): the
+  exponential mechanism over all synthetic (class) histograms of m rows, score minus the
+  max error, sensitivity r / n. Exact expected error for tiny instances.
+
+Noise and selection come from :mod:`dpsieve.mechanisms` (secure by default).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import logsumexp
+
+from dpsieve._validation import check_int, check_positive
+from dpsieve.accounting.events import Neighbouring, PureDP
+from dpsieve.mechanisms import (
+    default_granularity,
+    discrete_laplace,
+    exponential_mechanism,
+    snap_to_lattice,
+)
+from dpsieve.release.data import Dataset, Workload
+from dpsieve.release.envelope import DEFAULT_MAX_COST, enumerate_envelope
+from dpsieve.release.groups import enumerate_histograms, histogram_count
+from dpsieve.release.mechanism import center_only_groups
+from dpsieve.release.result import Release
+from dpsieve.release.transcript import PMWParams, collapse, decode, sample_transcript
+
+__all__ = [
+    "blr_release",
+    "blr_rows",
+    "laplace_expected_max_error",
+    "laplace_release",
+    "mwem_release",
+    "pmw_parameters",
+    "pmw_release",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def _pure(eps: float) -> PureDP:
+    return PureDP(eps, Neighbouring.REPLACE_ONE)
+
+
+def _lattice_laplace(values: FloatArray, l1_sensitivity: float, eps: float,
+                     rng: np.random.Generator | None) -> tuple[FloatArray, float]:
+    """values + Laplace(l1 / eps) per coordinate, on a power-of-two lattice g.
+
+    The values are snapped to g Z first (post-processing of x's answers); snapping can move
+    each coordinate's difference between neighbours by one lattice step, so the integer L1
+    sensitivity is taken as ceil(l1 / g) + k (pessimistic), and the discrete Laplace scale
+    is that over eps: exact eps-DP (Canonne, Kamath, Steinke 2020 for the integer noise).
+    Returns (noisy values, effective continuous scale)."""
+    k = values.size
+    g = default_granularity(l1_sensitivity / eps)
+    sens_int = math.ceil(l1_sensitivity / g) + k
+    z = snap_to_lattice(values, g) + discrete_laplace(sens_int / eps, k, rng)
+    out: FloatArray = z.astype(np.float64) * g
+    return out, sens_int * g / eps
+
+
+def laplace_expected_max_error(scale: float, k: int) -> float:
+    """E max_i |Lap_i(scale)| = scale * H_k (max of k iid Exp(scale)); the lattice noise
+    differs from it by less than 1e-9 relative at the default granularity."""
+    return scale * sum(1.0 / i for i in range(1, k + 1))
+
+
+def laplace_release(workload: Workload, data: Dataset, eps: float,
+                    rng: np.random.Generator | None = None) -> Release:
+    """F(x) + Laplace(Delta_1 / eps)^k with the exact replace-one L1 sensitivity of the
+    workload (:meth:`Workload.l1_sensitivity`); pure eps-DP (Dwork et al. 2006)."""
+    e = check_positive("eps", eps, "laplace_release")
+    sens = workload.l1_sensitivity(data.n)
+    noisy, scale = _lattice_laplace(workload.answers(data), sens, e, rng)
+    return Release("laplace", noisy, _pure(e),
+                   laplace_expected_max_error(scale, workload.k),
+                   {"l1_sensitivity": sens, "scale": scale})
+
+
+def pmw_parameters(universe_size: int, n: int, eps: float, query_range: float,
+                   rounds: int) -> PMWParams:
+    """Pure-PMW parameters: eta = eps n / (2 (J - 1) r), gamma = min(1, sqrt(2 log T / J))."""
+    J = check_int("rounds", rounds, "pmw_parameters", minimum=2)
+    gamma = min(1.0, math.sqrt(2.0 * math.log(universe_size) / J)) if universe_size > 1 \
+        else 1.0
+    return PMWParams(J, eps * n / (2.0 * (J - 1) * max(query_range, 1e-300)), gamma)
+
+
+def pmw_release(workload: Workload, data: Dataset, eps: float, *, rounds: int = 4,
+                rng: np.random.Generator | None = None, compute_error: bool = False,
+                max_cost: float = DEFAULT_MAX_COST) -> Release:
+    """Selection-only PMW with J - 1 selections released directly; pure eps-DP."""
+    e = check_positive("eps", eps, "pmw_release")
+    p = pmw_parameters(workload.universe_size, data.n, e, workload.query_range, rounds)
+    cw = collapse(workload)
+    sel = sample_transcript(cw, cw.target(cw.counts(data), data.n), p.rounds - 1, p.eta,
+                            p.gamma, rng)
+    err = None
+    if compute_error:
+        err = enumerate_envelope(cw, center_only_groups(cw, data), p, e,
+                                 selections=p.rounds - 1, f_x=workload.answers(data),
+                                 sample=False, max_cost=max_cost).expected_error
+    return Release("pmw", decode(cw, sel, p.rounds, p.gamma), _pure(e), err,
+                   {"rounds": p.rounds, "eta": p.eta, "gamma": p.gamma})
+
+
+def mwem_release(workload: Workload, data: Dataset, eps: float, *, rounds: int = 4,
+                 rng: np.random.Generator | None = None) -> Release:
+    """MWEM: R rounds of (EM select with eps/2R, Laplace measure with eps/2R, MW update
+    A <- A exp(q (m - q(A)) / 2)); output the answers at the average of A_1..A_R.
+
+    Score |F_q(x) - q(A)| has sensitivity r / n (r the query range), and so does a single
+    measurement; basic composition of 2R pieces gives pure eps-DP. Every past measurement
+    is re-applied once per round (the paper's practical variant, post-processing)."""
+    e = check_positive("eps", eps, "mwem_release")
+    R = check_int("rounds", rounds, "mwem_release", minimum=1)
+    W = workload.matrix
+    f = workload.answers(data)
+    r = max(workload.query_range, 1e-300)
+    sens = r / data.n
+    A = np.full(workload.universe_size, 1.0 / workload.universe_size)
+    meas: list[tuple[int, float]] = []
+    total = np.zeros_like(A)
+    for _ in range(R):
+        scores = np.abs(f - W @ A)
+        i = exponential_mechanism(scores, e / (2 * R), sens, rng)
+        noisy, _ = _lattice_laplace(f[i:i + 1], sens, e / (2 * R), rng)
+        meas.append((i, float(noisy[0])))
+        for j, m in meas:
+            logA = np.log(A) + W[j] * (m - W[j] @ A) / 2.0
+            A = np.exp(logA - logsumexp(logA))
+        total += A
+    return Release("mwem", W @ (total / R), _pure(e), None,
+                   {"rounds": R, "measured": [int(j) for j, _ in meas]})
+
+
+def blr_rows(universe_classes: int, n: int, k: int, eps: float, query_range: float, *,
+             limit: int = 2_000_000) -> int:
+    """Public choice of the synthetic size m: minimise the BLR bound
+    r sqrt(log(2k) / (2m)) + 2 (r / n) log(#candidates(m)) / eps over m = 1..n."""
+    best_m, best = 1, math.inf
+    for m in range(1, n + 1):
+        count = histogram_count(m, universe_classes)
+        if count > limit:
+            break
+        b = query_range * math.sqrt(math.log(2 * k) / (2 * m)) \
+            + 2.0 * query_range / n * math.log(count) / eps
+        if b < best:
+            best_m, best = m, b
+    return best_m
+
+
+def blr_release(workload: Workload, data: Dataset, eps: float, *, rows: int | None = None,
+                rng: np.random.Generator | None = None) -> Release:
+    """Exponential mechanism over all class histograms of m rows (uniform base measure),
+    utility -||F(y) - F(x)||_inf with sensitivity r / n: pure eps-DP (McSherry-Talwar 2007;
+    the candidate set is public). Returns the exact expected error (non-private)."""
+    e = check_positive("eps", eps, "blr_release")
+    cw = collapse(workload)
+    r = max(workload.query_range, 1e-300)
+    m = rows if rows is not None else blr_rows(cw.size, data.n, workload.k, e, r)
+    check_int("rows", m, "blr_release", minimum=1)
+    H = enumerate_histograms(m, cw.size, limit=2_000_000)
+    cand = (H @ cw.columns.T) / m
+    f = workload.answers(data)
+    loss = np.abs(cand - f[None, :]).max(axis=1)
+    i = exponential_mechanism(-loss, e, r / data.n, rng)
+    logits = -e * loss * data.n / (2.0 * r)
+    err = float(np.exp(logits - logsumexp(logits)) @ loss)
+    details: dict[str, Any] = {"rows": m, "candidates": int(H.shape[0])}
+    return Release("blr", cand[i].copy(), _pure(e), err, details)

@@ -1,0 +1,116 @@
+"""The envelope mechanism (Fitzsimons 2026, sections 1.2 and 4): pure eps-DP query release.
+
+1. Selection-only PMW transcript law P_y (section 3; :mod:`dpsieve.release.transcript`).
+2. Sample the transcript from the normalised envelope p~_x / Z_x,
+   p~_x(w) = max_y e^{-(eps/2) d_H(x,y)} p_y(w) (eq. 4.1; Proposition 4.1: pure eps-DP for
+   ANY public J, eta, gamma, under replace-one neighbours).
+3. Decode publicly: the answers at the average of mu_0..mu_{J-1} (eq. 3.5).
+
+``variant="drop-last"`` (default) takes the envelope of the first J - 1 selections' law: the
+decoder never reads the J-th selection, the result is again eps-DP (Proposition 4.1 applied
+to the (J-1)-round transcript, then post-processing) and keeps the utility bound; it is 2k
+times cheaper (docs/proofs/release.md). ``variant="full"`` is the paper's J-selection law.
+
+Trivial regime: when eta <= eps n / (4 J' r) (r = largest query range, J' selections), every
+y's discounted likelihood is below x's own, so the envelope IS the PMW law (Z = 1) and we
+sample PMW directly (docs/proofs/release.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+
+from dpsieve._validation import check_positive, fail
+from dpsieve.accounting.events import Neighbouring, PureDP
+from dpsieve.release.data import Dataset, Workload
+from dpsieve.release.envelope import DEFAULT_MAX_COST, Progress, enumerate_envelope
+from dpsieve.release.groups import Groups, group_histograms
+from dpsieve.release.params import practical_parameters
+from dpsieve.release.result import Release
+from dpsieve.release.transcript import (
+    CollapsedWorkload,
+    PMWParams,
+    collapse,
+    decode,
+    sample_transcript,
+)
+
+__all__ = ["center_only_groups", "envelope_release", "is_trivial_regime", "selection_count"]
+
+Variant = Literal["drop-last", "full"]
+
+
+def selection_count(rounds: int, variant: Variant) -> int:
+    """J' = J - 1 for ``drop-last``, J for ``full``."""
+    if variant not in ("drop-last", "full"):
+        raise fail("variant", "envelope_release", "'drop-last' or 'full'", variant)
+    return rounds - 1 if variant == "drop-last" else rounds
+
+
+def is_trivial_regime(params: PMWParams, eps: float, n: int, query_range: float,
+                      selections: int) -> bool:
+    """eta <= eps n / (4 J' r): the envelope equals the PMW law (Z = 1)."""
+    if selections == 0 or query_range == 0:
+        return True
+    return params.eta * 4.0 * selections * query_range <= eps * n
+
+
+def center_only_groups(cw: CollapsedWorkload, data: Dataset) -> Groups:
+    """The single group {x}: enumerating it gives the plain PMW law p_x."""
+    F = (cw.columns @ cw.counts(data).astype(np.float64) / data.n)[None, :]
+    return Groups(F, cw.targets_from_answers(F), np.zeros(1, dtype=np.int64), 0)
+
+
+def envelope_release(workload: Workload, data: Dataset, eps: float,
+                     params: PMWParams | None = None, *, rounds: int = 8,
+                     variant: Variant = "drop-last", rng: np.random.Generator | None = None,
+                     prune: bool = False, compute_error: bool = False,
+                     max_cost: float = DEFAULT_MAX_COST,
+                     progress: Progress | None = None) -> Release:
+    """Release ``workload`` on ``data`` with the envelope mechanism, pure ``eps``-DP
+    (replace-one). ``params`` default to :func:`practical_parameters` with ``rounds``.
+
+    Sampling is exact (one Gumbel-max pass over all transcripts) and refuses with
+    :class:`~dpsieve.release.errors.InstanceTooLargeError` (carrying the estimated cost)
+    when the enumeration is too large. ``prune=True`` is faster but makes the running time
+    depend on the data; keep it off when time is observable. ``compute_error`` adds the
+    exact expected error at x (a non-private diagnostic).
+    """
+    e = check_positive("eps", eps, "envelope_release")
+    n = data.n
+    p = params if params is not None else practical_parameters(
+        workload.universe_size, n, e, rounds)
+    Jp = selection_count(p.rounds, variant)
+    cw = collapse(workload)
+    f_x = workload.answers(data)
+    r = workload.query_range
+    trivial = is_trivial_regime(p, e, n, r, Jp)
+    details: dict[str, Any] = {"rounds": p.rounds, "eta": p.eta, "gamma": p.gamma,
+                               "variant": variant, "selections": Jp, "trivial_regime": trivial,
+                               "distinct_columns": cw.size,
+                               "signed_query_classes": cw.signed_classes}
+    err: float | None = None
+    if trivial:
+        x_counts = cw.counts(data)
+        sel = sample_transcript(cw, cw.target(x_counts, n), Jp, p.eta, p.gamma, rng)
+        if compute_error:
+            res = enumerate_envelope(cw, center_only_groups(cw, data), p, e, selections=Jp,
+                                     f_x=f_x, sample=False, max_cost=max_cost,
+                                     progress=progress)
+            err = res.expected_error
+        details["log_z"] = 0.0
+    else:
+        groups = group_histograms(cw, cw.counts(data))
+        res = enumerate_envelope(cw, groups, p, e, selections=Jp,
+                                 f_x=f_x if compute_error else None, sample=True, rng=rng,
+                                 prune=prune, max_cost=max_cost, progress=progress)
+        assert res.selections is not None  # sample=True always returns a transcript
+        sel = res.selections
+        err = res.expected_error
+        details.update(groups=groups.size, transcripts=res.leaves,
+                       log_z_not_private=res.log_z)
+    answers = decode(cw, sel, p.rounds, p.gamma)
+    details["transcript"] = [int(cw.signed_index[s]) for s in sel]
+    return Release("envelope", answers, PureDP(e, Neighbouring.REPLACE_ONE), err, details)
