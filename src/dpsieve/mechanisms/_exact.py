@@ -30,7 +30,16 @@ from dpsieve.errors import NumericalError
 from dpsieve.mechanisms import _scalar
 from dpsieve.mechanisms._random import RandomSource
 
-__all__ = ["DGParams", "bern_exp", "bern_exp_le1", "dgauss", "dgauss_params", "dlap", "geom_e1"]
+__all__ = [
+    "DGParams",
+    "bern_exp",
+    "bern_exp_le1",
+    "dgauss",
+    "dgauss_params",
+    "dlap",
+    "geom",
+    "geom_e1",
+]
 
 U64 = npt.NDArray[np.uint64]
 I64 = npt.NDArray[np.int64]
@@ -103,15 +112,15 @@ def geom_e1(n: int, src: RandomSource) -> U64:
     return v
 
 
-def dlap(t: int, j: int, size: int, src: RandomSource) -> I64:
-    """``size`` draws of the discrete Laplace with scale ``t / 2^j`` (CKS Algorithm 2).
+def geom(t: int, j: int, size: int, src: RandomSource) -> I64:
+    """``size`` draws of the geometric law P[Y = y] proportional to exp(-y 2^j / t), y >= 0.
 
-    P[Y = y] proportional to exp(-|y| 2^j / t). Requires ``1 <= t < 2^53`` and ``j >= 0``.
-    One round: U ~ Unif{0..t-1}; reject unless Bernoulli(exp(-U/t)); V ~ geometric;
-    X = U + tV; Y = floor(X / 2^j); B a fair bit; reject if B and Y = 0; return (1-2B)Y.
+    The first half of CKS Algorithm 2: U ~ Unif{0..t-1}, accepted with probability
+    exp(-U/t), V ~ geometric (P[V >= v] = e^-v); X = U + tV has P[X = x] proportional to
+    e^{-x/t}, and Y = floor(X / 2^j). Requires ``1 <= t < 2^53`` and ``j >= 0``.
     """
     if not (1 <= t < 2**53) or j < 0:
-        raise NumericalError(f"dlap needs 1 <= t < 2^53 and j >= 0; got t={t}, j={j}")
+        raise NumericalError(f"geometric sampling needs 1 <= t < 2^53, j >= 0; got t={t}, j={j}")
     out = np.empty(size, dtype=np.int64)
     pending = np.arange(size)
     tt = np.uint64(t)
@@ -121,21 +130,34 @@ def dlap(t: int, j: int, size: int, src: RandomSource) -> I64:
         m = pending.size
         u = src.below(np.full(m, tt, dtype=np.uint64))
         d = bern_exp_le1(u, np.full(m, tt, dtype=np.uint64), src)
-        rejected = [pending[~d]]
         idx = pending[d]
         u = u[d]
         v = geom_e1(idx.size, src)
         big = v > vmax
-        y = np.empty(idx.size, dtype=np.int64)
         small = ~big
+        y = np.empty(idx.size, dtype=np.int64)
         y[small] = ((u[small] + tt * v[small]) >> shift).astype(np.int64)
         for i in np.flatnonzero(big).tolist():
             y[i] = _scalar.to_int64((int(u[i]) + t * int(v[i])) >> j)
-        sign = src.bits(idx.size)
+        out[idx] = y
+        pending = pending[~d]
+    return out
+
+
+def dlap(t: int, j: int, size: int, src: RandomSource) -> I64:
+    """``size`` draws of the discrete Laplace with scale ``t / 2^j`` (CKS Algorithm 2).
+
+    P[Y = y] proportional to exp(-|y| 2^j / t): Y ~ :func:`geom`, B a fair bit; reject if
+    B and Y = 0; return (1 - 2B) Y.
+    """
+    out = np.empty(size, dtype=np.int64)
+    pending = np.arange(size)
+    while pending.size:
+        y = geom(t, j, pending.size, src)
+        sign = src.bits(pending.size)
         ok = ~(sign & (y == 0))
-        out[idx[ok]] = np.where(sign[ok], -y[ok], y[ok])
-        rejected.append(idx[~ok])
-        pending = np.concatenate(rejected)
+        out[pending[ok]] = np.where(sign[ok], -y[ok], y[ok])
+        pending = pending[~ok]
     return out
 
 

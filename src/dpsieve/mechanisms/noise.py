@@ -45,6 +45,7 @@ __all__ = [
     "discrete_gaussian",
     "discrete_laplace",
     "gaussian_noise",
+    "geometric",
     "laplace_noise",
     "sampled_sigma2",
     "snap_to_lattice",
@@ -92,6 +93,23 @@ def discrete_laplace(scale: float, size: int | None = None, rng: RNG = None) -> 
     t, j = _scale_parts(scale, owner)
     src = as_source(rng, owner)
     out = _exact.dlap(t, j, n, src)
+    return int(out[0]) if size is None else out
+
+
+@overload
+def geometric(scale: float, size: None = None, rng: RNG = None) -> int: ...
+@overload
+def geometric(scale: float, size: int, rng: RNG = None) -> I64: ...
+def geometric(scale: float, size: int | None = None, rng: RNG = None) -> int | I64:
+    """Exact one-sided geometric draws: P[Y = y] = (1 - a) a^y, y >= 0, a = exp(-1/scale).
+
+    The first half of CKS 2020 Algorithm 2 (no approximation). The two-sided geometric
+    mechanism of Ghosh et al. (2009) is :func:`discrete_laplace`.
+    """
+    owner = "geometric"
+    n = _size(size, owner)
+    t, j = _scale_parts(scale, owner)
+    out = _exact.geom(t, j, n, as_source(rng, owner))
     return int(out[0]) if size is None else out
 
 

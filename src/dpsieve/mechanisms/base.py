@@ -1,0 +1,112 @@
+"""The mechanism abstraction: a description (sensitivity, neighbouring relation, noise),
+a sampler, and the mechanism's exact privacy.
+
+Every mechanism is a frozen, slotted dataclass satisfying :class:`Mechanism`:
+
+* ``neighbouring`` -- the relation under which ``sensitivity`` (and so the privacy) holds.
+* ``pld()`` -- a PLD that dominates the mechanism's privacy loss (pessimistic).
+* ``privacy()`` -- the tightest exact closed-form description (e.g. ``PureDP``, ``ZCDP``).
+* ``pure_eps()``, ``gdp_mu()``, ``zcdp_rho()``, ``rdp(orders)`` -- family parameters where
+  the mechanism has them *exactly* (a proved bound that is the natural parameter of the
+  mechanism), else ``None``.
+* ``under(relation)`` -- the same sampler, accounted under another neighbouring relation.
+* ``to_dict()`` -- JSON-ready description.
+
+Neighbouring relations. A replace-one neighbour is a removal followed by an addition, so a
+sensitivity ``Delta`` under add/remove gives at most ``2 Delta`` under replace-one (triangle
+inequality); :func:`convert_sensitivity` applies this. The converse has no general bound
+(e.g. a count has replace-one sensitivity 0 but add/remove sensitivity 1), so it is refused
+(:class:`~dpsieve.errors.UnsupportedError`): state the add/remove sensitivity directly.
+:func:`compose_plds` composes mechanisms only when their relations agree
+(:class:`~dpsieve.errors.NeighbourRelationError` otherwise).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from dpsieve._validation import fail
+from dpsieve.accounting.events import RDP, Neighbouring, PrivacyDescription, check_same_relation
+from dpsieve.errors import UnsupportedError
+
+if TYPE_CHECKING:
+    from dpsieve.accounting.pld import PLD
+
+__all__ = [
+    "Mechanism",
+    "as_relation",
+    "compose_plds",
+    "convert_sensitivity",
+    "privacy_of",
+]
+
+
+@runtime_checkable
+class Mechanism(Protocol):
+    """Structural type of every mechanism (see the module docstring)."""
+
+    @property
+    def neighbouring(self) -> Neighbouring: ...
+
+    def pld(self) -> PLD: ...
+
+    def privacy(self) -> PrivacyDescription: ...
+
+    def pure_eps(self) -> float | None: ...
+
+    def gdp_mu(self) -> float | None: ...
+
+    def zcdp_rho(self) -> float | None: ...
+
+    def rdp(self, orders: Sequence[float]) -> RDP | None: ...
+
+    def under(self, neighbouring: Neighbouring) -> Mechanism: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def as_relation(value: Any, owner: str) -> Neighbouring:
+    """Validate a neighbouring relation given as the enum or its string value."""
+    try:
+        return Neighbouring(value)
+    except ValueError:
+        raise fail("neighbouring", owner, "'add_remove' or 'replace_one'", value) from None
+
+
+def convert_sensitivity(
+    sensitivity: float, source: Neighbouring, target: Neighbouring, owner: str = ""
+) -> float:
+    """A sensitivity bound under ``target`` from one under ``source`` (sound, see module).
+
+    add/remove -> replace-one doubles it; replace-one -> add/remove is refused.
+    """
+    if source == target:
+        return sensitivity
+    if source == Neighbouring.ADD_REMOVE:
+        return 2.0 * sensitivity
+    raise UnsupportedError(
+        f"{owner or 'mechanism'}: a replace-one sensitivity does not bound the add/remove "
+        "sensitivity (a count has replace-one sensitivity 0); construct the mechanism with "
+        "its add/remove sensitivity instead."
+    )
+
+
+def compose_plds(mechanisms: Sequence[Mechanism]) -> PLD:
+    """The PLD of running ``mechanisms`` in sequence (all under one relation).
+
+    Raises :class:`~dpsieve.errors.NeighbourRelationError` when relations differ; convert
+    with ``m.under(relation)`` first.
+    """
+    if not mechanisms:
+        raise fail("mechanisms", "compose_plds", "a non-empty sequence of mechanisms", mechanisms)
+    check_same_relation(*(m.neighbouring for m in mechanisms))
+    out = mechanisms[0].pld()
+    for m in mechanisms[1:]:
+        out = out.compose(m.pld())
+    return out
+
+
+def privacy_of(mechanism: Mechanism, neighbouring: Neighbouring) -> PrivacyDescription:
+    """The exact description of ``mechanism`` accounted under ``neighbouring``."""
+    return mechanism.under(as_relation(neighbouring, "privacy_of")).privacy()

@@ -1,0 +1,292 @@
+"""Integer-valued mechanisms: discrete Laplace (geometric) and discrete Gaussian noise, and
+k-ary randomized response.
+
+* :class:`DiscreteLaplaceMechanism`: pure eps = Delta / scale (Ghosh, Roughgarden,
+  Sundararajan 2009, the two-sided geometric mechanism; CKS 2020). PLD: the discrete
+  Laplace PLD (d = 1), R_eps for d > 1.
+* :class:`DiscreteGaussianMechanism`: rho = Delta^2 / (2 sigma^2)-zCDP (CKS 2020, Thm. 4
+  and Thm. 14); ``sigma^2`` is the exact sampled variance parameter (rounded up from the
+  request, see :func:`~dpsieve.mechanisms.noise.sampled_sigma2`). PLD: the discrete
+  Gaussian PLD (d = 1).
+* :class:`RandomizedResponse`: k-ary randomized response (Warner 1965; Kairouz, Oh,
+  Viswanath 2016): report the true value with probability e^eps / (e^eps + k - 1), else a
+  uniformly chosen other value. eps-DP between any two inputs, i.e. under replace-one.
+  Sampled exactly by rejection: propose a uniform value, accept the true one always and
+  any other with an exact Bernoulli(e^-eps) (CKS Algorithm 1 on the rational eps). Each
+  round accepts with probability 1/k + (k-1) e^-eps / k whatever the input, so the running
+  time does not depend on the input.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpsieve._validation import check_int, check_nonnegative, check_positive, fail
+from dpsieve.accounting.events import RDP, ZCDP, Neighbouring, PureDP
+from dpsieve.accounting.families import round_fraction
+from dpsieve.errors import UnsupportedError
+from dpsieve.mechanisms import _scalar
+from dpsieve.mechanisms._random import RNG, as_source
+from dpsieve.mechanisms.base import as_relation, convert_sensitivity
+from dpsieve.mechanisms.noise import (
+    MAX_DISCRETE_SCALE,
+    discrete_gaussian,
+    discrete_laplace,
+    sampled_sigma2,
+)
+
+if TYPE_CHECKING:
+    from dpsieve.accounting.pld import PLD
+
+__all__ = [
+    "DiscreteGaussianMechanism",
+    "DiscreteLaplaceMechanism",
+    "RandomizedResponse",
+    "randomized_response",
+]
+
+I64 = npt.NDArray[np.int64]
+
+
+def _values(value: npt.ArrayLike, d: int, owner: str) -> tuple[npt.NDArray[Any], bool]:
+    arr = np.asarray(value)
+    flat = arr.reshape(-1)
+    if flat.size != d or not np.issubdtype(flat.dtype, np.integer):
+        raise fail("value", owner, f"an integer or {d} integers (dimension)", value)
+    return flat.astype(np.int64), arr.ndim == 0
+
+
+@dataclass(frozen=True, slots=True)
+class DiscreteLaplaceMechanism:
+    """Integer values + discrete Laplace noise (the two-sided geometric mechanism of Ghosh,
+    Roughgarden, Sundararajan 2009): pure eps = sensitivity / scale (L1, integer)."""
+
+    scale: float
+    sensitivity: int = 1
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+    dimension: int = 1
+
+    def __post_init__(self) -> None:
+        o = "DiscreteLaplaceMechanism"
+        check_positive("scale", self.scale, o)
+        if not self.scale <= MAX_DISCRETE_SCALE:
+            raise fail("scale", o, f"a float in (0, {MAX_DISCRETE_SCALE}]", self.scale)
+        check_int("sensitivity", self.sensitivity, o, minimum=1)
+        check_int("dimension", self.dimension, o, minimum=1)
+        object.__setattr__(self, "neighbouring", as_relation(self.neighbouring, o))
+
+    @classmethod
+    def for_epsilon(cls, eps: float, sensitivity: int = 1, **kw: Any) -> DiscreteLaplaceMechanism:
+        """scale = sensitivity / eps rounded up (so the exact eps is at most ``eps``)."""
+        e = Fraction(check_positive("eps", eps, "for_epsilon"))
+        return cls(round_fraction(Fraction(sensitivity) / e, upper=True), sensitivity, **kw)
+
+    def pure_eps(self) -> float:
+        return round_fraction(Fraction(self.sensitivity) / Fraction(self.scale), upper=True)
+
+    def gdp_mu(self) -> float | None:
+        return None
+
+    def zcdp_rho(self) -> float | None:
+        return None
+
+    def rdp(self, orders: Sequence[float]) -> RDP | None:
+        return None
+
+    def privacy(self) -> PureDP:
+        return PureDP(self.pure_eps(), self.neighbouring)
+
+    def pld(self) -> PLD:
+        from dpsieve.accounting.pld import PLD
+
+        if self.dimension == 1:
+            return PLD.discrete_laplace(self.scale, self.sensitivity)
+        return PLD.pure_dp(self.pure_eps())
+
+    def under(self, neighbouring: Neighbouring) -> DiscreteLaplaceMechanism:
+        nb = as_relation(neighbouring, "under")
+        s = convert_sensitivity(self.sensitivity, self.neighbouring, nb, "DiscreteLaplace")
+        return replace(self, sensitivity=int(s), neighbouring=nb)
+
+    def sample(self, size: int | None = None, rng: RNG = None) -> int | I64:
+        return discrete_laplace(self.scale, size, rng)
+
+    def release(self, value: npt.ArrayLike, rng: RNG = None) -> int | I64:
+        """``value + Z`` for integer ``value`` (``dimension`` entries)."""
+        flat, scalar = _values(value, self.dimension, "DiscreteLaplaceMechanism.release")
+        out = flat + discrete_laplace(self.scale, self.dimension, rng)
+        return int(out[0]) if scalar else out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mechanism": "discrete_laplace",
+            "scale": self.scale,
+            "sensitivity": self.sensitivity,
+            "neighbouring": self.neighbouring.value,
+            "dimension": self.dimension,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DiscreteGaussianMechanism:
+    """Integer values + discrete Gaussian noise (CKS 2020). ``sensitivity`` is the L2 bound
+    on integer shift vectors (for d = 1 only ``floor(sensitivity)`` matters)."""
+
+    sigma: float
+    sensitivity: float = 1.0
+    neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
+    dimension: int = 1
+
+    def __post_init__(self) -> None:
+        o = "DiscreteGaussianMechanism"
+        sampled_sigma2(self.sigma, o)
+        check_positive("sensitivity", self.sensitivity, o)
+        check_int("dimension", self.dimension, o, minimum=1)
+        object.__setattr__(self, "neighbouring", as_relation(self.neighbouring, o))
+        if self.dimension == 1 and not self.sensitivity >= 1:
+            raise fail("sensitivity", o, "a float >= 1 (integer shifts)", self.sensitivity)
+
+    @property
+    def sampled_sigma2(self) -> Fraction:
+        """The exact variance parameter sampled (>= sigma^2, relative excess < 2^-24)."""
+        return sampled_sigma2(self.sigma, "DiscreteGaussianMechanism")
+
+    def _k(self) -> Fraction:
+        s = Fraction(self.sensitivity)
+        return Fraction(math.floor(s)) if self.dimension == 1 else s
+
+    def zcdp_rho(self) -> float:
+        k = self._k()
+        return round_fraction(k * k / (2 * self.sampled_sigma2), upper=True)
+
+    def pure_eps(self) -> float | None:
+        return None
+
+    def gdp_mu(self) -> float | None:
+        return None
+
+    def rdp(self, orders: Sequence[float]) -> RDP:
+        rho = self.zcdp_rho()
+        return RDP(tuple(orders), tuple(a * rho for a in orders), self.neighbouring)
+
+    def privacy(self) -> ZCDP:
+        return ZCDP(self.zcdp_rho(), self.neighbouring)
+
+    def pld(self) -> PLD:
+        from dpsieve.accounting.pld import PLD
+
+        if self.dimension != 1:
+            raise UnsupportedError(
+                "DiscreteGaussianMechanism.pld(): no exact multivariate PLD is implemented; "
+                "use privacy() (zCDP) for dimension > 1."
+            )
+        sigma_z = math.sqrt(float(self.sampled_sigma2))
+        return PLD.discrete_gaussian(sigma_z, int(self._k()))
+
+    def under(self, neighbouring: Neighbouring) -> DiscreteGaussianMechanism:
+        nb = as_relation(neighbouring, "under")
+        s = convert_sensitivity(self.sensitivity, self.neighbouring, nb, "DiscreteGaussian")
+        return replace(self, sensitivity=s, neighbouring=nb)
+
+    def sample(self, size: int | None = None, rng: RNG = None) -> int | I64:
+        return discrete_gaussian(self.sigma, size, rng)
+
+    def release(self, value: npt.ArrayLike, rng: RNG = None) -> int | I64:
+        """``value + Z`` for integer ``value`` (``dimension`` entries)."""
+        flat, scalar = _values(value, self.dimension, "DiscreteGaussianMechanism.release")
+        out = flat + discrete_gaussian(self.sigma, self.dimension, rng)
+        return int(out[0]) if scalar else out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mechanism": "discrete_gaussian",
+            "sigma": self.sigma,
+            "sensitivity": self.sensitivity,
+            "neighbouring": self.neighbouring.value,
+            "dimension": self.dimension,
+        }
+
+
+def randomized_response(value: int, k: int, eps: float, rng: RNG = None) -> int:
+    """k-ary randomized response of ``value`` in ``{0, ..., k-1}`` (exact; module docstring)."""
+    owner = "randomized_response"
+    k = check_int("k", k, owner, minimum=2)
+    value = check_int("value", value, owner, minimum=0)
+    if value >= k:
+        raise fail("value", owner, f"an int in [0, {k - 1}]", value)
+    e = (
+        Fraction(check_nonnegative("eps", eps, owner, allow_inf=True))
+        if math.isfinite(eps)
+        else None
+    )
+    src = as_source(rng, owner)
+    while True:
+        y = src.below_int(k)
+        if y == value:
+            return y
+        if e is not None and _scalar.bern_exp(e.numerator, e.denominator, src):
+            return y
+
+
+@dataclass(frozen=True, slots=True)
+class RandomizedResponse:
+    """k-ary randomized response: eps-DP under replace-one (any two inputs). Its PLD is the
+    randomized-response PLD, exactly (two atoms +-eps after the k-2 uninformative outputs
+    cancel); it is not defined under add/remove (a local report reveals presence)."""
+
+    eps: float
+    k: int = 2
+    neighbouring: Neighbouring = Neighbouring.REPLACE_ONE
+
+    def __post_init__(self) -> None:
+        o = "RandomizedResponse"
+        check_positive("eps", self.eps, o)
+        check_int("k", self.k, o, minimum=2)
+        nb = as_relation(self.neighbouring, o)
+        if nb != Neighbouring.REPLACE_ONE:
+            raise UnsupportedError(
+                "RandomizedResponse protects a change of one value (replace-one); under "
+                "add/remove a local report reveals the presence of a record."
+            )
+        object.__setattr__(self, "neighbouring", nb)
+
+    def pure_eps(self) -> float:
+        return self.eps
+
+    def gdp_mu(self) -> float | None:
+        return None
+
+    def zcdp_rho(self) -> float | None:
+        return None
+
+    def rdp(self, orders: Sequence[float]) -> RDP | None:
+        return None
+
+    def privacy(self) -> PureDP:
+        return PureDP(self.eps, self.neighbouring)
+
+    def pld(self) -> PLD:
+        from dpsieve.accounting.pld import PLD
+
+        return PLD.randomized_response(self.eps, self.k)
+
+    def under(self, neighbouring: Neighbouring) -> RandomizedResponse:
+        return replace(self, neighbouring=as_relation(neighbouring, "under"))
+
+    def release(self, value: int, rng: RNG = None) -> int:
+        return randomized_response(value, self.k, self.eps, rng)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mechanism": "randomized_response",
+            "eps": self.eps,
+            "k": self.k,
+            "neighbouring": self.neighbouring.value,
+        }
