@@ -19,6 +19,10 @@ PUBLIC_MODULES = [
     "dpsieve.accounting.events",
     "dpsieve.accounting.gdp",
     "dpsieve.filters.base",
+    "dpsieve.ledger",
+    "dpsieve.ledger.base",
+    "dpsieve.service",
+    "dpsieve.session",
 ]
 
 

@@ -12,6 +12,8 @@ Importing the package has no side effects. Layers (imports flow downwards only):
 
 from __future__ import annotations
 
+from typing import Any
+
 from dpsieve.errors import (
     BudgetExceededError,
     ConcurrencyError,
@@ -25,6 +27,16 @@ from dpsieve.errors import (
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> Any:
+    """Lazy exports: ``dpsieve.Session`` imports the session layer only when used."""
+    if name == "Session":
+        from dpsieve.session import Session
+
+        return Session
+    raise AttributeError(f"module 'dpsieve' has no attribute {name!r}")
+
+
 __all__ = [
     "BudgetExceededError",
     "ConcurrencyError",
@@ -32,6 +44,7 @@ __all__ = [
     "LedgerError",
     "NeighbourRelationError",
     "NumericalError",
+    "Session",
     "UnsupportedError",
     "ValidationError",
     "__version__",

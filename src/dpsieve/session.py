@@ -39,8 +39,10 @@ import numpy.typing as npt
 from dpsieve._validation import check_finite, check_positive, fail
 from dpsieve.accounting.events import (
     GDP,
+    RDP,
     ZCDP,
     ApproxDP,
+    ApproxZCDP,
     Neighbouring,
     PrivacyDescription,
     PureDP,
@@ -81,22 +83,41 @@ class QueryResult:
 
 
 def filter_for_budget(budget: PrivacyDescription) -> PrivacyFilter:
-    """The valid, tight filter for a budget (Theorem 8 of the privacy-filters paper).
+    """The valid, tight filter for a budget (docs/filters.md; Theorem 8 of the filters paper).
 
-    GDP -> GDP residue filter; pure DP -> additive pure-DP filter; zCDP -> additive zCDP
-    filter; RDP -> additive RDP filter; approximate zCDP -> approximate-zCDP filter;
-    (eps, delta) -> the GDP residue filter with the largest mu whose curve is
-    (eps, delta)-DP (``gdp_mu_for`` rounds mu down: the budget errs small, which is safe).
-    A natural filter against an (eps, delta) target is not offered: it is invalid for
+    ======================  ===============================================================
+    budget                  filter
+    ======================  ===============================================================
+    ``GDP(mu)``             :class:`GDPResidueFilter` (valid for any adaptive queries)
+    ``ApproxDP(eps, d>0)``  :class:`GDPResidueFilter` with the largest mu whose G_mu is
+                            (eps, d)-DP (``gdp_mu_for`` rounds mu down: the budget errs
+                            small, which is safe)
+    ``PureDP(eps)``         :class:`PureDPFilter` (additive, exact Fractions)
+    ``ZCDP(rho)``           :class:`ZCDPFilter` (additive, exact Fractions)
+    ``ApproxZCDP(rho, d)``  :class:`ApproxZCDPFilter`
+    ``RDP(orders, values)`` :class:`RDPFilter`
+    ======================  ===============================================================
+
+    A natural filter against an (eps, delta) target is never built: it is invalid for
     adaptive queries.
     """
     from dpsieve import filters
-    from dpsieve.accounting.gdp import gdp_mu_for
 
-    make: Callable[[PrivacyDescription], PrivacyFilter] = filters.filter_for_budget  # type: ignore[attr-defined,unused-ignore]
-    if isinstance(budget, ApproxDP) and budget.delta > 0:
-        return make(GDP(gdp_mu_for(budget.eps, budget.delta), budget.neighbouring))
-    return make(budget)
+    if isinstance(budget, GDP):
+        return filters.GDPResidueFilter(budget.mu)
+    if isinstance(budget, ApproxDP):
+        if budget.delta > 0:
+            return filters.GDPResidueFilter(eps=budget.eps, delta=budget.delta)
+        return filters.PureDPFilter(budget.eps)
+    if isinstance(budget, PureDP):
+        return filters.PureDPFilter(budget.eps)
+    if isinstance(budget, ZCDP):
+        return filters.ZCDPFilter(budget.rho)
+    if isinstance(budget, ApproxZCDP):
+        return filters.ApproxZCDPFilter(budget.rho, budget.delta)
+    if isinstance(budget, RDP):
+        return filters.RDPFilter(budget.orders, budget.values)
+    raise fail("budget", "filter_for_budget", "a privacy description", budget)
 
 
 def load_frame(data: Any) -> Frame:
@@ -220,7 +241,14 @@ def _additive(p: PrivacyDescription, sens: Fraction, *, integer: bool) -> _Addit
     if isinstance(p, ZCDP):
         return _Additive(kind, g, k, math.nextafter(k / math.sqrt(2.0 * p.rho), math.inf), p)
     sigma = math.nextafter(k / p.mu, math.inf)  # type: ignore[union-attr]
-    from dpsieve.accounting.pld import PLD  # type: ignore[import-not-found,unused-ignore]
+    try:
+        from dpsieve.accounting.pld import PLD  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        raise UnsupportedError(
+            "GDP-calibrated queries are charged the discrete Gaussian's PLD, and the PLD "
+            "accountant (dpsieve.accounting.pld) is not available; request 'pure' (eps) or "
+            "'zcdp' (rho) privacy instead."
+        ) from None
 
     return _Additive(kind, g, k, sigma, PLD.discrete_gaussian(sigma, sensitivity=k))
 

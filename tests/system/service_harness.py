@@ -31,7 +31,7 @@ def free_port() -> int:
 
 
 class Server:
-    """A uvicorn subprocess running the service (loopback only)."""
+    """``dpsieve serve`` in a subprocess, on a free loopback port."""
 
     def __init__(self, url: str, owner: str, *, schema: str = "dpsieve",
                  env: dict[str, str] | None = None) -> None:
@@ -39,8 +39,9 @@ class Server:
         self.base = f"http://127.0.0.1:{self.port}"
         full_env = {**os.environ, **(env or {})}
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "serve_for_tests.py"), url, str(self.port), owner,
-             schema],
+            [sys.executable, "-c", "from dpsieve.cli import main; main()", "serve",
+             "--database-url", url, "--port", str(self.port), "--owner-key", owner,
+             "--schema", schema, "--host", "127.0.0.1"],
             env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
         deadline = time.monotonic() + 30

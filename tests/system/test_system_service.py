@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from fractions import Fraction
@@ -11,7 +12,6 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 from service_harness import write_csv
-from system_doubles import FakePureFilter, fake_loads
 
 from dpsieve.ledger import SQLiteStore
 from dpsieve.service import Settings, create_app
@@ -21,15 +21,15 @@ OWNER = "owner-secret-key"
 
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[dict[str, Any]]:
-    store = SQLiteStore(tmp_path / "svc.db", loads=fake_loads)
+    store = SQLiteStore(tmp_path / "svc.db")
     app = create_app(Settings(owner_key=OWNER, max_body_bytes=20_000), store=store)
     with TestClient(app, raise_server_exceptions=False) as client:
         own = {"Authorization": f"Bearer {OWNER}"}
         csv = write_csv(tmp_path / "people.csv")
         for name in ("people", "secret"):
-            r = client.post("/v1/datasets", json={"name": name, "path": str(csv)}, headers=own)
+            r = client.post("/v1/datasets", headers=own, json={
+                "name": name, "path": str(csv), "budget": {"type": "pure", "eps": 1.0}})
             assert r.status_code == 201, r.text
-            store.create_budget(name, FakePureFilter(Fraction(1)))
         keys = {}
         for who in ("ana", "bob"):
             r = client.post("/v1/analysts", json={"name": who}, headers=own)
@@ -52,7 +52,7 @@ def test_query_admitted_carries_noise_cost_and_remaining(env: dict[str, Any]) ->
     body = r.json()
     assert body["noise"]["mechanism"] == "discrete_laplace"
     assert body["noise"]["scale"] == pytest.approx(4.0)
-    assert body["remaining"] == {"eps": "3/4"}
+    assert body["remaining"]["exact"] == "3/4"
     assert abs(body["value"] - 200) < 200  # noisy, but a count near 200
     r = c.post("/v1/datasets/people/queries", headers=env["ana"], json={
         "type": "mean", "column": "age", "lower": 0, "upper": 100,
@@ -63,7 +63,7 @@ def test_query_admitted_carries_noise_cost_and_remaining(env: dict[str, Any]) ->
         "type": "histogram", "column": "city", "categories": ["a", "b", "c"],
         "privacy": {"type": "pure", "eps": 0.25}})
     assert r.status_code == 200, r.text
-    assert r.json()["remaining"] == {"eps": "0"}
+    assert r.json()["remaining"]["exact"] == "0/1"
     r = c.post("/v1/datasets/people/queries", json=COUNT, headers=env["ana"])
     assert r.status_code == 409
     assert r.json()["error"] == "budget_exceeded"
@@ -75,7 +75,7 @@ def test_query_admitted_carries_noise_cost_and_remaining(env: dict[str, Any]) ->
 def test_keys_see_only_granted_datasets(env: dict[str, Any]) -> None:
     c = env["client"]
     assert c.get("/v1/datasets", headers=env["ana"]).json() == [
-        {"dataset": "people", "remaining": {"eps": "1"}}]
+        {"dataset": "people", "remaining": {"eps": 1.0, "exact": "1/1"}}]
     for path in ("/v1/datasets/secret/budget", "/v1/datasets/secret/curves"):
         r = c.get(path, headers=env["ana"])
         assert r.status_code == 404
@@ -144,7 +144,7 @@ def test_idempotency_key_replays_without_charge(env: dict[str, Any]) -> None:
     b = c.post("/v1/datasets/people/queries", json=COUNT, headers=h).json()
     assert a["value"] == b["value"]
     assert b["replayed"] is True
-    assert env["store"].load_filter("people").remaining() == {"eps": "3/4"}
+    assert env["store"].load_filter("people").remaining()["exact"] == "3/4"
     other = {**COUNT, "privacy": {"type": "pure", "eps": 0.5}}
     r = c.post("/v1/datasets/people/queries", json=other, headers=h)
     assert r.status_code == 409
@@ -168,3 +168,25 @@ def test_openapi_and_page_and_curves(env: dict[str, Any]) -> None:
     # less budget left = a curve at least as high everywhere (more privacy left to lose)
     assert all(b >= a - 1e-12 for a, b in zip(f0, f1, strict=True))
     assert json.dumps(cur)
+
+
+def test_gdp_budget_admits_laplace_queries_by_residue(env: dict[str, Any]) -> None:
+    c = env["client"]
+    r = c.put("/v1/datasets/people/budget", headers=env["owner"], json={"type": "gdp", "mu": 1})
+    assert r.status_code == 200, r.text
+    mus = [1.0]
+    for _ in range(3):
+        r = c.post("/v1/datasets/people/queries", json=COUNT, headers=env["ana"])
+        assert r.status_code == 200, r.text
+        mus.append(r.json()["remaining"]["mu"])
+    assert mus == sorted(mus, reverse=True)
+    assert mus[-1] > 0
+    cur = c.get("/v1/datasets/people/curves", headers=env["ana"]).json()
+    curves = [s["curve"] for s in cur["steps"]]
+    assert len(curves) == 4
+    for f0, f1 in itertools.pairwise(curves):
+        assert all(b >= a for a, b in zip(f0, f1, strict=True))
+    # a budget with admitted spends cannot be reset
+    r = c.put("/v1/datasets/people/budget", headers=env["owner"], json={"type": "gdp", "mu": 5})
+    assert r.status_code == 409
+    assert "cannot be replaced" in r.json()["message"]

@@ -21,7 +21,11 @@ app = typer.Typer(
 # (module, attribute) of each sub-application or command registrar, registered in order.
 # A module exposes either ``app`` (a Typer group, added under ``name``) or
 # ``register(app)`` (adds top-level commands).
-_GROUPS: tuple[tuple[str, str | None], ...] = ()
+_GROUPS: tuple[tuple[str, str | None], ...] = (
+    ("dpsieve.cli.serve", None),
+    ("dpsieve.cli.budget", "budget"),
+    ("dpsieve.cli.query", None),
+)
 
 
 def _register() -> None:

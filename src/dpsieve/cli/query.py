@@ -1,0 +1,104 @@
+"""``dpsieve query``: run private queries, locally on a ledger or through the service."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+__all__ = ["query", "register"]
+
+
+def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema: str,
+           key: str | None) -> list[dict[str, Any]]:
+    from dpsieve.accounting.events import Neighbouring
+    from dpsieve.errors import BudgetExceededError
+    from dpsieve.ledger import open_store
+    from dpsieve.session import Session
+
+    store = open_store(database_url, schema=schema)
+    try:
+        src = store.dataset(dataset)
+        if src is None:
+            raise typer.BadParameter(f"No data set named {dataset!r} in {database_url}.")
+        session = Session(src["path"], store=store, budget_id=dataset, principal="cli",
+                          neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))
+        out = []
+        for i, spec in _progress(specs):
+            k = f"{key}-{i}" if key and len(specs) > 1 else key
+            try:
+                out.append(session.run(spec, key=f"cli/{k}" if k else None).to_dict())
+            except BudgetExceededError as e:
+                out.append({"refused": str(e), "remaining": e.remaining})
+        return out
+    finally:
+        store.close()
+
+
+def _remote(dataset: str, specs: list[dict[str, Any]], url: str, api_key: str,
+            key: str | None) -> list[dict[str, Any]]:
+    import httpx
+
+    out = []
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {api_key}"},
+                      timeout=60) as client:
+        for i, spec in _progress(specs):
+            k = f"{key}-{i}" if key and len(specs) > 1 else key
+            r = client.post(f"/v1/datasets/{dataset}/queries", json=spec,
+                            headers={"Idempotency-Key": k} if k else {})
+            out.append(r.json())
+    return out
+
+
+def _progress(specs: list[dict[str, Any]]) -> Any:
+    if len(specs) < 5:
+        return enumerate(specs)
+    from rich.progress import track
+
+    return track(list(enumerate(specs)), description="queries", transient=True)
+
+
+def query(
+    dataset: str = typer.Argument(..., help="The data set's name."),
+    spec: str | None = typer.Argument(
+        None, help='A query, e.g. \'{"type":"count","privacy":{"type":"pure","eps":0.1}}\'.'),
+    file: Annotated[Path | None, typer.Option(
+        "--file", help="Run every query of a JSON-lines file.")] = None,
+    key: str | None = typer.Option(None, "--idempotency-key", help="Retry-safe request key."),
+    url: str | None = typer.Option(None, help="Query a running service (else the ledger)."),
+    api_key: str | None = typer.Option(None, envvar="DPSIEVE_API_KEY", help="Key for --url."),
+    database_url: str = typer.Option("sqlite:///dpsieve.db", "--database-url",
+                                     envvar="DPSIEVE_DATABASE_URL"),
+    schema: str = typer.Option("dpsieve", help="PostgreSQL schema of the ledger."),
+) -> None:
+    """Run a private query (or a file of them) and print the answers as JSON lines."""
+    from dpsieve.errors import DPError
+
+    try:
+        if file is not None:
+            specs = [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
+        elif spec is not None:
+            specs = [json.loads(spec)]
+        else:
+            raise typer.BadParameter("give a query or --file.")
+    except (OSError, json.JSONDecodeError) as e:
+        raise typer.BadParameter(f"cannot read the queries: {e}") from None
+    try:
+        if url is not None:
+            if not api_key:
+                raise typer.BadParameter("--url needs --api-key (or DPSIEVE_API_KEY).")
+            results = _remote(dataset, specs, url, api_key, key)
+        else:
+            results = _local(dataset, specs, database_url, schema, key)
+    except DPError as e:
+        typer.echo(f"Error: {e}", err=True)
+        raise typer.Exit(code=2) from None
+    for r in results:
+        typer.echo(json.dumps(r))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``query`` to the ``dpsieve`` command."""
+    app.command("query")(query)

@@ -1,0 +1,48 @@
+"""``dpsieve serve``: run the HTTP service (SQLite by default, PostgreSQL by URL)."""
+
+from __future__ import annotations
+
+import typer
+
+__all__ = ["register", "serve"]
+
+
+def serve(
+    database_url: str = typer.Option(
+        "sqlite:///dpsieve.db", "--database-url", envvar="DPSIEVE_DATABASE_URL",
+        help="sqlite:///<path> (default), postgresql://user@host/db, or memory://."),
+    host: str = typer.Option("127.0.0.1", help="Interface to bind."),
+    port: int = typer.Option(8000, help="TCP port."),
+    owner_key: str | None = typer.Option(
+        None, envvar="DPSIEVE_OWNER_KEY", help="The data owner's API key (generated if unset)."),
+    schema: str = typer.Option("dpsieve", help="PostgreSQL schema for the ledger."),
+    example: bool = typer.Option(
+        False, "--example", help="Register the bundled diabetes data set and a demo analyst."),
+) -> None:
+    """Serve the dpsieve HTTP API (docs at /docs, budget page at /ui)."""
+    import uvicorn
+
+    from dpsieve.ledger import open_store
+    from dpsieve.service import Settings, create_app
+    from dpsieve.service.auth import new_key
+    from dpsieve.service.example import setup_example, usage
+
+    generated = owner_key is None
+    owner = owner_key or new_key()
+    settings = Settings.from_env(database_url=database_url, owner_key=owner, schema=schema)
+    store = open_store(database_url, schema=schema)
+    base = f"http://{host}:{port}"
+    typer.echo(f"dpsieve: ledger {database_url}; serving on {base}")
+    if generated:
+        typer.echo(f"Owner key (generated, shown once): {owner}")
+    if example:
+        info = setup_example(store)
+        typer.echo(f"Example data set {info['dataset']!r} registered for analyst 'demo'.")
+        typer.echo(usage(base, info["api_key"]))
+    app = create_app(settings, store=store)
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``serve`` to the ``dpsieve`` command."""
+    app.command("serve")(serve)

@@ -1,0 +1,126 @@
+"""The real server in a subprocess: 50 concurrent clients, and a crash between spend and answer."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from conftest import PG_URL, pg_available, unique_schema
+from service_harness import Server, write_csv
+
+OWNER = "owner-key-for-tests"
+OWN = {"Authorization": f"Bearer {OWNER}"}
+N_CLIENTS = 50
+PER_CLIENT = 3
+
+
+def _setup(base: str, csv: Path, budget: dict[str, Any]) -> dict[str, str]:
+    with httpx.Client(base_url=base, headers=OWN, timeout=30) as c:
+        r = c.post("/v1/datasets", json={"name": "d", "path": str(csv), "budget": budget})
+        assert r.status_code == 201, r.text
+        key = c.post("/v1/analysts", json={"name": "ana"}).json()["api_key"]
+        assert c.post("/v1/datasets/d/grants", json={"analyst": "ana"}).status_code == 201
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ledger.db'}", "dpsieve"
+        return
+    reason = pg_available()
+    if reason:
+        pytest.skip(reason)
+    schema = unique_schema()
+    yield PG_URL, schema
+    from dpsieve.ledger import PostgresStore
+
+    s = PostgresStore(PG_URL, schema=schema)
+    s.drop_schema()
+    s.close()
+
+
+def test_fifty_concurrent_clients_never_overspend(db_url: tuple[str, str], tmp_path: Path) -> None:
+    """150 requests of eps = 0.03 race for eps = 1: exactly 33 fit, and no more are admitted."""
+    url, schema = db_url
+    csv = write_csv(tmp_path / "d.csv")
+    with Server(url, OWNER, schema=schema) as srv:
+        ana = _setup(srv.base, csv, {"type": "pure", "eps": 1.0})
+        q = {"type": "count", "privacy": {"type": "pure", "eps": 0.03}}
+        statuses: list[int] = []
+        lock = threading.Lock()
+        barrier = threading.Barrier(N_CLIENTS)
+
+        def client() -> None:
+            with httpx.Client(base_url=srv.base, headers=ana, timeout=60) as c:
+                barrier.wait()
+                for _ in range(PER_CLIENT):
+                    st = c.post("/v1/datasets/d/queries", json=q).status_code
+                    with lock:
+                        statuses.append(st)
+
+        threads = [threading.Thread(target=client) for _ in range(N_CLIENTS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert sorted(set(statuses)) == [200, 409]
+        budget = httpx.get(srv.base + "/v1/datasets/d/budget", headers=ana).json()
+    costs = [Fraction(h["cost"]["eps"]) for h in budget["history"]]
+    assert sum(costs) <= 1
+    assert statuses.count(200) == len(costs) == int(1 / Fraction(0.03)) == 33
+
+
+def test_crash_between_spend_and_answer_keeps_the_charge(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'ledger.db'}"
+    csv = write_csv(tmp_path / "d.csv")
+    marker = tmp_path / "spent"
+    q = {"type": "count", "privacy": {"type": "pure", "eps": 0.25}}
+    env = {"DPSIEVE_TEST_SPEND_MARKER": str(marker), "DPSIEVE_TEST_PAUSE_AFTER_SPEND": "120"}
+    srv = Server(url, OWNER, env=env)
+    try:
+        ana = _setup(srv.base, csv, {"type": "pure", "eps": 1.0})
+        hdr = {**ana, "Idempotency-Key": "crash-1"}
+        outcome: list[Any] = []
+
+        def send() -> None:
+            try:
+                outcome.append(httpx.post(srv.base + "/v1/datasets/d/queries", json=q,
+                                          headers=hdr, timeout=60))
+            except httpx.HTTPError as e:
+                outcome.append(e)
+
+        t = threading.Thread(target=send)
+        t.start()
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert marker.exists(), "the service never reached the spend"
+        srv.kill()  # between the durable spend and the answer
+        t.join(timeout=30)
+        assert isinstance(outcome[0], httpx.HTTPError)  # no answer was released
+    finally:
+        srv.stop()
+
+    with Server(url, OWNER) as srv2:
+        own = httpx.get(srv2.base + "/v1/datasets/d/budget", headers=OWN).json()
+        assert own["admitted"] == 1
+        assert own["remaining"]["exact"] == "3/4"  # the charge survived the crash
+        events = [e["event"] for e in httpx.get(srv2.base + "/v1/datasets/d/audit",
+                                                headers=OWN).json()]
+        assert events == ["budget_set", "request", "decision"]  # no answer recorded
+        # the retry is not charged again, and releases one answer
+        r1 = httpx.post(srv2.base + "/v1/datasets/d/queries", json=q, headers=hdr)
+        r2 = httpx.post(srv2.base + "/v1/datasets/d/queries", json=q, headers=hdr)
+        assert r1.status_code == r2.status_code == 200
+        assert r1.json()["value"] == r2.json()["value"]
+        assert r1.json()["replayed"] is True
+        own = httpx.get(srv2.base + "/v1/datasets/d/budget", headers=OWN).json()
+        assert own["remaining"]["exact"] == "3/4"
+        assert own["admitted"] == 1
