@@ -1,0 +1,245 @@
+"""Filter auditor: the worst case of the natural filter over a finite family of queries.
+
+For a finite family F of finite PLDs (the identity is always added: the analyst may
+pass), a budget B and k rounds, the privacy of the natural filter interaction is
+V_k(Id) (paper, Sec. 5, Lemma 1 and the recursion before Thm. 6)::
+
+    V_0(L') = Id
+    V_{j+1}(L') = sup{ L (+) V_j(L' (+) L) : L in F, L' (+) L <= B }
+
+Everything is exact for piecewise-linear tradeoff curves: composition and order in
+``Fraction`` (:mod:`dpsieve.accounting.tradeoff`), the supremum as the lower convex
+envelope (:func:`dpsieve.filters._budgets.pl_supremum`). Budgets of the form
+R_{0,delta} (+) G_mu are compared soundly (admissibility is certified; an overspend is
+reported only when it exceeds the float margin), so any overspend found is real: the
+adversary strategies used are admissible, and the worst case can only be larger.
+
+When V_k(Id) is not <= B, :func:`audit_natural` returns a witness: the (eps, delta)
+where the worst analyst's hockey-stick curve exceeds B's, and the adaptive strategy
+achieving it (Lemma 1: at privacy level x, play the query maximising
+h_{L (+) V_j(L (+) L')}(x), observe the loss z, continue at level x e^{-z}).
+
+A family of GDP queries G_mu (not finite PLDs) is audited by the same recursion on the
+exact representation G_s (s^2 a ``Fraction``): compositions and suprema of Gaussians are
+Gaussians (:func:`audit_gdp_family`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from dpsieve._validation import check_int, fail
+from dpsieve.accounting.gdp import gdp_delta
+from dpsieve.accounting.tradeoff import PiecewiseLinearTradeoff
+from dpsieve.errors import UnsupportedError
+from dpsieve.filters._budgets import MARGIN, GaussianBudget, pl_leq_budget, pl_supremum
+
+__all__ = [
+    "AuditResult",
+    "GaussianBudget",
+    "audit_gdp_family",
+    "audit_natural",
+    "overspend",
+]
+
+PL = PiecewiseLinearTradeoff
+_ID = PiecewiseLinearTradeoff.identity()
+
+
+@dataclass(frozen=True, slots=True)
+class AuditResult:
+    """Verdict of the auditor.
+
+    ``free``: V_k(Id) <= B. ``worst``: V_k(Id) (a tradeoff curve, or ``{"gdp": s}``).
+    ``eps_range``/``max_gap``/``eps_at_max``: where and by how much the worst analyst's
+    delta(eps) exceeds the budget's (empty when free). ``strategy``: the adaptive strategy
+    at ``eps_at_max`` (nested dict: query name, then per observed loss the next step).
+    """
+
+    free: bool
+    rounds: int
+    worst: Any
+    eps_range: tuple[float, float] | None = None
+    max_gap: float = 0.0
+    eps_at_max: float | None = None
+    delta_worst: float | None = None
+    delta_budget: float | None = None
+    strategy: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "free": self.free,
+            "rounds": self.rounds,
+            "eps_range": list(self.eps_range) if self.eps_range else None,
+            "max_gap": self.max_gap,
+            "eps_at_max": self.eps_at_max,
+            "delta_worst": self.delta_worst,
+            "delta_budget": self.delta_budget,
+            "strategy": self.strategy,
+        }
+
+
+def _budget_h(budget: PL | GaussianBudget, x: float) -> float:
+    if isinstance(budget, PiecewiseLinearTradeoff):
+        return float(budget.hockey_stick_exact(Fraction(x)))
+    return float(budget.hockey_stick(x))
+
+
+def overspend(
+    worst: PL, budget: PL | GaussianBudget, eps_grid: np.ndarray | None = None
+) -> tuple[tuple[float, float] | None, float, float | None]:
+    """(eps range, max gap, eps at max) where h_worst(e^eps) - h_B(e^eps) > margin.
+
+    h_worst is exact at each grid point; h_B is exact (piecewise linear) or its float value
+    (error ~1e-15), so every reported positive gap is real.
+    """
+    grid = np.linspace(0.0, 10.0, 2001) if eps_grid is None else eps_grid
+    gaps = []
+    for e in grid:
+        x = math.exp(float(e))
+        gaps.append(float(worst.hockey_stick_exact(Fraction(x))) - _budget_h(budget, x))
+    g = np.array(gaps)
+    over = g > MARGIN
+    if not np.any(over):
+        return None, float(g.max(initial=0.0)), None
+    idx = np.nonzero(over)[0]
+    i = int(np.argmax(g))
+    return (float(grid[idx[0]]), float(grid[idx[-1]])), float(g[i]), float(grid[i])
+
+
+class _Natural:
+    def __init__(self, family: dict[str, PL], budget: PL | GaussianBudget) -> None:
+        self.family = dict(family)
+        self.family.setdefault("Id", _ID)
+        self.budget = budget
+        self.memo: dict[tuple[PL, int], PL] = {}
+        self.adm: dict[PL, bool] = {}
+
+    def admissible(self, curve: PL) -> bool:
+        if curve not in self.adm:
+            self.adm[curve] = pl_leq_budget(curve, self.budget)
+        return self.adm[curve]
+
+    def moves(self, prefix: PL) -> list[tuple[str, PL, PL]]:
+        out = []
+        for name, q in self.family.items():
+            nxt = prefix.compose(q)
+            if self.admissible(nxt):
+                out.append((name, q, nxt))
+        return out
+
+    def value(self, prefix: PL, j: int) -> PL:
+        if j == 0:
+            return _ID
+        key = (prefix, j)
+        if key not in self.memo:
+            cands = [q.compose(self.value(nxt, j - 1)) for _, q, nxt in self.moves(prefix)]
+            self.memo[key] = pl_supremum(cands) if cands else _ID
+        return self.memo[key]
+
+    def strategy(self, prefix: PL, j: int, x: Fraction) -> dict[str, Any]:
+        """The move maximising h_{L (+) V_{j-1}(prefix (+) L)}(x), and its continuations."""
+        if j == 0:
+            return {}
+        best: tuple[Fraction, str, PL, PL] | None = None
+        for name, q, nxt in self.moves(prefix):
+            h = q.compose(self.value(nxt, j - 1)).hockey_stick_exact(x)
+            if best is None or h > best[0]:
+                best = (h, name, q, nxt)
+        if best is None:
+            return {}
+        _, name, q, nxt = best
+        then: dict[str, Any] = {}
+        if j > 1:
+            for _w, m in q.segments:
+                if m == 0:
+                    continue  # loss +inf: the pair is told apart, nothing left to gain
+                z = -math.log(float(m))
+                then[f"loss={z:.6g}"] = self.strategy(nxt, j - 1, x * m)
+        return {"query": name, "then": then}
+
+
+def audit_natural(
+    family: dict[str, PL],
+    budget: PL | GaussianBudget,
+    rounds: int,
+    *,
+    eps_grid: np.ndarray | None = None,
+) -> AuditResult:
+    """Worst case of the natural filter with queries ``family`` (+ Id), budget, k rounds."""
+    k = check_int("rounds", rounds, "audit_natural", minimum=1)
+    if not family:
+        raise fail("family", "audit_natural", "a non-empty dict name -> tradeoff curve", family)
+    for name, q in family.items():
+        if not isinstance(q, PiecewiseLinearTradeoff):
+            raise fail("family", "audit_natural", "tradeoff curves", (name, q))
+    nat = _Natural(family, budget)
+    worst = nat.value(_ID, k)
+    if pl_leq_budget(worst, budget):
+        return AuditResult(True, k, worst)
+    rng, gap, e_at = overspend(worst, budget, eps_grid)
+    if e_at is None:
+        # not certified <= B, but no overspend above the float margin either
+        return AuditResult(True, k, worst, max_gap=gap)
+    x = Fraction(math.exp(e_at))
+    return AuditResult(
+        False,
+        k,
+        worst,
+        eps_range=rng,
+        max_gap=gap,
+        eps_at_max=e_at,
+        delta_worst=float(worst.hockey_stick_exact(x)),
+        delta_budget=_budget_h(budget, float(x)),
+        strategy=nat.strategy(_ID, k, x),
+    )
+
+
+def audit_gdp_family(
+    mus: list[float], budget: GaussianBudget | tuple[float, float], rounds: int
+) -> AuditResult:
+    """The natural filter's worst case for GDP queries {G_mu_i} (+ Id), exactly.
+
+    States are G_s with s^2 exact; sup of Gaussians is the largest (G_a <= G_b iff a <= b),
+    composition adds squares. ``budget``: G_mu (``GaussianBudget`` with delta = 0) or an
+    (eps, delta) target R_{eps,delta}, where G_s <= R_{eps,delta} iff delta_s(eps) <= delta
+    (both pairs symmetric; paper, Lemma 8).
+    """
+    k = check_int("rounds", rounds, "audit_gdp_family", minimum=1)
+    sq = sorted({Fraction(m) ** 2 for m in mus} | {Fraction(0)})
+
+    if isinstance(budget, GaussianBudget):
+        if budget.delta != 0.0:
+            raise UnsupportedError("audit_gdp_family supports G_mu and R_{eps,delta} budgets.")
+        cap = Fraction(budget.mu) ** 2
+
+        def ok(s2: Fraction) -> bool:
+            return s2 <= cap
+    else:
+        eps, delta = budget
+
+        def ok(s2: Fraction) -> bool:
+            return float(gdp_delta(math.sqrt(float(s2)), eps)) + MARGIN <= delta
+
+    memo: dict[tuple[Fraction, int], Fraction] = {}
+
+    def value(prefix: Fraction, j: int) -> Fraction:
+        """r^2 of V_j(G_prefix) = G_r."""
+        if j == 0:
+            return Fraction(0)
+        if (prefix, j) not in memo:
+            best = Fraction(0)
+            for q in sq:
+                if ok(prefix + q):
+                    best = max(best, q + value(prefix + q, j - 1))
+            memo[(prefix, j)] = best
+        return memo[(prefix, j)]
+
+    r2 = value(Fraction(0), k)
+    free = ok(r2) if r2 > 0 else True
+    return AuditResult(free, k, {"gdp_mu_squared": str(r2), "gdp_mu": math.sqrt(float(r2))})
