@@ -139,8 +139,8 @@ def approx_dp_hockey_stick(
         l2 = delta + (1.0 - delta) * (1.0 - xs * em) / (1.0 + em)
         l3 = 1.0 - (1.0 - delta) * xs
     h = np.maximum(delta, np.nan_to_num(np.maximum(l2, l3), nan=delta, neginf=delta))
-    exact = (xs >= exp_bracket(eps)[1]) | (xs == 0.0)
-    return np.where(exact, h, _nudge(h, upper, _REL, _ABS))
+    h = np.where(xs == 0.0, 1.0, _nudge(h, upper, _REL, _ABS))
+    return np.where(xs >= exp_bracket(eps)[1], delta, h)
 
 
 def approx_dp_delta(
@@ -193,7 +193,8 @@ def approx_dp_rdp(
     Infinite when delta > 0 (the +inf atom). For R_eps, with t = order - 1, y = t eps:
     RDP = softplus(L)/t, L = y + log(-expm1(-y)) + log(-expm1(-y-eps)) - log1p(e^-eps),
     from p e^y + q e^-y - 1 = expm1(y)(e^eps - e^-y)/(1 + e^eps) (no cancellation). The
-    margin is 2^-48 times the sum of the magnitudes of the terms of L, relative.
+    absolute error of L is at most 2^-48 times the sum of the magnitudes of its terms;
+    it enters relatively through softplus'(L)/softplus(L).
     """
     owner = "approx_dp_rdp"
     eps, delta = _eps(eps, owner), _delta(delta, owner)
@@ -209,8 +210,9 @@ def approx_dp_rdp(
     t1, t2, t3 = np.log(-np.expm1(-y)), np.log(-np.expm1(-y - eps)), math.log1p(math.exp(-eps))
     big_l = y + t1 + t2 - t3
     val: FloatArray = np.logaddexp(0.0, big_l) / t
-    rel = 2.0**-48 * (4.0 + np.abs(y) + np.abs(t1) + np.abs(t2) + t3)
-    m = rel * val
+    # softplus'(L)/softplus(L) <= 1 turns the absolute error of L into a relative one.
+    abs_l = 2.0**-48 * (4.0 + np.abs(y) + np.abs(t1) + np.abs(t2) + t3)
+    m = abs_l * special.expit(big_l) / np.logaddexp(0.0, big_l) * val
     res: FloatArray = np.maximum(val + m if upper else val - m, 0.0)
     return res
 

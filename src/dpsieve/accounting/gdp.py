@@ -64,10 +64,14 @@ def gdp_delta(mu: float, eps: npt.ArrayLike) -> FloatArray:
 
 
 def gdp_tradeoff(mu: float, alpha: npt.ArrayLike) -> FloatArray:
-    """tau_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu) for alpha in [0, 1]."""
+    """tau_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu) for alpha in [0, 1].
+
+    Evaluated as Phi(-Phi^{-1}(alpha) - mu), which is the same function but keeps full
+    precision for tiny alpha (1 - alpha would round to 1 below alpha ~ 1e-17).
+    """
     mu = check_nonnegative("mu", mu, "gdp_tradeoff")
     a = np.asarray(alpha, dtype=np.float64)
-    res: FloatArray = special.ndtr(special.ndtri(1.0 - a) - mu)
+    res: FloatArray = special.ndtr(-special.ndtri(a) - mu)
     return res
 
 

@@ -141,7 +141,7 @@ class PiecewiseLinearTradeoff:
 
     @classmethod
     def _build(cls, merged: dict[Fraction, Fraction]) -> PiecewiseLinearTradeoff:
-        segs = sorted(merged.items(), key=lambda t: t[0], reverse=True)
+        segs = sorted(((m, w) for m, w in merged.items() if w > 0), reverse=True)
         f0 = sum((w * m for m, w in segs), Fraction(0))
         if f0 > 1:
             raise fail("magnitudes", "from_segments", "slopes with f(0) = sum w m <= 1", f0)
@@ -198,8 +198,10 @@ class PiecewiseLinearTradeoff:
         Each e^-z is bracketed outward: ``pessimistic=True`` rounds it down (loss up), so
         the result dominates the input PLD. Masses summing to S in (1, 1 + 1e-9] lose the
         excess from the lowest losses (pessimistic; the result dominates p/S) or the highest
-        (optimistic). If rounding pushes f(0) = E[e^-Z] above 1 (by <= 1e-9) the pessimistic
-        curve divides every e^-z by f(0) (losses up); the optimistic one refuses.
+        (optimistic). If rounding in the input pushes f(0) = E[e^-Z] above 1 (by <= 1e-9,
+        more is refused with NumericalError) every e^-z is divided by f(0): each loss moves
+        up by log f(0) <= 1e-9, pessimistic; an optimistic curve is then optimistic only up
+        to that shift (the input was not a PLD to that precision).
         """
         owner = "from_pld_atoms"
         zs = np.asarray(losses, dtype=np.float64)
@@ -224,7 +226,7 @@ class PiecewiseLinearTradeoff:
             pairs.append((Fraction(0), missing))
         f0 = sum((m * w for m, w in pairs), Fraction(0))
         if f0 > 1:
-            if not pessimistic or f0 > 1 + _SUM_TOL:
+            if f0 > 1 + _SUM_TOL:
                 raise NumericalError(f"from_pld_atoms(): E[e^-Z] = {float(f0)!r} > 1; not a PLD.")
             pairs = [(m / f0, w) for m, w in pairs]
         return cls._build(_merge(pairs))
