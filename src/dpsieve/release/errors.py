@@ -2,14 +2,14 @@
 
     DPError
     ├── InstanceTooLargeError(RuntimeError)    exact enumeration refused; carries the cost
-    └── RejectionBudgetExceeded(RuntimeError)  rejection sampler used its whole work budget
+    └── RejectionBudgetExceededError(RuntimeError)  rejection sampler used its whole work budget
 """
 
 from __future__ import annotations
 
 from dpsieve.errors import DPError
 
-__all__ = ["InstanceTooLargeError", "RejectionBudgetExceeded"]
+__all__ = ["InstanceTooLargeError", "RejectionBudgetExceededError"]
 
 
 class InstanceTooLargeError(DPError, RuntimeError):
@@ -23,7 +23,7 @@ class InstanceTooLargeError(DPError, RuntimeError):
         self.estimated_seconds = estimated_seconds
 
 
-class RejectionBudgetExceeded(DPError, RuntimeError):
+class RejectionBudgetExceededError(DPError, RuntimeError):
     """No proposal was accepted within the fixed budget of ``budget`` proposals.
 
     The refusal is itself an observable, data-dependent event: see

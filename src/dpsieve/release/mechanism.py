@@ -23,11 +23,17 @@ from typing import Any, Literal
 import numpy as np
 
 from dpsieve._validation import check_positive, fail
-from dpsieve.accounting.events import Neighbouring, PureDP
+from dpsieve.accounting.events import ApproxDP, Neighbouring, PureDP
 from dpsieve.release.data import Dataset, Workload
 from dpsieve.release.envelope import DEFAULT_MAX_COST, Progress, enumerate_envelope
 from dpsieve.release.groups import Groups, group_histograms
 from dpsieve.release.params import practical_parameters
+from dpsieve.release.rejection import (
+    budget_for,
+    refusal_delta,
+    sample_envelope_rejection,
+    weight_bound,
+)
 from dpsieve.release.result import Release
 from dpsieve.release.transcript import (
     CollapsedWorkload,
@@ -40,6 +46,7 @@ from dpsieve.release.transcript import (
 __all__ = ["center_only_groups", "envelope_release", "is_trivial_regime", "selection_count"]
 
 Variant = Literal["drop-last", "full"]
+Method = Literal["exact", "rejection"]
 
 
 def selection_count(rounds: int, variant: Variant) -> int:
@@ -65,7 +72,9 @@ def center_only_groups(cw: CollapsedWorkload, data: Dataset) -> Groups:
 
 def envelope_release(workload: Workload, data: Dataset, eps: float,
                      params: PMWParams | None = None, *, rounds: int = 8,
-                     variant: Variant = "drop-last", rng: np.random.Generator | None = None,
+                     variant: Variant = "drop-last", method: Method = "exact",
+                     rejection_delta: float = 1e-9,
+                     rng: np.random.Generator | None = None,
                      prune: bool = False, compute_error: bool = False,
                      max_cost: float = DEFAULT_MAX_COST,
                      progress: Progress | None = None) -> Release:
@@ -77,7 +86,14 @@ def envelope_release(workload: Workload, data: Dataset, eps: float,
     when the enumeration is too large. ``prune=True`` is faster but makes the running time
     depend on the data; keep it off when time is observable. ``compute_error`` adds the
     exact expected error at x (a non-private diagnostic).
+
+    ``method="rejection"`` samples with :func:`~dpsieve.release.rejection.
+    sample_envelope_rejection` using the data-independent budget that makes its refusal
+    probability at most ``rejection_delta``; the returned privacy is then
+    ApproxDP(eps, (1 + e^eps) * that bound) because a refusal is observable.
     """
+    if method not in ("exact", "rejection"):
+        raise fail("method", "envelope_release", "'exact' or 'rejection'", method)
     e = check_positive("eps", eps, "envelope_release")
     n = data.n
     p = params if params is not None else practical_parameters(
@@ -101,6 +117,21 @@ def envelope_release(workload: Workload, data: Dataset, eps: float,
                                      progress=progress)
             err = res.expected_error
         details["log_z"] = 0.0
+    elif method == "rejection":
+        groups = group_histograms(cw, cw.counts(data))
+        w_max = weight_bound(n, cw.size, groups.size, e)
+        budget = budget_for(check_positive("rejection_delta", rejection_delta,
+                                           "envelope_release"), w_max)
+        rs = sample_envelope_rejection(cw, groups, p, e, n=n, selections=Jp, budget=budget,
+                                       rng=rng)
+        sel = rs.selections
+        delta = refusal_delta(e, budget, w_max)
+        details.update(groups=groups.size, budget=budget, weight_bound=w_max,
+                       failure_bound=rs.failure_bound, refusal_delta=delta)
+        answers = decode(cw, sel, p.rounds, p.gamma)
+        details["transcript"] = [int(cw.signed_index[s]) for s in sel]
+        return Release("envelope", answers,
+                       ApproxDP(e, min(1.0, delta), Neighbouring.REPLACE_ONE), err, details)
     else:
         groups = group_histograms(cw, cw.counts(data))
         res = enumerate_envelope(cw, groups, p, e, selections=Jp,

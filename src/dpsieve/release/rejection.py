@@ -10,7 +10,7 @@ Timing: the number of trials until acceptance is geometric with a data-dependent
 a timing side channel. We never stop early: exactly ``budget`` proposals are always drawn
 and scored (each with data-independent work: J' rounds, all G groups, no pruning), and the
 first accepted one is returned. If none is accepted we raise
-:class:`~dpsieve.release.errors.RejectionBudgetExceeded`. That refusal is observable and its
+:class:`~dpsieve.release.errors.RejectionBudgetExceededError`. That refusal is observable and its
 probability f_x = (1 - Z_x / W_x)^budget depends on the data; it is at most
 (1 - 1 / W_max)^budget with the data-independent W_max of :func:`weight_bound`. With the
 refusal counted as an output the mechanism is (eps, delta)-DP with
@@ -28,15 +28,10 @@ import numpy.typing as npt
 from scipy.special import logsumexp
 
 from dpsieve._validation import check_int, check_positive, fail
-from dpsieve.release._rng import source
-from dpsieve.release.errors import RejectionBudgetExceeded
+from dpsieve.release._rng import RandomSource, gumbel, source
+from dpsieve.release.errors import RejectionBudgetExceededError
 from dpsieve.release.groups import Groups
-from dpsieve.release.transcript import (
-    CollapsedWorkload,
-    PMWParams,
-    sample_transcript,
-    transcript_log_likelihood,
-)
+from dpsieve.release.transcript import CollapsedWorkload, PMWParams
 
 __all__ = [
     "RejectionSample",
@@ -47,6 +42,7 @@ __all__ = [
 ]
 
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -98,22 +94,49 @@ def sample_envelope_rejection(cw: CollapsedWorkload, groups: Groups, params: PMW
     logw = -(e / 2.0) * groups.distance.astype(np.float64)
     nn = check_int("n", n, "sample_envelope_rejection", minimum=1)
     w_max = weight_bound(nn, cw.size, groups.size, e)
+    cum = np.cumsum(np.exp(logw - logsumexp(logw)))
+    chunk = max(1, (1 << 20) // max(1, groups.size * cw.signed_classes))
     accepted: IntArray | None = None
-    for _ in range(B):  # fixed work: never break early
-        u = src.uniform01(2)
-        g = int(np.searchsorted(np.cumsum(np.exp(logw - logsumexp(logw))), u[0]))
-        g = min(g, groups.size - 1)
-        w = sample_transcript(cw, groups.targets[g], Jp, params.eta, params.gamma, rng)
-        scores = transcript_log_likelihood(cw, groups.targets, w, params.eta,
-                                           params.gamma) + logw
-        log_acc = float(scores.max() - logsumexp(scores))
-        if accepted is None and math.log(u[1]) < log_acc:
-            accepted = w
+    done = 0
+    while done < B:  # fixed work: every chunk is processed, acceptance never stops early
+        size = min(chunk, B - done)
+        picks = np.minimum(np.searchsorted(cum, src.uniform01(size)), groups.size - 1)
+        sel, scores = _propose(cw, groups, params, picks, Jp, src)
+        scores += logw[None, :]
+        log_acc = scores.max(axis=1) - logsumexp(scores, axis=1)
+        ok = np.flatnonzero(np.log(src.uniform01(size)) < log_acc)
+        if accepted is None and ok.size:
+            accepted = sel[ok[0]].copy()
+        done += size
     bound = 0.0 if w_max <= 1.0 else math.exp(B * math.log1p(-1.0 / w_max))
     if accepted is None:
-        raise RejectionBudgetExceeded(
+        raise RejectionBudgetExceededError(
             f"no proposal accepted within the fixed budget of {B} proposals (probability "
             f"<= {bound:.3g} for every dataset); nothing was released", budget=B,
             failure_bound=bound)
     return RejectionSample(accepted, B, bound)
 
+
+
+def _propose(cw: CollapsedWorkload, groups: Groups, params: PMWParams, picks: IntArray,
+             selections: int, src: RandomSource) -> tuple[IntArray, FloatArray]:
+    """A batch of PMW transcripts, row b aimed at group picks[b] (Gumbel-max per round),
+    and log p_h(w_b) for every group h (B x G). Work depends only on the shapes."""
+    S, eta, gamma = cw.signed, params.eta, params.gamma
+    A, logmult = groups.targets, cw.log_signed_multiplicity
+    B, K = picks.size, cw.signed_classes
+    logmu = np.repeat(cw.log_mu0[None, :], B, axis=0)
+    ll = np.zeros((B, groups.size))
+    sel = np.empty((B, selections), dtype=np.int64)
+    rows = np.arange(B)
+    for t in range(selections):
+        m = np.exp(logmu) @ S.T  # (B, K)
+        logits = eta * (A[picks] - m) + logmult[None, :]
+        s = np.argmax(logits + gumbel(src, B * K).reshape(B, K), axis=1)
+        sel[:, t] = s
+        lognorm = logsumexp(eta * (A[None, :, :] - m[:, None, :]) + logmult[None, None, :],
+                            axis=2)  # (B, G)
+        ll += eta * A[:, s].T - (eta * m[rows, s] - logmult[s])[:, None] - lognorm
+        logmu = logmu + gamma * S[s]
+        logmu -= logsumexp(logmu, axis=1, keepdims=True)
+    return sel, ll

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpsieve.accounting.events import PureDP
+from dpsieve.accounting.events import ApproxDP, PureDP
 
 __all__ = ["Release"]
 
@@ -17,7 +17,8 @@ __all__ = ["Release"]
 @dataclass(frozen=True, slots=True, eq=False)
 class Release:
     """Released ``answers`` (one per query) and the ``privacy`` they cost (pure eps-DP,
-    replace-one neighbours).
+    replace-one neighbours; (eps, delta) only for the rejection sampler, whose refusal is an
+    observable event).
 
     ``expected_error`` is E||M(x) - F(x)||_inf computed exactly at the true data (or None).
     It is a function of the private data and is **not** covered by ``privacy``: a
@@ -27,7 +28,7 @@ class Release:
 
     mechanism: str
     answers: npt.NDArray[np.float64]
-    privacy: PureDP
+    privacy: PureDP | ApproxDP
     expected_error: float | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
 

@@ -38,8 +38,8 @@ __all__ = [
     "PMWParams",
     "collapse",
     "decode",
-    "transcript_log_likelihood",
     "sample_transcript",
+    "transcript_log_likelihood",
 ]
 
 FloatArray = npt.NDArray[np.float64]

@@ -1,0 +1,213 @@
+"""``dpsieve release`` (pure-DP query release) and ``dpsieve release-experiments``.
+
+The CLI does the I/O: it reads a categorical CSV (header = attribute names), an optional
+public domain (JSON object attribute -> list of levels), builds the workload and calls
+:mod:`dpsieve.release`. Everything it prints is the release output and public parameters,
+except ``expected_error_not_private`` (exact E||M(x) - F(x)||_inf at the true data, printed
+for tiny instances because the issue asks for it): a diagnostic for the data owner that is
+NOT covered by the privacy guarantee.
+"""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+__all__ = ["register", "release", "release_experiments"]
+
+MECHANISMS = ("envelope", "mwem", "pmw", "laplace", "blr")
+#: Exact expected error is computed when the enumeration costs at most this many units.
+EXACT_ERROR_MAX_COST = 2.0e8
+
+
+def _read_table(path: Path) -> tuple[list[str], list[list[str]]]:
+    with path.open(newline="") as fh:
+        reader = csv.reader(fh)
+        try:
+            header = [h.strip() for h in next(reader)]
+        except StopIteration:
+            raise typer.BadParameter(f"{path} is empty.") from None
+        rows = [[v.strip() for v in r] for r in reader if r and any(v.strip() for v in r)]
+    if not rows:
+        raise typer.BadParameter(f"{path} has a header but no rows.")
+    return header, rows
+
+
+def _domain(header: list[str], rows: list[list[str]], domain_file: Path | None) -> Any:
+    from dpsieve.release import Domain
+
+    if domain_file is not None:
+        spec = json.loads(domain_file.read_text())
+        missing = [h for h in header if h not in spec]
+        if missing:
+            raise typer.BadParameter(f"--domain lacks attributes {missing}.")
+        return Domain(tuple(header), tuple(tuple(str(v) for v in spec[h]) for h in header))
+    levels = tuple(tuple(sorted({r[i] for r in rows})) for i in range(len(header)))
+    return Domain(tuple(header), levels)
+
+
+def _workload(spec: str, domain: Any) -> Any:
+    from dpsieve.release import marginals, random_counting, range_1d, range_2d
+
+    kind, _, rest = spec.partition(":")
+    args = [a for a in rest.split(":") if a]
+    if kind == "marginals":
+        return marginals(domain, int(args[0]) if args else 1)
+    if kind == "random":
+        k = int(args[0]) if args else 10
+        return random_counting(domain.size, k, seed=int(args[1]) if len(args) > 1 else 0)
+    if kind == "range1d":
+        return range_1d(domain.size)
+    if kind == "range2d":
+        if len(domain.shape) != 2:
+            raise typer.BadParameter("range2d needs exactly two attributes.")
+        return range_2d((domain.shape[0], domain.shape[1]))
+    raise typer.BadParameter(
+        f"--workload must be marginals[:W], random[:K[:SEED]], range1d or range2d; got {spec!r}.")
+
+
+def release(
+    mechanism: Annotated[str, typer.Option(help="envelope | mwem | pmw | laplace | blr")],
+    data: Annotated[Path, typer.Option(help="Categorical CSV with a header row.",
+                                       exists=True, dir_okay=False)],
+    workload: Annotated[str, typer.Option(
+        help="marginals[:W] | random[:K[:SEED]] | range1d | range2d")] = "marginals:1",
+    eps: Annotated[float, typer.Option(help="Privacy parameter (pure eps-DP, replace-one).")]
+    = 1.0,
+    domain: Annotated[Path | None, typer.Option(
+        help="Public domain JSON {attribute: [levels]}; else derived from the data "
+             "(flagged: a data-derived domain is not private).")] = None,
+    rounds: Annotated[int | None, typer.Option(help="PMW/MWEM rounds J.")] = None,
+    eta: Annotated[float | None, typer.Option(help="Envelope selection strength.")] = None,
+    gamma: Annotated[float | None, typer.Option(help="Envelope Hedge step.")] = None,
+    method: Annotated[str, typer.Option(help="envelope sampler: exact | rejection")] = "exact",
+    seed: Annotated[int | None, typer.Option(
+        help="Seed for a SIMULATION (not private); default: secure randomness.")] = None,
+    max_cost: Annotated[float, typer.Option(help="Refuse enumerations above this cost.")]
+    = 2.0e10,
+    progress: Annotated[bool, typer.Option(help="Progress bar for long enumerations.")]
+    = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
+) -> None:
+    """Release a workload of counting queries on a categorical table under pure eps-DP."""
+    import numpy as np
+
+    from dpsieve import release as rel
+    from dpsieve.errors import DPError
+
+    if mechanism not in MECHANISMS:
+        raise typer.BadParameter(f"--mechanism must be one of {MECHANISMS}; got {mechanism!r}.")
+    header, rows = _read_table(data)
+    dom = _domain(header, rows, domain)
+    try:
+        ds = rel.Dataset.from_table(dom, rows)
+        wl = _workload(workload, dom)
+        rng = np.random.default_rng(seed) if seed is not None else None
+        out = _run(rel, mechanism, wl, ds, eps, rounds, eta, gamma, method, rng, max_cost,
+                   progress)
+    except DPError as e:
+        typer.echo(json.dumps({"error": type(e).__name__, "message": str(e)}) if as_json
+                   else f"Refused: {e}", err=not as_json)
+        raise typer.Exit(2) from None
+    payload = out.to_dict()
+    payload["queries"] = list(wl.names)
+    payload["n"] = ds.n
+    payload["universe_size"] = dom.size
+    payload["domain_derived_from_data"] = domain is None
+    if seed is not None:
+        payload["simulation_seed"] = seed
+    if as_json:
+        typer.echo(json.dumps(payload))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{mechanism}: {out.privacy}")
+    table.add_column("query")
+    table.add_column("answer", justify="right")
+    for name, a in zip(wl.names, out.answers, strict=True):
+        table.add_row(name, f"{a:.6f}")
+    console = Console()
+    console.print(table)
+    if out.expected_error is not None:
+        console.print(f"exact expected max error at the true data (NOT private): "
+                      f"{out.expected_error:.6f}")
+    if domain is None:
+        console.print("[yellow]warning: domain derived from the data (not private); pass "
+                      "--domain[/yellow]")
+
+
+def _run(R: Any, mechanism: str, wl: Any, ds: Any, eps: float, rounds: int | None,
+         eta: float | None, gamma: float | None, method: str, rng: Any, max_cost: float,
+         progress: bool) -> Any:
+    if mechanism == "laplace":
+        return R.laplace_release(wl, ds, eps, rng=rng)
+    if mechanism == "blr":
+        return R.blr_release(wl, ds, eps, rng=rng)
+    if mechanism == "mwem":
+        return R.mwem_release(wl, ds, eps, rounds=rounds or 4, rng=rng)
+    if mechanism == "pmw":
+        J = rounds or 4
+        cost = R.enumeration_cost(R.collapse(wl).signed_classes, J - 1, 1)
+        return R.pmw_release(wl, ds, eps, rounds=J, rng=rng,
+                             compute_error=cost <= EXACT_ERROR_MAX_COST)
+    J = rounds or 8
+    params = R.practical_parameters(wl.universe_size, ds.n, eps, J)
+    if eta is not None or gamma is not None:
+        params = R.PMWParams(J, eta if eta is not None else params.eta,
+                             gamma if gamma is not None else params.gamma)
+    cb = None
+    bar: Any = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=0, unit="transcripts", file=sys.stderr)
+
+        def cb(done: int, total: int) -> None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+    try:
+        cw = R.collapse(wl)
+        groups = R.histogram_count(ds.n, cw.size)
+        small = R.enumeration_cost(cw.signed_classes, J - 1, groups) <= EXACT_ERROR_MAX_COST
+        return R.envelope_release(wl, ds, eps, params, method=method, rng=rng,
+                                  compute_error=small and method == "exact",
+                                  max_cost=max_cost, progress=cb)
+    finally:
+        if bar is not None:
+            bar.close()
+
+
+def release_experiments(
+    out: Annotated[Path, typer.Option(help="Output directory (PNG plots + markdown).")]
+    = Path("experiments/release/results"),
+    quick: Annotated[bool, typer.Option(help="Small grid (about a minute).")] = True,
+) -> None:
+    """Run the query-release experiments (needs a source checkout with experiments/)."""
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        script = parent / "experiments" / "release" / "run.py"
+        if script.exists():
+            break
+    else:
+        raise typer.BadParameter("experiments/release/run.py not found: the experiments "
+                                 "ship with the source checkout only.")
+    spec = importlib.util.spec_from_file_location("dpsieve_release_experiments", script)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.main(out, quick=quick)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``release`` and ``release-experiments`` to the top-level app."""
+    app.command("release")(release)
+    app.command("release-experiments")(release_experiments)
