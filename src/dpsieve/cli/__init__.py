@@ -25,6 +25,7 @@ _GROUPS: tuple[tuple[str, str | None], ...] = (
     ("dpsieve.cli.serve", None),
     ("dpsieve.cli.budget", "budget"),
     ("dpsieve.cli.query", None),
+    ("dpsieve.cli.release", None),
 )
 
 
