@@ -155,7 +155,7 @@ class DiscreteGaussianMechanism:
 
     @property
     def sampled_sigma2(self) -> Fraction:
-        """The exact variance parameter sampled (>= sigma^2, relative excess < 2^-24)."""
+        """The exact variance parameter sampled (>= sigma^2; see :func:`sampled_sigma2`)."""
         return sampled_sigma2(self.sigma, "DiscreteGaussianMechanism")
 
     def _k(self) -> Fraction:

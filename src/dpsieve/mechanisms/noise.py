@@ -40,6 +40,7 @@ __all__ = [
     "LAPLACE_LATTICE_BITS",
     "MAX_DISCRETE_SCALE",
     "MAX_DISCRETE_SIGMA",
+    "MIN_DISCRETE_SIGMA",
     "SIGMA2_BITS",
     "default_granularity",
     "discrete_gaussian",
@@ -53,10 +54,11 @@ __all__ = [
 
 #: Largest discrete Laplace scale accepted (keeps every draw well inside int64).
 MAX_DISCRETE_SCALE = 2.0**50
-#: Largest discrete Gaussian sigma accepted.
+#: Largest and smallest discrete Gaussian sigma accepted.
 MAX_DISCRETE_SIGMA = 2.0**26
+MIN_DISCRETE_SIGMA = 2.0**-16
 #: Bits of precision of the sampled discrete Gaussian variance (rounded *up*, see below).
-SIGMA2_BITS = 26
+SIGMA2_BITS = 25
 #: Bits between the noise scale and the default lattice step: Laplace, Gaussian.
 LAPLACE_LATTICE_BITS = 40
 GAUSSIAN_LATTICE_BITS = 20
@@ -116,16 +118,20 @@ def geometric(scale: float, size: int | None = None, rng: RNG = None) -> int | I
 def sampled_sigma2(sigma: float, owner: str = "discrete_gaussian") -> Fraction:
     """The variance parameter the discrete Gaussian sampler really uses for ``sigma``.
 
-    sigma^2 rounded *up* to ``N 2^k`` with ``N`` of :data:`SIGMA2_BITS` bits (relative
-    increase below 2^-24), which keeps CKS Algorithm 3 in 64-bit integers. The sampled
+    sigma^2 rounded *up* to ``N 2^k`` with ``N`` of ``SIGMA2_BITS`` bits (``SIGMA2_BITS +
+    floor(log2 sigma)`` bits when sigma < 1), a relative increase below ``2^-(bits - 1)``
+    (2^-24 for sigma >= 1), which keeps CKS Algorithm 3 in 64-bit integers. The sampled
     distribution is exactly N_Z(0, sampled_sigma2); mechanisms account for this value,
     not the requested one, so the rounding costs nothing in soundness.
     """
     sigma = check_positive("sigma", sigma, owner)
-    if not sigma <= MAX_DISCRETE_SIGMA:
-        raise fail("sigma", owner, f"a finite float in (0, {MAX_DISCRETE_SIGMA}]", sigma)
+    if not MIN_DISCRETE_SIGMA <= sigma <= MAX_DISCRETE_SIGMA:
+        raise fail(
+            "sigma", owner, f"a float in [{MIN_DISCRETE_SIGMA}, {MAX_DISCRETE_SIGMA}]", sigma
+        )
+    bits = SIGMA2_BITS + min(0, math.frexp(sigma)[1] - 1)
     s2 = Fraction(sigma) ** 2
-    k = s2.numerator.bit_length() - s2.denominator.bit_length() - SIGMA2_BITS
+    k = s2.numerator.bit_length() - s2.denominator.bit_length() - bits
     num = math.ceil(s2 / Fraction(2) ** k)
     return Fraction(num) * Fraction(2) ** k
 
