@@ -54,7 +54,14 @@ if TYPE_CHECKING:
     from dpsieve.filters.base import PrivacyFilter
     from dpsieve.ledger.base import BudgetStore
 
-__all__ = ["QueryResult", "Session", "filter_for_budget", "load_frame", "parse_description"]
+__all__ = [
+    "QueryResult",
+    "Session",
+    "data_columns",
+    "filter_for_budget",
+    "load_frame",
+    "parse_description",
+]
 
 FloatArray = npt.NDArray[np.float64]
 #: A pandas DataFrame (pandas ships no type stubs here).
@@ -162,6 +169,28 @@ def parse_description(d: Any, name: str = "privacy") -> PrivacyDescription:
     except (KeyError, TypeError, ValueError) as e:
         raise fail(name, "query", f"a complete privacy description (missing or bad {e})",
                    d) from None
+
+
+def data_columns(data: Any) -> list[str]:
+    """Column names only (the public schema): a frame's names, or a file's header via DuckDB.
+
+    No value of the data is released or used in a decision; a lazy loader (a callable)
+    has no schema of its own and is loaded.
+    """
+    if isinstance(data, str | Path):
+        import duckdb
+
+        path = str(data)
+        reader = "read_parquet" if path.lower().endswith((".parquet", ".pq")) else "read_csv_auto"
+        if not Path(path).is_file():
+            raise fail("data", "data_columns", "an existing .csv or .parquet file", path)
+        con = duckdb.connect()
+        try:
+            rows = con.execute(f"DESCRIBE SELECT * FROM {reader}(?)", [path]).fetchall()
+        finally:
+            con.close()
+        return [str(r[0]) for r in rows]
+    return [str(c) for c in load_frame(data).columns]
 
 
 def _privacy(p: Any, nb: Neighbouring) -> PrivacyDescription:
@@ -274,7 +303,8 @@ class Session:
     ``Session(data, budget=GDP(1.0))`` builds the filter with :func:`filter_for_budget` in
     a :class:`~dpsieve.ledger.MemoryStore`; pass ``filter=`` for a filter you built, and
     ``store=``/``budget_id=`` to keep the ledger in SQLite or PostgreSQL (an existing
-    budget there is reused).
+    budget there is reused). ``columns`` is the public schema (column names); without it
+    the names are read from the frame or the file header (never values) before a spend.
     """
 
     def __init__(
@@ -289,6 +319,7 @@ class Session:
         rng: np.random.Generator | None = None,
         neighbouring: Neighbouring | None = None,
         after_spend: Callable[[str], None] | None = None,
+        columns: Sequence[str] | None = None,
     ) -> None:
         from dpsieve.ledger.base import BudgetNotFoundError
         from dpsieve.ledger.memory import MemoryStore
@@ -297,6 +328,7 @@ class Session:
             raise ValidationError("Give either 'budget' or 'filter' to Session(), not both.")
         self._data = data
         self._frame: Frame | None = None
+        self._columns = list(columns) if columns is not None else None
         self.store: BudgetStore = store if store is not None else MemoryStore()
         self.budget_id = budget_id
         self.principal = principal
@@ -442,9 +474,14 @@ class Session:
         return _compose(ms.cost, mc.cost, p), mean
 
     def _column(self, spec: dict[str, Any]) -> str:
-        """The column name, checked against the schema (names only: public metadata)."""
+        """The column name, checked against the schema (names only: public metadata).
+
+        Read before the spend: the names come from ``columns=``, a frame's names or a
+        file's header, never from the values."""
         col = self._column_name(spec)
-        if col not in self.frame().columns:
+        if self._columns is None:
+            self._columns = data_columns(self._frame if self._frame is not None else self._data)
+        if col not in self._columns:
             raise fail("column", spec["type"], "a column of the data set", col)
         return col
 

@@ -29,7 +29,13 @@ from dpsieve.service.curves import ALPHAS, description_of, tradeoff_curve
 from dpsieve.service.errors import BodyLimit, install_error_handlers
 from dpsieve.service.schemas import AnalystIn, BudgetIn, DatasetIn, GrantIn, QueryIn
 from dpsieve.service.settings import Settings
-from dpsieve.session import Session, filter_for_budget, load_frame, parse_description
+from dpsieve.session import (
+    Session,
+    data_columns,
+    filter_for_budget,
+    load_frame,
+    parse_description,
+)
 
 __all__ = ["create_app"]
 
@@ -151,7 +157,11 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
             raise HTTPException(422, f"'path' must name an existing .csv or .parquet file on "
                                      f"the server. Got {body.path!r} instead.")
         old = st.dataset(body.name) or {}
-        st.register_dataset(body.name, {**old, "path": str(path)})
+        try:
+            columns = data_columns(path)
+        except Exception as e:  # an unreadable file is the owner's input error
+            raise HTTPException(422, f"'path' could not be read as a table: {e}") from None
+        st.register_dataset(body.name, {**old, "path": str(path), "columns": columns})
         out: dict[str, Any] = {"dataset": body.name, "path": str(path)}
         if body.budget is not None:
             out.update(set_budget(body.name, body.budget))
@@ -212,7 +222,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
             raise HTTPException(409, f"The data set {name!r} has no budget yet.")
         path = str(src["path"])
         session = Session(lambda: frames.get(path), store=st, budget_id=name,
-                          principal=p.name, after_spend=hook,
+                          principal=p.name, after_spend=hook, columns=src.get("columns"),
                           neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))
         key = f"{p.name}/{idempotency_key}" if idempotency_key else None
         return {"dataset": name, **session.run(body.spec(), key=key).to_dict()}
