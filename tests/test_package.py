@@ -18,6 +18,8 @@ PUBLIC_MODULES = [
     "dpsieve.accounting",
     "dpsieve.accounting.events",
     "dpsieve.accounting.gdp",
+    "dpsieve.accounting.order",
+    "dpsieve.accounting.pld",
     "dpsieve.filters.base",
     "dpsieve.ledger",
     "dpsieve.ledger.base",

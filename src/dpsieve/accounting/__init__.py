@@ -21,9 +21,20 @@ from dpsieve.accounting.gdp import (
     gdp_mu_for,
     gdp_tradeoff,
 )
+from dpsieve.accounting.order import (
+    compose_with_supremum,
+    leq,
+    leq_approx,
+    leq_gdp,
+    smallest_gdp_mu,
+    smallest_pure_eps,
+    supremum,
+)
+from dpsieve.accounting.pld import PLD
 
 __all__ = [
     "GDP",
+    "PLD",
     "RDP",
     "ZCDP",
     "ApproxDP",
@@ -31,6 +42,7 @@ __all__ = [
     "Neighbouring",
     "PrivacyDescription",
     "PureDP",
+    "compose_with_supremum",
     "description_from_dict",
     "gdp_compose",
     "gdp_delta",
@@ -38,4 +50,10 @@ __all__ = [
     "gdp_hockey_stick",
     "gdp_mu_for",
     "gdp_tradeoff",
+    "leq",
+    "leq_approx",
+    "leq_gdp",
+    "smallest_gdp_mu",
+    "smallest_pure_eps",
+    "supremum",
 ]

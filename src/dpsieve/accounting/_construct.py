@@ -1,0 +1,149 @@
+"""Grid representations of the closed-form PLDs (private; see pld.PLD for the public API).
+
+Every function returns ``(offset, probs, inf_mass)``. Pessimistic results dominate the exact
+PLD (hat split, :mod:`._grid`; float error bounds added to ``inf_mass``); optimistic results
+are dominated by it (rounded down, then :func:`._grid.restore_optimistic`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import numpy.typing as npt
+from scipy import special
+
+from dpsieve.accounting import _grid
+
+__all__: list[str] = []
+
+FloatArray = npt.NDArray[np.float64]
+U = 2.0**-53
+#: Finite losses are kept in [-Z_CAP, Z_CAP]: pessimistic moves larger losses to +inf and
+#: smaller ones up to -Z_CAP; optimistic moves larger ones down to Z_CAP and drops smaller ones.
+Z_CAP = 40.0
+#: Standard deviations kept on each side when a Gaussian part is put on the grid.
+GAUSS_SD = 11.5
+
+Parts = tuple[int, FloatArray, float]
+
+
+def _trim(i0: int, probs: FloatArray, inf_mass: float) -> Parts:
+    nz = np.flatnonzero(probs)
+    if nz.size == 0:
+        return 0, np.zeros(1), inf_mass
+    return i0 + int(nz[0]), np.array(probs[nz[0] : nz[-1] + 1]), inf_mass
+
+
+def optimistic(i0: int, probs: FloatArray, inf_mass: float, grid: float) -> Parts:
+    off, out = _grid.restore_optimistic(i0, probs, inf_mass, grid)
+    return _trim(off, out, inf_mass)
+
+
+def atoms(z: FloatArray, p: FloatArray, inf_mass: float, grid: float, pessimistic: bool) -> Parts:
+    """Atoms at arbitrary real losses z (masses p) onto the grid."""
+    z = np.asarray(z, dtype=np.float64)
+    p = np.asarray(p, dtype=np.float64)
+    keep = p > 0
+    z, p = z[keep], p[keep]
+    if z.size == 0:
+        return 0, np.zeros(1), inf_mass
+    if pessimistic:
+        big = z > Z_CAP
+        inf_mass += float(np.sum(p[big]))
+        z, p = np.maximum(z[~big], -Z_CAP), p[~big]
+        if z.size == 0:
+            return 0, np.zeros(1), inf_mass
+        i0, i1 = _grid.knot_index_range(float(z.min()), float(z.max()), grid)
+        probs = _grid.hat_split_atoms(z, p, grid, i0, i1 - i0 + 1)
+        # each output entry is a sum of products with relative error <= (size + 6) u:
+        # scaling up by that factor gives masses >= the exact split (only raises h)
+        probs *= 1.0 + (z.size + 6) * U
+        return _trim(i0, probs, inf_mass)
+    small = z < -Z_CAP
+    z, p = np.minimum(z[~small], Z_CAP), p[~small]
+    if z.size == 0:
+        return optimistic(0, np.zeros(1), inf_mass, grid)
+    i0, i1 = _grid.knot_index_range(float(z.min()), float(z.max()), grid)
+    probs = _grid.round_down_atoms(z, p, grid, i0, i1 - i0 + 1)
+    return optimistic(i0, probs, inf_mass, grid)
+
+
+def laplace(a: float, grid: float, pessimistic: bool) -> Parts:
+    """Laplace with a = sensitivity/scale (exact PLD in pld.PLD.laplace's docstring)."""
+    a = min(a, Z_CAP)
+    i0, i1 = _grid.knot_index_range(-a, a, grid)
+    n = i1 - i0 + 1
+    z_at = np.array([a, -a])
+    p_at = np.array([0.5, 0.5 * math.exp(-a)])
+    if pessimistic:
+        probs = _grid.hat_split_atoms(z_at, p_at, grid, i0, n)
+        probs += _grid.hat_split_density(
+            lambda zz: np.exp((zz - a) / 2.0) / 4.0, -a, a, grid, i0, n
+        )
+        # relative error of positive sums + 8-point Gauss-Legendre on e^{z/2}-type integrands
+        probs *= 1.0 + 64 * U
+        return _trim(i0, probs, 0.0)
+    probs = _grid.round_down_atoms(z_at, p_at, grid, i0, n)
+    knots = (i0 + np.arange(n)) * grid
+    lo = np.clip(knots, -a, a)
+    hi = np.clip(knots + grid, -a, a)
+    cell = np.exp((lo - a) / 2.0) * np.expm1((hi - lo) / 2.0) / 2.0
+    probs += np.where(hi > lo, cell, 0.0) * (1.0 - 64 * U)
+    return optimistic(i0, probs, 0.0, grid)
+
+
+def gaussian(mu: float, grid: float, pessimistic: bool) -> Parts:
+    """G_mu on the grid: P-loss ~ N(mu^2/2, mu^2), kept on mean +- GAUSS_SD sd."""
+    c = mu * mu / 2.0
+    lo, hi = max(c - GAUSS_SD * mu, -Z_CAP), c + GAUSS_SD * mu
+    i0, i1 = _grid.knot_index_range(lo, hi, grid)
+    n = i1 - i0 + 1
+    z0, zn = i0 * grid, i1 * grid
+    pdf_const = 1.0 / (mu * math.sqrt(2.0 * math.pi))
+
+    def pdf(zz: FloatArray) -> FloatArray:
+        out: FloatArray = pdf_const * np.exp(-0.5 * ((zz - c) / mu) ** 2)
+        return out
+
+    if pessimistic:
+        probs = _grid.hat_split_density(pdf, z0, zn, grid, i0, n)
+        probs[0] += float(special.ndtr((z0 - c) / mu))
+        probs *= 1.0 + 64 * U
+        inf_mass = float(special.ndtr(-(zn - c) / mu)) * (1.0 + 64 * U)
+        return _trim(i0, probs, inf_mass)
+    knots = (i0 + np.arange(n)) * grid
+    s_lo = (knots - c) / mu
+    s_hi = (knots + grid - c) / mu
+    # cell masses via the tail on the side where they are small (no cancellation)
+    cell = np.where(
+        s_lo >= 0,
+        special.ndtr(-s_lo) - special.ndtr(-s_hi),
+        special.ndtr(s_hi) - special.ndtr(s_lo),
+    )
+    cell[-1] = float(special.ndtr(-s_lo[-1]))  # the upper tail rounds down to the last knot
+    probs = np.clip(cell, 0.0, None) * (1.0 - 64 * U)
+    return optimistic(i0, probs, 0.0, grid)
+
+
+def discrete_laplace_atoms(t: float, sens: int) -> tuple[FloatArray, FloatArray]:
+    """Atoms of PLD(DLap(0,t) || DLap(D,t)) with P(y) proportional to e^{-|y|/t}."""
+    r = math.exp(-1.0 / t)
+    c = -math.expm1(-1.0 / t) / (1.0 + r)
+    ys = np.arange(1, sens)
+    z = np.concatenate([[sens / t], (sens - 2.0 * ys) / t, [-sens / t]])
+    p = np.concatenate([[1.0 / (1.0 + r)], c * r ** ys.astype(np.float64), [r**sens / (1.0 + r)]])
+    return z, p
+
+
+def discrete_gaussian_atoms(sigma: float, sens: int) -> tuple[FloatArray, FloatArray, float]:
+    """Atoms of PLD(DG(0,s) || DG(D,s)); the P-mass outside |y| <= T is bounded by the tail."""
+    T = math.ceil(sigma * math.sqrt(2.0 * math.log(1e32))) + 1
+    ys = np.arange(-T, T + 1, dtype=np.float64)
+    w = np.exp(-(ys * ys) / (2.0 * sigma * sigma))
+    s = float(np.sum(w))  # <= the full normaliser, so w/s over-states every kept mass
+    # sum_{|y|>T} e^{-y^2/2s^2} <= 2 e^{-(T+1)^2/2s^2} / (1 - e^{-(T+1)/s^2})
+    q = math.exp(-(T + 1) / sigma**2)
+    tail = 2.0 * math.exp(-((T + 1) ** 2) / (2 * sigma**2)) / (1.0 - q) / s
+    z = (sens * sens - 2.0 * ys * sens) / (2.0 * sigma * sigma)
+    return z, w / s, tail + 8 * U

@@ -1,0 +1,164 @@
+"""Discretization of privacy-loss distributions onto a uniform grid (private).
+
+A discrete PLD here is ``(offset, probs, inf_mass)`` on the grid ``z_i = (offset + i) * grid``.
+Its hockey-stick curve is ``h(x) = sum_i probs[i] (1 - x e^{-z_i})_+ + inf_mass``, piecewise
+linear in ``x`` with kinks at the knots ``y_i = e^{z_i}``.
+
+Pessimistic ("connect the dots", Doroshenko et al. 2022): the PLD whose hockey-stick curve is
+the chord interpolation of the true curve at the knots. Because every h is convex the chord
+lies above it, so the result dominates the truth in the Blackwell order (paper, Prop. 10).
+In probability terms a P-mass at loss z between knots z_j <= z <= z_{j+1} is split as
+
+    to z_j:     e^{z_j - z} (y_{j+1} - e^z) / (y_{j+1} - y_j)
+    to z_{j+1}: e^{z_{j+1} - z} (e^z - y_j) / (y_{j+1} - y_j)
+
+(hat functions in x = e^z, see docs/proofs/accounting.md, Lemma A1). The split preserves the
+total mass and E[e^{-Z}] exactly, so the result is again a PLD. Mass below the first knot goes
+up to it (only raises h), mass above the last knot goes to +inf (only raises h).
+
+Optimistic: round every loss DOWN to a knot (only lowers h), then restore the PLD condition
+with :func:`restore_optimistic` (Lemma A2): the result's curve is the greatest convex
+minorant of max(h_down, 1 - x) sampled at the knots, which stays below the truth.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+__all__: list[str] = []
+
+FloatArray = npt.NDArray[np.float64]
+Density = Callable[[FloatArray], FloatArray]
+
+#: Unit roundoff of float64.
+U = 2.0**-53
+# Gauss-Legendre nodes on [0, 1] for the hat integrals (smooth integrands on one grid cell).
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
+_GL_X = 0.5 * (_GL_X + 1.0)
+_GL_W = 0.5 * _GL_W
+
+
+def knot_index_range(lo: float, hi: float, grid: float) -> tuple[int, int]:
+    """Smallest knot range [i0, i1] (inclusive) with i0*grid <= lo and i1*grid >= hi."""
+    i0 = math.floor(lo / grid)
+    i1 = math.ceil(hi / grid)
+    # guard against division round-off: make the inequalities hold in float
+    while i0 * grid > lo:
+        i0 -= 1
+    while i1 * grid < hi:
+        i1 += 1
+    return i0, max(i1, i0)
+
+
+def hat_split_atoms(z: FloatArray, p: FloatArray, grid: float, i0: int, n: int) -> FloatArray:
+    """Pessimistic split of atoms (losses z in [i0*grid, (i0+n-1)*grid]) onto n knots."""
+    out = np.zeros(n, dtype=np.float64)
+    pos = z / grid - i0
+    j = np.clip(np.floor(pos).astype(np.int64), 0, max(n - 2, 0))
+    if n == 1:
+        out[0] = float(np.sum(p))
+        return out
+    u = z - (i0 + j) * grid  # offset from the left knot, in [0, grid]
+    u = np.clip(u, 0.0, grid)
+    em = math.expm1(grid)
+    w_right = np.expm1(u) / em  # (e^z - y_j) / (y_{j+1} - y_j)
+    w_left = (em - np.expm1(u)) / em
+    left = p * w_left * np.exp(-u)
+    right = p * w_right * np.exp(grid - u)
+    np.add.at(out, j, left)
+    np.add.at(out, j + 1, right)
+    return out
+
+
+def hat_split_density(
+    pdf: Density, lo: float, hi: float, grid: float, i0: int, n: int
+) -> FloatArray:
+    """Pessimistic hat split of a density supported on [lo, hi] (knots cover [lo, hi]).
+
+    Each cell is integrated with 8-point Gauss-Legendre on the part of the cell inside
+    [lo, hi]; all integrands are positive, so the relative error is a few ulp for smooth
+    densities (the quadrature error on a cell of width ``grid`` is far below that).
+    """
+    out = np.zeros(n, dtype=np.float64)
+    if n < 2 or not (hi > lo):
+        return out
+    j = np.arange(n - 1)
+    a = np.maximum((i0 + j) * grid, lo)
+    b = np.minimum((i0 + j + 1) * grid, hi)
+    keep = b > a
+    j, a, b = j[keep], a[keep], b[keep]
+    zz = a[:, None] + (b - a)[:, None] * _GL_X[None, :]
+    ww = (b - a)[:, None] * _GL_W[None, :] * pdf(zz)
+    u = np.clip(zz - ((i0 + j) * grid)[:, None], 0.0, grid)
+    em = math.expm1(grid)
+    w_right = np.expm1(u) / em
+    w_left = (em - np.expm1(u)) / em
+    np.add.at(out, j, np.sum(ww * w_left * np.exp(-u), axis=1))
+    np.add.at(out, j + 1, np.sum(ww * w_right * np.exp(grid - u), axis=1))
+    return out
+
+
+def round_down_atoms(z: FloatArray, p: FloatArray, grid: float, i0: int, n: int) -> FloatArray:
+    """Optimistic: every atom moves down to the knot at or below it."""
+    out = np.zeros(n, dtype=np.float64)
+    j = np.clip(np.floor(z / grid + 1e-12).astype(np.int64) - i0, 0, n - 1)
+    # never move an atom up: if float rounding put it above z, step down
+    j = np.where((i0 + j) * grid > z, np.maximum(j - 1, 0), j)
+    np.add.at(out, j, p)
+    return out
+
+
+def tail_sums(offset: int, probs: FloatArray, grid: float) -> tuple[FloatArray, FloatArray]:
+    """A[k] = sum_{i>=k} p_i and B[k] = sum_{i>=k} p_i e^{-z_i}, with A[n] = B[n] = 0."""
+    z = (offset + np.arange(probs.size)) * grid
+    with np.errstate(over="ignore"):
+        pe = probs * np.exp(-z)
+    a = np.zeros(probs.size + 1)
+    b = np.zeros(probs.size + 1)
+    a[:-1] = np.cumsum(probs[::-1])[::-1]
+    b[:-1] = np.cumsum(pe[::-1])[::-1]
+    return a, b
+
+
+def restore_optimistic(
+    offset: int, probs: FloatArray, inf_mass: float, grid: float
+) -> tuple[int, FloatArray]:
+    """Make masses whose curve h_d lower-bounds the truth into a valid PLD still below it.
+
+    The input may violate E[e^{-Z}] <= 1 or have total mass < 1. Output curve: the greatest
+    convex minorant of ``max(h_d, 1 - x)`` at the knots and x = 0 (docs/proofs, Lemma A2).
+    Returns (offset, probs) with the same ``inf_mass``; the knot range is extended to z = 0.
+    """
+    if offset > 0:
+        probs = np.concatenate([np.zeros(offset), probs])
+        offset = 0
+    top = offset + probs.size - 1
+    if top < 2:  # two spare knots above z = 0 so the hull always has a point after k0
+        probs = np.concatenate([probs, np.zeros(2 - top)])
+    n = probs.size
+    z = (offset + np.arange(n)) * grid
+    y = np.exp(z)
+    a, b = tail_sums(offset, probs, grid)
+    v = a[1:] - y * b[1:] + inf_mass  # h_d at each knot
+    below = np.nonzero(v < 1.0 - y)[0]
+    k = int(below[-1]) if below.size else -1
+    total = float(a[0]) + inf_mass
+    if k < 0 and abs(total - 1.0) <= 1e-12 and float(b[0]) <= 1.0:
+        return offset, probs  # already a PLD
+    k0 = k + 1  # the hull follows 1 - x up to knot k0 (lowered onto 1 - x there)
+    x0, w0 = float(y[k0]), 1.0 - float(y[k0])
+    w = v
+    js = np.arange(k0 + 1, n)
+    slopes = (w[js] - w0) / (y[js] - x0)
+    smin = float(np.min(slopes))
+    r = int(js[np.nonzero(slopes <= smin)[0][-1]])
+    out = np.zeros(n)
+    out[r + 1 :] = probs[r + 1 :]
+    sigma_r = -float(b[r + 1])
+    out[k0] = max(x0 * (smin + 1.0), 0.0)
+    out[r] += max(float(y[r]) * (sigma_r - smin), 0.0)
+    return offset, out

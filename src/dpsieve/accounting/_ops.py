@@ -1,0 +1,272 @@
+"""Operations on grid PLDs: composition, regridding, duals, eps(delta), tradeoff (private)."""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from dpsieve.accounting import _construct, _convolve, _curves
+from dpsieve.errors import UnsupportedError
+
+if TYPE_CHECKING:
+    from dpsieve.accounting.pld import PLD
+
+__all__: list[str] = []
+
+FloatArray = npt.NDArray[np.float64]
+U = 2.0**-53
+
+
+def _direction(a: str, b: str) -> str:
+    ds = {a, b} - {"exact"}
+    if len(ds) > 1:
+        raise UnsupportedError(
+            "Cannot compose a pessimistic PLD with an optimistic one: the result would be "
+            "neither an upper nor a lower bound."
+        )
+    return ds.pop() if ds else "exact"
+
+
+def _is_unit(p: PLD) -> bool:
+    return p.offset == 0 and p.probs.size == 1 and p.probs[0] == 1.0 and p.inf_mass == 0.0
+
+
+def _new(
+    like: PLD,
+    grid: float,
+    offset: int,
+    probs: FloatArray,
+    inf_mass: float,
+    mu: float,
+    direction: str,
+    symmetric: bool,
+) -> PLD:
+    return type(like)(grid, offset, probs, min(inf_mass, 1.0), mu, direction, symmetric)
+
+
+def regrid(p: PLD, grid: float) -> PLD:
+    """The discrete part of p on another grid, in p's direction (exact -> pessimistic)."""
+    if grid == p.grid:
+        return p
+    pess = p.direction != "optimistic"
+    off, probs, inf = _construct.atoms(p.losses, p.probs, p.inf_mass, grid, pess)
+    return _new(
+        p, grid, off, probs, inf, p.mu, "optimistic" if not pess else "pessimistic", p.symmetric
+    )
+
+
+def _finish(
+    like: PLD,
+    grid: float,
+    offset: int,
+    probs: FloatArray,
+    inf_mass: float,
+    mu: float,
+    direction: str,
+    symmetric: bool,
+    tail_mass: float,
+) -> PLD:
+    off, probs, up_cut, low_cut = _convolve.trim(offset, probs, tail_mass)
+    if direction == "optimistic":
+        if up_cut > 0:
+            probs[-1] += up_cut
+        if low_cut > 0:
+            off, probs, inf_mass = _construct.optimistic(off, probs, inf_mass, grid)
+    else:
+        inf_mass += up_cut
+        probs[0] += low_cut
+    return _new(like, grid, off, probs, inf_mass, mu, direction, symmetric)
+
+
+def compose(a: PLD, b: PLD, tail_mass: float) -> PLD:
+    direction = _direction(a.direction, b.direction)
+    if _is_unit(b) or _is_unit(a):
+        keep = a if _is_unit(b) else b
+        return _finish(
+            keep,
+            keep.grid,
+            keep.offset,
+            keep.probs.copy(),
+            keep.inf_mass,
+            math.hypot(a.mu, b.mu),
+            direction,
+            a.symmetric and b.symmetric,
+            tail_mass,
+        )
+    grid = max(a.grid, b.grid)
+    a, b = regrid(a, grid), regrid(b, grid)
+    if direction == "exact":
+        direction = "pessimistic"  # products of masses are rounded
+    opt = direction == "optimistic"
+    if (
+        opt
+        and min(a.probs.size, b.probs.size) * max(a.probs.size, b.probs.size)
+        > (_convolve.DIRECT_LIMIT)
+        and min(a.probs.size, b.probs.size) > 32
+    ):
+        conv = np.convolve(a.probs, b.probs)  # no FFT noise in the optimistic direction
+        rel, err = (min(a.probs.size, b.probs.size) + 2) * U, 0.0
+    else:
+        conv, rel, err = _convolve.convolve(a.probs, b.probs)
+    inf = a.inf_mass + b.inf_mass - a.inf_mass * b.inf_mass
+    if opt:
+        conv *= 1.0 - rel
+        inf *= 1.0 - 4 * U
+    else:
+        conv *= 1.0 + rel
+        inf = inf * (1.0 + 4 * U) + err
+    mu = math.hypot(a.mu, b.mu)
+    return _finish(
+        a,
+        grid,
+        a.offset + b.offset,
+        conv,
+        inf,
+        mu,
+        direction,
+        a.symmetric and b.symmetric,
+        tail_mass,
+    )
+
+
+def self_compose(p: PLD, k: int, tail_mass: float) -> PLD:
+    from dpsieve.accounting.pld import PLD as _PLD
+
+    mu = math.sqrt(k) * p.mu
+    disc = _new(p, p.grid, p.offset, p.probs.copy(), p.inf_mass, 0.0, p.direction, p.symmetric)
+    result = _PLD.identity(grid=p.grid)
+    while k:
+        if k & 1:
+            result = compose(result, disc, tail_mass)
+        k >>= 1
+        if k:
+            disc = compose(disc, disc, tail_mass)
+    direction = result.direction if result.direction != "exact" else p.direction
+    return _new(
+        p,
+        result.grid,
+        result.offset,
+        result.probs.copy(),
+        result.inf_mass,
+        mu,
+        direction,
+        p.symmetric,
+    )
+
+
+def discretize(p: PLD, grid: float) -> PLD:
+    q = regrid(p, grid)
+    if p.mu == 0.0:
+        return q
+    pess = p.direction != "optimistic"
+    off, probs, inf = _construct.gaussian(p.mu, grid, pess)
+    from dpsieve.accounting.pld import PLD as _PLD
+
+    g = _PLD(grid, off, probs, inf, 0.0, "pessimistic" if pess else "optimistic", True)
+    base = _new(
+        q,
+        grid,
+        q.offset,
+        q.probs.copy(),
+        q.inf_mass,
+        0.0,
+        q.direction if q.direction != "exact" else g.direction,
+        q.symmetric,
+    )
+    return compose(base, g, 0.0)
+
+
+def truncate(p: PLD, tail_mass: float) -> PLD:
+    direction = p.direction if p.direction != "exact" else "pessimistic"
+    return _finish(
+        p, p.grid, p.offset, p.probs.copy(), p.inf_mass, p.mu, direction, p.symmetric, tail_mass
+    )
+
+
+def dual(p: PLD) -> PLD:
+    z = p.losses
+    with np.errstate(divide="ignore", over="ignore"):
+        q = np.where(p.probs > 0, np.exp(np.log(p.probs) - z), 0.0)
+    q = q[::-1].copy()
+    m = math.fsum(q.tolist())
+    opt = p.direction == "optimistic"
+    if opt:
+        q *= 1.0 - 4 * U
+        inf = max(0.0, 1.0 - m * (1.0 + 4 * U) - 4 * U)
+    else:
+        q *= 1.0 + 4 * U
+        inf = max(0.0, 1.0 - m) + 8 * U * (1.0 + m)
+    total = float(np.sum(q)) + inf
+    if abs(total - 1.0) > 1e-9 and not opt:
+        # masses p e^{-z} that would exceed 1 in total cannot arise from a valid PLD
+        inf = max(0.0, 1.0 - float(np.sum(q)))
+    off = -(p.offset + p.probs.size - 1)
+    if opt:
+        off, q, inf = _construct.optimistic(off, q, inf, p.grid)
+    return _new(p, p.grid, off, q, inf, p.mu, p.direction, p.symmetric)
+
+
+def is_symmetric(p: PLD, tol: float) -> bool:
+    d = dual(p)
+    lo = min(p.offset, d.offset)
+    hi = max(p.offset + p.probs.size, d.offset + d.probs.size)
+    a = np.zeros(hi - lo)
+    b = np.zeros(hi - lo)
+    a[p.offset - lo : p.offset - lo + p.probs.size] = p.probs
+    b[d.offset - lo : d.offset - lo + d.probs.size] = d.probs
+    return bool(np.all(np.abs(a - b) <= tol)) and abs(p.inf_mass - d.inf_mass) <= tol
+
+
+def eps_bisect(p: PLD, deltas: FloatArray) -> FloatArray:
+    """Vectorized bisection for eps(delta) when mu > 0 (certified in p's direction)."""
+    opt = p.direction == "optimistic"
+    z, probs = p.losses, p.probs
+
+    def h(e: FloatArray) -> FloatArray:
+        val, err = _curves.h_mixed(z, probs, p.inf_mass, p.mu, e)
+        out: FloatArray = val - err if opt else val + err
+        return out
+
+    d = deltas.astype(np.float64)
+    out = np.full(d.shape, math.inf)
+    live = d > p.inf_mass
+    if not np.any(live):
+        return out
+    dl = d[live]
+    zero = h(np.zeros(dl.shape)) <= dl
+    lo = np.zeros(dl.shape)
+    hi = np.ones(dl.shape)
+    for _ in range(16):
+        bad = h(hi) > dl
+        if not np.any(bad):
+            break
+        lo = np.where(bad, hi, lo)
+        hi = np.where(bad, hi * 2.0, hi)
+    ok_hi = h(hi) <= dl
+    for _ in range(200):
+        if np.all(hi - lo <= 1e-12 * np.maximum(1.0, hi)):
+            break
+        mid = 0.5 * (lo + hi)
+        ok = h(mid) <= dl
+        hi = np.where(ok, mid, hi)
+        lo = np.where(ok, lo, mid)
+    res = lo if opt else hi
+    res = np.where(zero, 0.0, np.where(ok_hi, res, math.inf))
+    out[live] = res
+    return out
+
+
+def tradeoff_pl(p: PLD, alpha: FloatArray) -> FloatArray:
+    """tau of a purely discrete PLD: through (P(Z < z_k), Q(Z >= z_k)) (exact, linear between)."""
+    z, probs = p.losses, p.probs
+    _, b = _curves.tail_sums(z, probs)
+    keep = np.concatenate([[True], probs > 0])  # knot k starts a new segment iff p_{k-1} > 0
+    alphas = np.concatenate([[0.0], np.cumsum(probs)])[keep]
+    taus = b[keep]
+    err = (probs.size + 4) * U
+    out: FloatArray = np.interp(alpha, alphas, taus, right=0.0)
+    out = np.clip(out + (err if p.direction == "optimistic" else -err), 0.0, 1.0)
+    return out

@@ -1,0 +1,302 @@
+"""The Blackwell order on PLDs, checked soundly, and suprema of PLDs.
+
+``L <= B`` iff h_L(x) <= h_B(x) for every x > 0 (paper, Prop. 10). Every check here may refuse
+a pair that exact arithmetic admits, never the reverse: values of L are rounded up and values
+of B down by their floating-point error bounds, and between the points where we evaluate we
+use only convexity and monotonicity (docs/proofs/accounting.md, Section B):
+
+* against a piecewise-linear B (no Gaussian part): h_L convex lies below its chords and h_B is
+  linear between its kinks, so checking at x = 1 and at the kinks of B is exact; two grid PLDs
+  are compared through their difference measure, so equal curves pass with zero margin;
+* against a smooth B (Gaussian part): on each cell [a, b] of a fine grid, chord of h_L <= the
+  larger of B's tangents at a and b (h_B lies above its tangents), checked at a, b and where
+  the tangents cross;
+* x < 1 reduces to x > 1 for the duals, h_L(x) = 1 - x + x h_{dual L}(1/x); it is skipped when
+  both exact PLDs are symmetric (paper, Lemma 8);
+* Gaussian parts: if mu_L <= mu_B, L = D (+) G_a <= B = E (+) G_b follows from
+  D <= E (+) G_sqrt(b^2 - a^2) (composition is monotone; G_r (+) G_a = G_b).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from dpsieve._validation import check_in_closed, check_nonnegative, fail
+from dpsieve.accounting import _curves, _ops
+from dpsieve.accounting.pld import PLD
+from dpsieve.errors import UnsupportedError
+
+__all__ = [
+    "compose_with_supremum",
+    "leq",
+    "leq_approx",
+    "leq_gdp",
+    "smallest_gdp_mu",
+    "smallest_pure_eps",
+    "supremum",
+]
+
+FloatArray = npt.NDArray[np.float64]
+U = 2.0**-53
+#: Cell width (in log x) of the tangent check against smooth curves.
+TANGENT_STEP = 5e-4
+_MAX_POINTS = 200_000
+
+
+def _strip_mu(p: PLD, mu: float) -> PLD:
+    return PLD(p.grid, p.offset, p.probs, p.inf_mass, mu, p.direction, p.symmetric)
+
+
+def _aligned(a: PLD, b: PLD) -> tuple[int, FloatArray, FloatArray]:
+    lo = min(a.offset, b.offset)
+    hi = max(a.offset + a.probs.size, b.offset + b.probs.size)
+    pa, pb = np.zeros(hi - lo), np.zeros(hi - lo)
+    pa[a.offset - lo : a.offset - lo + a.probs.size] = a.probs
+    pb[b.offset - lo : b.offset - lo + b.probs.size] = b.probs
+    return lo, pa, pb
+
+
+def _pl_vs_pl(L: PLD, B: PLD) -> bool:
+    """Both mu = 0, same grid: h_B - h_L >= 0 for x >= 1 via the difference measure."""
+    if not L.inf_mass <= B.inf_mass:
+        return False
+    lo, pl, pb = _aligned(L, B)
+    z = _curves.knots(lo, pl.size, L.grid)
+    d = pb - pl
+    start = int(np.searchsorted(z, 0.0, side="left"))
+    xs = np.concatenate([[1.0], np.exp(z[start:])])
+    k1 = int(np.searchsorted(z, 0.0, side="right"))
+    ks = np.concatenate([[k1], np.arange(start, z.size) + 1])
+    with np.errstate(over="ignore"):
+        e = np.exp(-z)
+    a_d = np.concatenate([np.cumsum(d[::-1])[::-1], [0.0]])
+    b_d = np.concatenate([np.cumsum((d * e)[::-1])[::-1], [0.0]])
+    ad = np.abs(d)
+    a_abs = np.concatenate([np.cumsum(ad[::-1])[::-1], [0.0]])
+    b_abs = np.concatenate([np.cumsum((ad * e)[::-1])[::-1], [0.0]])
+    diff = a_d[ks] - xs * b_d[ks] + (B.inf_mass - L.inf_mass)
+    err = (pl.size + 6) * U * (a_abs[ks] + xs * b_abs[ks])
+    return bool(np.all(diff >= err))
+
+
+def _upper_vs_pl(L: PLD, B: PLD) -> bool:
+    """B has mu = 0 (piecewise linear); any L. Exact check for x >= 1 at B's kinks."""
+    if L.mu == 0.0:
+        if L.grid != B.grid:
+            L = _ops.regrid(L, B.grid)
+        return _pl_vs_pl(L, B)
+    zb = B.losses[B.probs > 0]
+    ts = np.concatenate([[0.0], zb[zb > 0]])
+    hl, el = L.h_log_with_error(ts)
+    hb, eb = B.h_log_with_error(ts)
+    return bool(np.all(hl + el <= hb - eb)) and (zb.size == 0 or L.inf_mass <= B.inf_mass)
+
+
+def _upper_vs_smooth(L: PLD, B: PLD) -> bool:
+    """B has mu > 0. Tangent check on a grid of log x in [0, T], then the tail beyond T."""
+    if L.mu == 0.0:
+        if L.inf_mass > B.inf_mass:
+            return False
+        pos = L.losses[L.probs > 0]
+        t_max = float(pos.max()) if pos.size else 0.0
+        if L.inf_mass > 0 or B.inf_mass > 0:
+            t_max = _tail_point(L, B, max(t_max, 1.0))
+    else:
+        if not B.inf_mass > 0:
+            return False  # a Gaussian tail of L cannot be closed against a zero +inf mass
+        t_max = _tail_point(L, B, 1.0)
+    if not math.isfinite(t_max):
+        return False
+    t_max = max(t_max, TANGENT_STEP)
+    n = int(min(_MAX_POINTS, max(64, math.ceil(t_max / TANGENT_STEP)))) + 1
+    ts = np.linspace(0.0, t_max, n)
+    xs = np.exp(ts)
+    hl, el = L.h_log_with_error(ts)
+    hb, eb = B.h_log_with_error(ts)
+    hl_up, hb_lo = hl + el, hb - eb
+    if not np.all(hl_up <= hb_lo):
+        return False
+    db = _curves.dh_mixed(B.losses, B.probs, B.mu, ts)
+    a, b = xs[:-1], xs[1:]
+    da, dbb = db[:-1], db[1:]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        c = (hb[1:] - hb[:-1] + da * a - dbb * b) / (da - dbb)
+    c = np.where(np.isfinite(c), np.clip(c, a, b), b)
+    chord = hl_up[:-1] + (hl_up[1:] - hl_up[:-1]) * (c - a) / (b - a)
+    tan = np.maximum(hb_lo[:-1] + da * (c - a), hb_lo[1:] + dbb * (c - b))
+    margin = 1e-12 * (np.abs(da) * (c - a) + np.abs(dbb) * (b - c)) + 4 * U
+    return bool(np.all(chord <= tan - margin))
+
+
+def _tail_point(L: PLD, B: PLD, t0: float) -> float:
+    """A t with h_L(e^t) (rounded up) <= inf_B (rounded down), or inf."""
+    target = B.inf_mass * (1.0 - 4 * U)
+    t = t0
+    for _ in range(14):
+        h, e = L.h_log_with_error(np.array([t]))
+        if float(h[0] + e[0]) <= target:
+            return t
+        t *= 2.0
+    return math.inf
+
+
+def _upper(L: PLD, B: PLD) -> bool:
+    return _upper_vs_pl(L, B) if B.mu == 0.0 else _upper_vs_smooth(L, B)
+
+
+def _reduce(L: PLD, B: PLD) -> tuple[PLD, PLD]:
+    if L.mu > 0 and B.mu >= L.mu:
+        r = math.sqrt(max(B.mu * B.mu - L.mu * L.mu, 0.0))
+        r = max(0.0, float(np.nextafter(r * (1.0 - 4 * U), 0.0)))  # rounded down: B shrinks
+        return _strip_mu(L, 0.0), _strip_mu(B, r)
+    return L, B
+
+
+def leq(L: PLD, B: PLD) -> bool:
+    """Sound Blackwell order: True only if h_L(x) <= h_B(x) for all x > 0.
+
+    Where the *exact* PLDs are meant (``direction``): a pessimistic L and an optimistic or
+    exact B make a True answer a statement about the mechanisms. Cost: O(size) against
+    piecewise-linear B, O(size * log(T)/5e-4) against a Gaussian part.
+    """
+    if not isinstance(L, PLD) or not isinstance(B, PLD):
+        raise fail("L", "leq", "two PLDs", (L, B))
+    if L == B:
+        return True
+    Lr, Br = _reduce(L, B)
+    if not _upper(Lr, Br):
+        return False
+    if L.symmetric and B.symmetric:
+        return True
+    return _upper(_ops.dual(Lr), _ops.dual(Br))
+
+
+def leq_gdp(pld: PLD, mu: float) -> bool:
+    """Sound check of pld <= G_mu (mu-GDP)."""
+    mu = check_nonnegative("mu", mu, "leq_gdp", allow_inf=True)
+    if math.isinf(mu):
+        return True
+    return leq(pld, PLD.gdp(mu, grid=pld.grid))
+
+
+def leq_approx(pld: PLD, eps: float, delta: float) -> bool:
+    """Sound check of pld <= R_{eps,delta}, i.e. (eps, delta)-DP *at every x*, in closed form.
+
+    h_R is linear on [1, e^eps] and constant = delta beyond, so (chord argument) it suffices
+    that h(1) <= delta + (1 - delta) tanh(eps/2) and h(e^eps) <= delta; for x < 1 the same on
+    the dual unless the exact PLD is symmetric.
+    """
+    eps = check_nonnegative("eps", eps, "leq_approx", allow_inf=True)
+    delta = check_in_closed("delta", delta, 0.0, 1.0, "leq_approx")
+    if math.isinf(eps) or delta == 1.0:
+        return True
+    # h_R(1) is rounded down by 4 ulp; h_R(e^eps) = delta is exact
+    bound = np.array([delta + (1.0 - delta) * math.tanh(eps / 2.0) - 4 * U, delta])
+    ts = np.array([0.0, eps])
+
+    def ok(p: PLD) -> bool:
+        h, e = p.h_log_with_error(ts)
+        return bool(np.all(h + e <= bound))
+
+    if not ok(pld):
+        return False
+    return pld.symmetric or ok(_ops.dual(pld))
+
+
+def smallest_gdp_mu(pld: PLD, *, rtol: float = 1e-9) -> float:
+    """The smallest mu (certified upper end of a bisection) with pld <= G_mu; inf if none."""
+    if pld.inf_mass > 0:
+        return math.inf
+    if pld.offset == 0 and pld.probs.size == 1:
+        return pld.mu  # a pure Gaussian part: exact
+    lo, hi = pld.mu, max(2.0 * pld.mu, 1.0)
+    while not leq_gdp(pld, hi):
+        lo, hi = hi, 2.0 * hi
+        if hi > 1e4:
+            return math.inf
+    while hi - lo > rtol * hi:
+        mid = 0.5 * (lo + hi)
+        if leq_gdp(pld, mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def smallest_pure_eps(pld: PLD) -> float:
+    """The smallest eps (certified) with pld <= R_{eps,0}; inf if there is none.
+
+    For mu = 0 and no +inf mass the candidate is the largest loss (and minus the smallest one
+    unless symmetric), confirmed by :func:`leq_approx` with a few ulp of slack.
+    """
+    if pld.inf_mass > 0 or pld.mu > 0:
+        return math.inf
+    z = pld.losses[pld.probs > 0]
+    e = max(0.0, float(z.max()))
+    if not pld.symmetric:
+        e = max(e, -float(z.min()))
+    for _ in range(4):
+        if leq_approx(pld, e, 0.0):
+            return e
+        e = e * (1.0 + 1e-12) + 1e-12
+    return math.inf
+
+
+def supremum(plds: Sequence[PLD]) -> PLD:
+    """sup of PLDs: hockey-stick curve = pointwise max (paper, Prop. 11), made pessimistic.
+
+    Gaussian parts are discretized pessimistically and all members regridded to the coarsest
+    grid. The max is sampled at the knots and interpolated by chords (above the convex max);
+    atoms are the slope changes (mass at z = (change of slope at e^z) e^z), +inf mass the
+    largest member's. Within a cell where one member is the max at both knots the slope is
+    that member's own, so no cancellation occurs; clipping negative round-off only raises h.
+    """
+    if len(plds) == 0:
+        raise fail("plds", "supremum", "a non-empty sequence of PLDs", plds)
+    for p in plds:
+        if not isinstance(p, PLD):
+            raise fail("plds", "supremum", "a sequence of PLDs", plds)
+        if p.direction == "optimistic":
+            raise UnsupportedError("supremum() of optimistic PLDs is not supported.")
+    grid = max(p.grid for p in plds)
+    ms = [_ops.discretize(p, grid) if (p.mu > 0 or p.grid != grid) else p for p in plds]
+    if len(ms) == 1:
+        return ms[0]
+    lo = min(p.offset for p in ms)
+    hi = max(p.offset + p.probs.size for p in ms)
+    n = hi - lo
+    z = _curves.knots(lo, n, grid)
+    y = np.exp(z)
+    H = np.empty((len(ms), n))
+    Bs = np.empty((len(ms), n + 1))
+    for k, p in enumerate(ms):
+        full = np.zeros(n)
+        full[p.offset - lo : p.offset - lo + p.probs.size] = p.probs
+        a, b = _curves.tail_sums(z, full)
+        H[k] = np.clip(a[1:] - y * b[1:], 0.0, None) + p.inf_mass
+        Bs[k] = b
+    arg = np.argmax(H, axis=0)
+    hmax = H[arg, np.arange(n)]
+    sig = np.zeros(n + 1)  # sig[j + 1] = slope on [y_j, y_{j+1}]; sig[0] on [0, y_0]
+    sig[0] = -Bs[arg[0], 0]
+    same = arg[:-1] == arg[1:]
+    own = -Bs[arg[:-1], np.arange(1, n)]
+    chord = (hmax[1:] - hmax[:-1]) / (y[1:] - y[:-1])
+    sig[1:n] = np.where(same, own, chord)
+    sig[n] = 0.0
+    probs = np.clip(y * (sig[1:] - sig[:-1]), 0.0, None)
+    inf = max(p.inf_mass for p in ms) + (n + 8) * 8 * U
+    total = float(np.sum(probs)) + inf
+    if total < 1.0:  # round-off below 1: the missing mass goes to +inf (only raises h)
+        inf += 1.0 - total
+    sym = all(p.symmetric for p in ms)
+    return PLD(grid, lo, probs, min(inf, 1.0), 0.0, "pessimistic", sym)
+
+
+def compose_with_supremum(pld: PLD, plds: Sequence[PLD]) -> PLD:
+    """L (+) sup(plds): the worst one-step continuation (paper, Thm. 6 / Sec. 5)."""
+    return pld.compose(supremum(plds))
