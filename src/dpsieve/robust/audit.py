@@ -27,6 +27,7 @@ from dpsieve._validation import check_nonnegative, fail
 
 __all__ = [
     "ReleasePMF",
+    "core_count_sum_distribution",
     "core_distribution",
     "hockey_stick",
     "pipeline_pmf",
@@ -63,6 +64,32 @@ def core_distribution(
         key = tuple(sorted(kept))  # type: ignore[type-var]
         out[key] = out.get(key, 0.0) + w
     return out
+
+
+def core_count_sum_distribution(
+    values: Sequence[int], probs: Sequence[float]
+) -> npt.NDArray[np.float64]:
+    """Exact law of ``(|S|, sum(S))`` of the kept set for non-negative integer records.
+
+    ``out[c, s] = P[|S| = c, sum(S) = s]``, by dynamic programming over the records (each
+    kept independently): polynomial, so it handles ``n`` in the hundreds, where the
+    ``2^m`` enumeration of :func:`core_distribution` cannot. Releases that depend on the
+    core only through its size and sum (counts, means) are audited with it.
+    """
+    v = [int(a) for a in values]
+    if len(v) != len(probs) or any(a < 0 for a in v):
+        raise fail("values", "core_count_sum_distribution",
+                   "non-negative integers, one per probability", values)
+    dp = np.zeros((len(v) + 1, sum(v) + 1))
+    dp[0, 0] = 1.0
+    for a, p in zip(v, probs, strict=True):
+        p = float(p)
+        if p <= 0.0:
+            continue
+        shifted = np.zeros_like(dp)
+        shifted[1:, a:] = dp[:-1, : dp.shape[1] - a]
+        dp = shifted if p >= 1.0 else (1.0 - p) * dp + p * shifted
+    return dp
 
 
 def pipeline_pmf(
