@@ -99,7 +99,7 @@ def test_discrete_laplace_and_gaussian_closed_forms() -> None:
     sigma = 1.5
     dg = PLD.discrete_gaussian(sigma, 1, grid=1e-3)
     ys = np.arange(-60, 61)
-    w = np.exp(-ys**2 / (2 * sigma**2))
+    w = np.exp(-(ys**2) / (2 * sigma**2))
     pp, qq = w / w.sum(), np.exp(-((ys - 1) ** 2) / (2 * sigma**2)) / w.sum()
     for e in (0.0, 0.5, 1.0):
         exact = float(np.sum(np.maximum(pp - math.exp(e) * qq, 0.0)))
@@ -124,9 +124,7 @@ def test_tradeoff_of_gaussian_and_rr() -> None:
     rr = PLD.pure_dp(1.0, grid=1e-2)
     alpha = np.linspace(0, 1, 11)
     # f-DP of eps-DP: max(0, 1 - e^eps a, e^-eps (1 - a))
-    exact = np.maximum.reduce(
-        [np.zeros(11), 1 - math.e * alpha, math.exp(-1) * (1 - alpha)]
-    )
+    exact = np.maximum.reduce([np.zeros(11), 1 - math.e * alpha, math.exp(-1) * (1 - alpha)])
     assert np.allclose(rr.tradeoff(alpha), exact, atol=1e-12)
     g = PLD.gdp(1.0, grid=1e-3)
     exact_g = special.ndtr(special.ndtri(1 - alpha) - 1.0)

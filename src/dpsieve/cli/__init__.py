@@ -26,6 +26,7 @@ _GROUPS: tuple[tuple[str, str | None], ...] = (
     ("dpsieve.cli.budget", "budget"),
     ("dpsieve.cli.query", None),
     ("dpsieve.cli.release", None),
+    ("dpsieve.cli.account", "account"),
 )
 
 
