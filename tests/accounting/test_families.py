@@ -413,3 +413,56 @@ def test_bad_input_names_the_parameter(call, param: str) -> None:  # type: ignor
         call()
     assert ei.value.parameter == param
     assert f"'{param}'" in str(ei.value)
+
+
+# ----------------------------------------------------------------------------- the PLD type
+_GRID = 1e-3  # coarse grid: fast, and the brackets must hold at any grid
+
+
+@pytest.mark.parametrize(("eps", "k", "n"), [(0.4, 2, 6), (1.0, 3, 3), (0.05, 2, 40)])
+def test_pld_randomized_response_brackets_closed_forms(eps: float, k: int, n: int) -> None:
+    """PLD.randomized_response(...).self_compose(n): optimistic <= exact <= pessimistic."""
+    from dpsieve.accounting.pld import PLD
+
+    hi = PLD.randomized_response(eps, k, grid=_GRID).self_compose(n)
+    lo = PLD.randomized_response(eps, k, grid=_GRID, pessimistic=False).self_compose(n)
+    eps_grid = np.array([0.0, 0.5 * eps, eps, 2 * eps, n * eps / 2])
+    if k == 2:
+        ex_hi = fam.pure_dp_compose_delta(eps, n, eps_grid, upper=True)
+        ex_lo = fam.pure_dp_compose_delta(eps, n, eps_grid, upper=False)
+    else:
+        losses, probs = fam.randomized_response_pld(eps, k)
+        curve = T.from_pld_atoms(losses, probs).self_compose(n)
+        ex_hi = curve.delta(eps_grid, upper=True)
+        ex_lo = (
+            T.from_pld_atoms(losses, probs, pessimistic=False)
+            .self_compose(n)
+            .delta(eps_grid, upper=False)
+        )
+    assert np.all(np.asarray(hi.delta(eps_grid)) >= ex_lo - 1e-15)
+    assert np.all(np.asarray(lo.delta(eps_grid)) <= ex_hi + 1e-15)
+    assert np.all(np.asarray(hi.delta(eps_grid)) - ex_lo < 2e-2)
+
+
+@pytest.mark.parametrize(("eps", "delta"), [(1.0, 1e-3), (0.3, 0.0), (0.0, 0.2)])
+def test_pld_approx_dp_brackets_closed_forms(eps: float, delta: float) -> None:
+    from dpsieve.accounting.pld import PLD
+
+    xs = np.array([0.05, 0.5, 1.0, 1.2, 3.0, 30.0])
+    ex_hi = fam.approx_dp_hockey_stick(eps, delta, xs)
+    ex_lo = fam.approx_dp_hockey_stick(eps, delta, xs, upper=False)
+    hi, lo = (
+        PLD.approx_dp(eps, delta, grid=_GRID),
+        PLD.approx_dp(eps, delta, grid=_GRID, pessimistic=False),
+    )
+    assert np.all(hi.hockey_stick(xs) >= ex_lo)
+    assert np.all(lo.hockey_stick(xs) <= ex_hi)
+    k = 8
+    eps_grid = np.array([0.0, eps, 3 * eps, 1.0])
+    comp_hi = np.asarray(hi.self_compose(k).delta(eps_grid))
+    comp_lo = np.asarray(lo.self_compose(k).delta(eps_grid))
+    assert np.all(comp_hi >= fam.approx_dp_compose_delta(eps, delta, k, eps_grid, upper=False))
+    assert np.all(comp_lo <= fam.approx_dp_compose_delta(eps, delta, k, eps_grid, upper=True))
+    # (0, delta) family: PLD.zero_delta composes exactly as zero_delta_compose says.
+    z = PLD.zero_delta(0.1).compose(PLD.zero_delta(0.2))
+    assert float(np.asarray(z.delta(math.inf))) >= fam.zero_delta_compose(0.1, 0.2, upper=False)
