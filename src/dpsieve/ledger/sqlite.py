@@ -46,6 +46,9 @@ class SQLiteStore(SQLStore):
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._all_lock = threading.Lock()
+        # Writers of this process queue on a lock (FIFO-ish, no polling) before taking
+        # SQLite's write lock; other processes still meet busy_timeout's back-off.
+        self._write_lock = threading.Lock()
         with self._tx(write=True) as cur:
             self._migrate(cur)
 
@@ -68,6 +71,15 @@ class SQLiteStore(SQLStore):
 
     @contextmanager
     def _tx(self, *, write: bool) -> Iterator[Cursor]:
+        if write:
+            with self._write_lock, self._tx_unlocked(write=True) as cur:
+                yield cur
+            return
+        with self._tx_unlocked(write=False) as cur:
+            yield cur
+
+    @contextmanager
+    def _tx_unlocked(self, *, write: bool) -> Iterator[Cursor]:
         conn = self._conn()
         try:
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")

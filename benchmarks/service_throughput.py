@@ -1,0 +1,116 @@
+"""Admitted-query throughput of the HTTP service at 1, 10 and 50 concurrent clients,
+on SQLite and PostgreSQL (``dpsieve serve`` in a subprocess, loopback, one worker).
+
+Run: ``python -m benchmarks.service_throughput [--seconds S]``. Writes a section of
+results/system.md. Clients are threads in this process with one keep-alive connection
+each, so on a small machine they compete with the server for the CPU: the numbers are a
+floor for the server alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+from benchmarks._system_md import write_section
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "system"))
+from service_harness import Server
+
+from dpsieve.service.example import example_path
+
+PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+OWNER = "bench-owner-key"
+QUERY = {"type": "count", "privacy": {"type": "pure", "eps": 1e-6}}
+
+
+def _setup(base: str) -> dict[str, str]:
+    own = {"Authorization": f"Bearer {OWNER}"}
+    r = httpx.post(base + "/v1/datasets", headers=own, timeout=30, json={
+        "name": "d", "path": str(example_path()), "budget": {"type": "pure", "eps": 1e6}})
+    r.raise_for_status()
+    key = httpx.post(base + "/v1/analysts", headers=own, json={"name": "a"}).json()["api_key"]
+    httpx.post(base + "/v1/datasets/d/grants", headers=own, json={"analyst": "a"})
+    return {"Authorization": f"Bearer {key}"}
+
+
+def run(base: str, hdr: dict[str, str], clients: int, seconds: float) -> dict[str, Any]:
+    lat: list[float] = []
+    errors = [0]
+    lock = threading.Lock()
+    stop = time.monotonic() + seconds
+    barrier = threading.Barrier(clients)
+
+    def client() -> None:
+        mine: list[float] = []
+        bad = 0
+        with httpx.Client(base_url=base, headers=hdr, timeout=60) as c:
+            barrier.wait()
+            while time.monotonic() < stop:
+                t = time.perf_counter()
+                ok = c.post("/v1/datasets/d/queries", json=QUERY).status_code == 200
+                if ok:
+                    mine.append(time.perf_counter() - t)
+                else:
+                    bad += 1
+        with lock:
+            lat.extend(mine)
+            errors[0] += bad
+
+    t0 = time.monotonic()
+    ts = [threading.Thread(target=client) for _ in range(clients)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    wall = time.monotonic() - t0
+    lat.sort()
+    return {"rps": len(lat) / wall, "n": len(lat), "errors": errors[0],
+            "p50": lat[len(lat) // 2] * 1e3 if lat else float("nan"),
+            "p95": lat[int(len(lat) * 0.95)] * 1e3 if lat else float("nan")}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=5.0)
+    args = ap.parse_args()
+    lines = ["### HTTP service: admitted-query throughput", "",
+             f"`count` queries, {args.seconds:g} s per cell, every request admitted "
+             "(durable spend + answer record per request).", "",
+             "| ledger | clients | admitted req/s | p50 latency | p95 latency | errors |",
+             "|---|---:|---:|---:|---:|---:|"]
+    with tempfile.TemporaryDirectory() as d:
+        backends = [("SQLite", f"sqlite:///{Path(d) / 'bench.db'}", "dpsieve"),
+                    ("PostgreSQL", PG_URL, "bench_" + uuid.uuid4().hex[:8])]
+        for name, url, schema in backends:
+            try:
+                srv = Server(url, OWNER, schema=schema)
+            except Exception as e:
+                lines.append(f"| {name} | — | not run: {e} | | | |")
+                continue
+            with srv:
+                hdr = _setup(srv.base)
+                for clients in (1, 10, 50):
+                    r = run(srv.base, hdr, clients, args.seconds)
+                    lines.append(f"| {name} | {clients} | {r['rps']:.0f} | {r['p50']:.1f} ms"
+                                 f" | {r['p95']:.1f} ms | {r['errors']} |")
+                    print(lines[-1], flush=True)
+            if name == "PostgreSQL":
+                from dpsieve.ledger import PostgresStore
+
+                s = PostgresStore(url, schema=schema)
+                s.drop_schema()
+                s.close()
+    write_section("service_throughput", "\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
