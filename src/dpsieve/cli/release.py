@@ -157,7 +157,10 @@ def _run(R: Any, mechanism: str, wl: Any, ds: Any, eps: float, rounds: int | Non
         cost = R.enumeration_cost(R.collapse(wl).signed_classes, J - 1, 1)
         return R.pmw_release(wl, ds, eps, rounds=J, rng=rng,
                              compute_error=cost <= EXACT_ERROR_MAX_COST)
-    J = rounds or 8
+    cw = R.collapse(wl)
+    groups = R.group_histograms(cw, cw.counts(ds)).size  # the count is data-independent
+    J = rounds or (20 if method == "rejection" else
+                   R.auto_rounds(cw.signed_classes, groups, R.AUTO_ROUNDS_COST))
     params = R.practical_parameters(wl.universe_size, ds.n, eps, J)
     if eta is not None or gamma is not None:
         params = R.PMWParams(J, eta if eta is not None else params.eta,
@@ -174,8 +177,6 @@ def _run(R: Any, mechanism: str, wl: Any, ds: Any, eps: float, rounds: int | Non
             bar.n = done
             bar.refresh()
     try:
-        cw = R.collapse(wl)
-        groups = R.histogram_count(ds.n, cw.size)
         small = R.enumeration_cost(cw.signed_classes, J - 1, groups) <= EXACT_ERROR_MAX_COST
         return R.envelope_release(wl, ds, eps, params, method=method, rng=rng,
                                   compute_error=small and method == "exact",

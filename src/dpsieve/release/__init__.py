@@ -18,10 +18,11 @@ from dpsieve.release.data import Dataset, Domain, Workload
 from dpsieve.release.envelope import EnvelopeEnumeration, enumerate_envelope, enumeration_cost
 from dpsieve.release.errors import InstanceTooLargeError, RejectionBudgetExceededError
 from dpsieve.release.groups import Groups, group_histograms, histogram_count
-from dpsieve.release.mechanism import envelope_release, is_trivial_regime
+from dpsieve.release.mechanism import AUTO_ROUNDS_COST, envelope_release, is_trivial_regime
 from dpsieve.release.params import (
     THEOREM_CONSTANT,
     TheoremParameters,
+    auto_rounds,
     practical_parameters,
     smallest_nontrivial_n,
     theorem_parameters,
@@ -32,6 +33,7 @@ from dpsieve.release.transcript import CollapsedWorkload, PMWParams, collapse, d
 from dpsieve.release.workloads import marginals, random_counting, range_1d, range_2d
 
 __all__ = [
+    "AUTO_ROUNDS_COST",
     "THEOREM_CONSTANT",
     "CollapsedWorkload",
     "Dataset",
@@ -44,6 +46,7 @@ __all__ = [
     "Release",
     "TheoremParameters",
     "Workload",
+    "auto_rounds",
     "blr_release",
     "collapse",
     "decode",

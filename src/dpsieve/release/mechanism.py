@@ -27,7 +27,7 @@ from dpsieve.accounting.events import ApproxDP, Neighbouring, PureDP
 from dpsieve.release.data import Dataset, Workload
 from dpsieve.release.envelope import DEFAULT_MAX_COST, Progress, enumerate_envelope
 from dpsieve.release.groups import Groups, group_histograms
-from dpsieve.release.params import practical_parameters
+from dpsieve.release.params import auto_rounds, practical_parameters
 from dpsieve.release.rejection import (
     budget_for,
     refusal_delta,
@@ -43,7 +43,16 @@ from dpsieve.release.transcript import (
     sample_transcript,
 )
 
-__all__ = ["center_only_groups", "envelope_release", "is_trivial_regime", "selection_count"]
+__all__ = [
+    "AUTO_ROUNDS_COST",
+    "center_only_groups",
+    "envelope_release",
+    "is_trivial_regime",
+    "selection_count",
+]
+
+#: Enumeration budget (work units, about a second) used to choose J when none is given.
+AUTO_ROUNDS_COST = 2.0e8
 
 Variant = Literal["drop-last", "full"]
 Method = Literal["exact", "rejection"]
@@ -71,7 +80,7 @@ def center_only_groups(cw: CollapsedWorkload, data: Dataset) -> Groups:
 
 
 def envelope_release(workload: Workload, data: Dataset, eps: float,
-                     params: PMWParams | None = None, *, rounds: int = 8,
+                     params: PMWParams | None = None, *, rounds: int | None = None,
                      variant: Variant = "drop-last", method: Method = "exact",
                      rejection_delta: float = 1e-9,
                      rng: np.random.Generator | None = None,
@@ -79,7 +88,10 @@ def envelope_release(workload: Workload, data: Dataset, eps: float,
                      max_cost: float = DEFAULT_MAX_COST,
                      progress: Progress | None = None) -> Release:
     """Release ``workload`` on ``data`` with the envelope mechanism, pure ``eps``-DP
-    (replace-one). ``params`` default to :func:`practical_parameters` with ``rounds``.
+    (replace-one). ``params`` default to :func:`practical_parameters` with ``rounds``; if
+    ``rounds`` is None too, J is the largest whose exact enumeration costs at most
+    ``AUTO_ROUNDS_COST`` units (about a second; :func:`auto_rounds`, public inputs only),
+    or 20 for the rejection sampler.
 
     Sampling is exact (one Gumbel-max pass over all transcripts) and refuses with
     :class:`~dpsieve.release.errors.InstanceTooLargeError` (carrying the estimated cost)
@@ -96,10 +108,16 @@ def envelope_release(workload: Workload, data: Dataset, eps: float,
         raise fail("method", "envelope_release", "'exact' or 'rejection'", method)
     e = check_positive("eps", eps, "envelope_release")
     n = data.n
-    p = params if params is not None else practical_parameters(
-        workload.universe_size, n, e, rounds)
-    Jp = selection_count(p.rounds, variant)
     cw = collapse(workload)
+    if params is not None:
+        p = params
+    else:
+        if rounds is None:
+            rounds = 20 if method == "rejection" else auto_rounds(
+                cw.signed_classes, group_histograms(cw, cw.counts(data)).size,
+                AUTO_ROUNDS_COST)
+        p = practical_parameters(workload.universe_size, n, e, rounds)
+    Jp = selection_count(p.rounds, variant)
     f_x = workload.answers(data)
     r = workload.query_range
     trivial = is_trivial_regime(p, e, n, r, Jp)

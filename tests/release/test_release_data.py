@@ -1,0 +1,99 @@
+"""Data model and workload builders."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpsieve.errors import ValidationError
+from dpsieve.release import (
+    Dataset,
+    Domain,
+    Workload,
+    collapse,
+    histogram_count,
+    marginals,
+    random_counting,
+    range_1d,
+    range_2d,
+)
+from dpsieve.release.groups import enumerate_histograms
+
+
+def test_domain_index_roundtrip_and_errors() -> None:
+    d = Domain(("a", "b"), (("x", "y", "z"), ("0", "1")))
+    assert d.size == 6
+    assert [d.decode(d.index(r)) for r in itertools.product("xyz", "01")] == \
+        list(itertools.product("xyz", "01"))
+    with pytest.raises(ValidationError, match="'b'"):
+        d.index(("x", "2"))
+    with pytest.raises(ValidationError, match="'levels'"):
+        Domain(("a",), (("x", "x"),))
+
+
+def test_dataset_histogram_rows_and_validation() -> None:
+    ds = Dataset.from_rows([2, 0, 2], 4)
+    assert ds.n == 3 and ds.counts.tolist() == [1, 0, 2, 0]
+    assert ds.rows().tolist() == [0, 2, 2]
+    with pytest.raises(ValidationError, match="'rows'"):
+        Dataset.from_rows([4], 4)
+    with pytest.raises(ValidationError, match="'counts'"):
+        Dataset.from_histogram([0, 0])
+    with pytest.raises(ValidationError, match="'counts'"):
+        Dataset.from_histogram([1, -1, 1])
+
+
+@pytest.mark.parametrize("bad", [np.array([[2.0]]), np.array([[np.nan]]), np.zeros((0, 3))])
+def test_workload_rejects_bad_matrices(bad: np.ndarray) -> None:
+    with pytest.raises(ValidationError, match="'matrix'"):
+        Workload(bad)
+
+
+def test_marginals_shape_and_answers() -> None:
+    d = Domain.from_sizes([2, 3, 2])
+    assert marginals(d, 1).k == 7
+    assert marginals(d, 2).k == 6 + 4 + 6
+    w3 = marginals(d, 3)
+    assert w3.k == 12
+    np.testing.assert_array_equal(w3.matrix, np.eye(12))  # the full contingency table
+    ds = Dataset.from_rows([0, 5, 5, 11], 12)
+    f = marginals(d, 1).answers(ds)
+    assert f.sum() == pytest.approx(3.0)  # each attribute's cells sum to 1
+
+
+def test_range_builders() -> None:
+    assert range_1d(5).k == 15
+    assert range_1d(5, prefix_only=True).k == 5
+    w = range_2d((2, 3))
+    assert w.k == 3 * 6
+    assert w.matrix.sum(axis=1).max() == 6
+
+
+def test_l1_sensitivity_of_marginals() -> None:
+    d = Domain.from_sizes([2, 3, 2])
+    # one replaced row changes C(3, w) cells down and C(3, w) up
+    for way in (1, 2, 3):
+        assert marginals(d, way).l1_sensitivity(10) == pytest.approx(2 * math.comb(3, way) / 10)
+
+
+def test_collapse_merges_columns_and_complementary_queries() -> None:
+    wl = random_counting(50, 3, seed=1)
+    cw = collapse(wl)
+    assert cw.size <= 8 and cw.multiplicity.sum() == 50
+    np.testing.assert_array_equal(cw.columns[:, cw.classes], wl.matrix)
+    m = collapse(marginals(Domain.from_sizes([2, 2]), 1))
+    assert m.signed_classes == 4 and m.signed_multiplicity.tolist() == [2, 2, 2, 2]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 6), st.integers(1, 4))
+def test_histogram_enumeration_is_complete(n: int, parts: int) -> None:
+    H = enumerate_histograms(n, parts)
+    assert H.shape == (histogram_count(n, parts), parts)
+    assert (H.sum(axis=1) == n).all()
+    assert len({tuple(r) for r in H}) == H.shape[0]
