@@ -65,7 +65,8 @@ def test_mwem_and_blr_run_and_validate() -> None:
     rng = np.random.default_rng(3)
     assert mwem_release(WL, X, 1.0, rounds=3, rng=rng).answers.shape == (4,)
     b = blr_release(WL, X, 1.0, rng=rng)
-    assert b.expected_error is not None and 0 <= b.expected_error <= 1
+    assert b.expected_error is not None
+    assert 0 <= b.expected_error <= 1
     with pytest.raises(ValidationError, match="'eps'"):
         mwem_release(WL, X, -1.0)
     with pytest.raises(ValidationError, match="'rounds'"):
@@ -75,7 +76,8 @@ def test_mwem_and_blr_run_and_validate() -> None:
 def test_envelope_refuses_too_large_with_cost() -> None:
     with pytest.raises(InstanceTooLargeError) as ei:
         envelope_release(WL, X, 1.0, rounds=40, max_cost=1e9)
-    assert ei.value.estimated_cost > 1e9 and ei.value.estimated_seconds is not None
+    assert ei.value.estimated_cost > 1e9
+    assert ei.value.estimated_seconds is not None
     assert "4^39" in str(ei.value)
 
 
@@ -97,7 +99,8 @@ def test_cli_release_json(mech: str) -> None:
         *(["--rounds", "6"] if mech == "envelope" else [])])
     assert res.exit_code == 0, res.output
     out = json.loads(res.output)
-    assert out["mechanism"] == mech and len(out["answers"]) == 4
+    assert out["mechanism"] == mech
+    assert len(out["answers"]) == 4
     assert out["privacy"] == {"type": "pure", "eps": 1.0, "neighbouring": "replace_one"}
     assert out["queries"] == ["sex=F", "sex=M", "smoker=no", "smoker=yes"]
     if mech != "mwem":
@@ -110,4 +113,5 @@ def test_cli_refusal_is_clear() -> None:
         "--workload", "marginals:2", "--eps", "1", "--rounds", "30", "--json"])
     assert res.exit_code == 2
     out = json.loads(res.output)
-    assert out["error"] == "InstanceTooLargeError" and "work units" in out["message"]
+    assert out["error"] == "InstanceTooLargeError"
+    assert "work units" in out["message"]

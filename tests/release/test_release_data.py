@@ -38,7 +38,8 @@ def test_domain_index_roundtrip_and_errors() -> None:
 
 def test_dataset_histogram_rows_and_validation() -> None:
     ds = Dataset.from_rows([2, 0, 2], 4)
-    assert ds.n == 3 and ds.counts.tolist() == [1, 0, 2, 0]
+    assert ds.n == 3
+    assert ds.counts.tolist() == [1, 0, 2, 0]
     assert ds.rows().tolist() == [0, 2, 2]
     with pytest.raises(ValidationError, match="'rows'"):
         Dataset.from_rows([4], 4)
@@ -84,10 +85,12 @@ def test_l1_sensitivity_of_marginals() -> None:
 def test_collapse_merges_columns_and_complementary_queries() -> None:
     wl = random_counting(50, 3, seed=1)
     cw = collapse(wl)
-    assert cw.size <= 8 and cw.multiplicity.sum() == 50
+    assert cw.size <= 8
+    assert cw.multiplicity.sum() == 50
     np.testing.assert_array_equal(cw.columns[:, cw.classes], wl.matrix)
     m = collapse(marginals(Domain.from_sizes([2, 2]), 1))
-    assert m.signed_classes == 4 and m.signed_multiplicity.tolist() == [2, 2, 2, 2]
+    assert m.signed_classes == 4
+    assert m.signed_multiplicity.tolist() == [2, 2, 2, 2]
 
 
 @settings(max_examples=30, deadline=None)

@@ -22,7 +22,9 @@ def test_theorem_branch_threshold_matches_section_8() -> None:
     assert 4e6 < n0 < 5e6  # notes: n >= 4e6 even for T = 2, k = 1
     assert not theorem_parameters(2, 1, n0 - 1, 1.0).nontrivial
     tp = theorem_parameters(2, 1, n0, 1.0)
-    assert tp.nontrivial and tp.alpha is not None and tp.rounds is not None
+    assert tp.nontrivial
+    assert tp.alpha is not None
+    assert tp.rounds is not None
     assert tp.alpha <= 1.0
     # (8.3): J = ceil(16 L_D / alpha^2), eta = 128 L_Q / alpha, gamma = alpha / 4
     assert tp.rounds == math.ceil(16 * math.log(4) / tp.alpha**2)
