@@ -95,7 +95,8 @@ def test_epsilon_brackets_the_exact_root(mu: float, delta: float) -> None:
     up = gdp.gdp_epsilon(mu, delta)
     lo = gdp.gdp_epsilon(mu, delta, upper=False)
     # width: 2 H_ABS_ERR divided by |d delta / d eps| at the root
-    assert lo <= up and up - lo < 1e-7
+    assert lo <= up
+    assert up - lo < 1e-7
     # Exact h is decreasing in x: at up it is <= delta, at lo it is >= delta.
     assert _h_mp(mu, math.exp(up)) <= delta
     assert _h_mp(mu, math.exp(lo)) >= delta
@@ -111,7 +112,8 @@ def test_mu_for_reference_budget() -> None:
     mu0 = gdp.gdp_mu_for(10.0, 1e-6)
     assert round(mu0, 3) == 1.848
     hi = gdp.gdp_mu_for(10.0, 1e-6, upper=True)
-    assert mu0 <= hi and hi - mu0 < 1e-7
+    assert mu0 <= hi
+    assert hi - mu0 < 1e-7
     # upper=False is safe for a budget: G_mu0 really is (10, 1e-6)-DP.
     assert _h_mp(mu0, math.exp(10.0)) <= 1e-6
     assert _h_mp(hi, math.exp(10.0)) >= 1e-6

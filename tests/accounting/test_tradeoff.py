@@ -98,7 +98,8 @@ def test_evaluation_float_and_exact() -> None:
     a = np.linspace(0, 1, 101)
     exact = np.array([float(c.value(Fraction(x))) for x in a])
     lo, hi = c(a), c(a, upper=True)
-    assert np.all(lo <= exact) and np.all(exact <= hi)
+    assert np.all(lo <= exact)
+    assert np.all(exact <= hi)
     assert np.max(hi - lo) < 1e-13
     with pytest.raises(ValidationError, match="'alpha'"):
         c([0.5, 1.5])
@@ -137,10 +138,12 @@ def test_composition_laws(a: T, b: T, c: T) -> None:
     assert a.compose(b).compose(c) == a.compose(b.compose(c))
     assert a.compose(T.identity()) == a
     assert a.compose(T.infinity()) == T.infinity()
-    assert T.identity().leq(a) and a.leq(T.infinity())
+    assert T.identity().leq(a)
+    assert a.leq(T.infinity())
     if a.leq(b):  # composition is monotone in the Blackwell order
         assert a.compose(c).leq(b.compose(c))
-    assert a.compose(b).leq(a.compose(b)) and a.leq(a.compose(b))
+    assert a.compose(b).leq(a.compose(b))
+    assert a.leq(a.compose(b))
 
 
 @settings(max_examples=30, deadline=None)
@@ -164,7 +167,8 @@ def test_r_eps_delta_power_is_small_and_matches_binomial_sum(eps: float, delta: 
         lo_v = float(lo.delta(ep, upper=False))
         exact_lo = float(fam.approx_dp_compose_delta(eps, delta, k, ep, upper=False))
         exact_hi = float(fam.approx_dp_compose_delta(eps, delta, k, ep, upper=True))
-        assert lo_v <= exact_hi and exact_lo <= hi_v
+        assert lo_v <= exact_hi
+        assert exact_lo <= hi_v
         assert hi_v - lo_v < 1e-12
 
 
