@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from benchmarks._system_md import write_section
+from benchmarks.service_throughput import write_section
 
 from dpsieve import Session
 from dpsieve.accounting.events import GDP, ZCDP, PureDP

@@ -10,6 +10,7 @@ floor for the server alone.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import tempfile
 import threading
@@ -19,12 +20,23 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from benchmarks._system_md import write_section
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "system"))
 from service_harness import Server
 
 from dpsieve.service.example import example_path
+
+PATH = Path(__file__).resolve().parent / "results" / "system.md"
+
+
+def write_section(name: str, body: str) -> None:
+    PATH.parent.mkdir(parents=True, exist_ok=True)
+    text = PATH.read_text() if PATH.exists() else "## System: ledger, service, session\n"
+    block = f"<!-- {name} -->\n{body.rstrip()}\n<!-- /{name} -->"
+    pat = re.compile(rf"<!-- {re.escape(name)} -->.*?<!-- /{re.escape(name)} -->", re.S)
+    text = pat.sub(lambda _: block, text) if pat.search(text) else text.rstrip() + "\n\n" + block
+    PATH.write_text(text.rstrip() + "\n")
+
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 OWNER = "bench-owner-key"
