@@ -16,6 +16,7 @@ from dpsieve.mechanisms import (
     ExponentialMechanism,
     GaussianMechanism,
     LaplaceMechanism,
+    PoissonSubsampledGaussian,
     RandomizedResponse,
 )
 
@@ -96,3 +97,31 @@ def test_selection_is_dominated_by_pure_dp() -> None:
     for e in EPSS:
         assert float(ours.delta(e)) >= ref.get_delta_for_epsilon(e) - 1e-12
         assert float(ours.delta(e)) <= ref.get_delta_for_epsilon(e) + 1e-3
+
+
+@pytest.mark.parametrize(("sigma", "q"), [(1.0, 0.01), (0.8, 0.1), (2.0, 0.5)])
+def test_poisson_subsampled_gaussian(sigma: float, q: float) -> None:
+    """Against dp_accounting's subsampled *discrete* Gaussian with the same lattice sigma
+    and integer sensitivity (the same mechanism): at least its optimistic estimate and at
+    most its pessimistic one plus the ~1e-10 of +inf mass our supremum adds."""
+    m = PoissonSubsampledGaussian(sigma, q)
+    ours = m.pld()
+    s = math.sqrt(float(m.lattice_sigma2))
+    mk = pld_lib.from_discrete_gaussian_mechanism
+    k = m.lattice_sensitivity
+    lo = mk(s, k, sampling_prob=q, pessimistic_estimate=False)
+    hi = mk(s, k, sampling_prob=q)
+    for e in EPSS:
+        d = float(ours.delta(e))
+        assert d >= lo.get_delta_for_epsilon(e) - 1e-12
+        assert d <= hi.get_delta_for_epsilon(e) * 1.001 + 1e-9
+
+
+def test_poisson_subsampled_pair_is_a_pair_of_distributions() -> None:
+    m, p = PoissonSubsampledGaussian(1.0, 0.2).pair()
+    assert abs(m.sum() - 1) < 1e-12
+    assert abs(p.sum() - 1) < 1e-12
+    assert m[-2] > 0
+    assert p[-1] > 0
+    assert m[-1] == 0
+    assert p[-2] == 0

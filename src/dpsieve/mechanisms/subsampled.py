@@ -16,9 +16,9 @@ at most ``k = ceil(Delta / g)``. For the discrete Gaussian base mechanism,
 family). By Zhu, Dong & Wang (AISTATS 2022, Thm. 11) the subsampled mechanism is then
 dominated by ``(M, P)`` for removal and ``(P, M)`` for addition, ``M = (1 - q) P + q Q``.
 :meth:`PoissonSubsampledGaussian.pld` builds both with ``PLD.from_distributions`` on the
-*full* integer support ``[-L, L + k]``, ``L = ceil(40 s)`` (no coarsening, which would err
-optimistically), with the tails (mass below ``e^-700``, i.e. zero in float64) kept as two
-separate atoms (a pair that dominates the truncated one), discretized pessimistically, and
+*full* integer support ``[-L, L + k]``, ``L = ceil(12 s) + 1`` (no coarsening, which would
+err optimistically), with a bound on the tail masses (about ``e^-72``) kept as two separate
+atoms (a pair that dominates the truncated one), discretized pessimistically, and
 returns their Blackwell supremum. Direction of error: pessimistic (losses rounded up onto
 the grid by the PLD constructor); the pmfs themselves are float64 evaluations of
 ``exp(-z^2 / (2 s^2))`` (relative error ~1e-16 per mass), which is not certified.
@@ -47,12 +47,18 @@ from dpsieve.mechanisms.noise import discrete_gaussian, sampled_sigma2, snap_to_
 if TYPE_CHECKING:
     from dpsieve.accounting.pld import PLD
 
-__all__ = ["SUBSAMPLED_LATTICE_BITS", "PoissonSubsampledGaussian", "poisson_sample"]
+__all__ = [
+    "SUBSAMPLED_LATTICE_BITS",
+    "TAIL_SIGMAS",
+    "PoissonSubsampledGaussian",
+    "poisson_sample",
+]
 
 #: Default lattice of the subsampled Gaussian: g = 2^(floor(log2 Delta) - 6).
 SUBSAMPLED_LATTICE_BITS = 6
 _MIN_RATE = 2.0**-60
-_TAIL = 1e-300  # a float stand-in for the (smaller) tail mass beyond 40 s
+#: Half-width of the explicit support of the subsampled pair, in standard deviations.
+TAIL_SIGMAS = 12.0
 
 
 def poisson_sample(n: int, rate: float, rng: RNG = None) -> npt.NDArray[np.bool_]:
@@ -134,18 +140,28 @@ class PoissonSubsampledGaussian:
         )
 
     def pair(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """The removal dominating pair (M, P) on ``[-L, L + k]`` plus two tail atoms."""
-        s = math.sqrt(float(self.lattice_sigma2))
+        """The removal dominating pair (M, P) on ``[-L, L + k]`` plus two tail atoms.
+
+        ``L = ceil(TAIL_SIGMAS * s) + 1``. Outside the window each of P and M has mass at
+        most ``2 T`` with ``T = s sqrt(pi/2) erfc(L / (s sqrt 2))`` (the sum of the
+        decreasing weights beyond L is below their integral, and the normaliser is >= 1);
+        that bound is put on an atom of its own for each distribution (a pair dominating
+        the truncated one), so it shows up as +inf loss mass in each direction.
+        """
+        s2 = float(self.lattice_sigma2)
+        s = math.sqrt(s2)
         k = self.lattice_sensitivity
-        lim = math.ceil(40.0 * s) + 1
+        lim = math.ceil(TAIL_SIGMAS * s) + 1
         z = np.arange(-lim - k, lim + 2 * k + 1, dtype=np.float64)
-        w = np.exp(-(z * z) / (2.0 * float(self.lattice_sigma2)))
-        norm = math.fsum(w.tolist())
+        w = np.exp(-(z * z) / (2.0 * s2))
+        norm = max(1.0, math.fsum(w.tolist()))
         pz = w[k : z.size - k] / norm  # P on [-lim, lim + k]
         qz = w[: z.size - 2 * k] / norm  # Q = P shifted by +k on the same points
         m = (1.0 - self.rate) * pz + self.rate * qz
-        tails = np.array([_TAIL, 0.0])
-        return np.concatenate([m, tails]), np.concatenate([pz, tails[::-1]])
+        tail = 4.0 * s * math.sqrt(math.pi / 2.0) * math.erfc(lim / (s * math.sqrt(2.0)))
+        tm = max(tail, 1.0 - math.fsum(m.tolist()))
+        tp = max(tail, 1.0 - math.fsum(pz.tolist()))
+        return np.concatenate([m, [tm, 0.0]]), np.concatenate([pz, [0.0, tp]])
 
     def pld(self, *, grid: float | None = None) -> PLD:
         """Pessimistic PLD dominating both directions (module docstring)."""
