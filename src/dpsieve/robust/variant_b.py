@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from dpsieve._validation import check_in_open, check_int, check_positive, fail
 from dpsieve.accounting.events import Neighbouring, PureDP
+from dpsieve.errors import ValidationError
 from dpsieve.mechanisms.select import exponential_mechanism
 from dpsieve.robust._noise import laplace_release
 from dpsieve.robust.results import Refusal, RobustResult, zero_cost
@@ -32,6 +33,7 @@ __all__ = [
     "Score",
     "check_rowwise_score",
     "private_quantile",
+    "quantile_utility",
     "score_mean",
     "trimmed_mean",
 ]
@@ -49,6 +51,8 @@ def check_rowwise_score(score: Score, records: npt.NDArray[np.float64],
     constraint = "a row-wise function returning one finite float >= 0 per record"
     try:
         s = np.asarray(score(records), dtype=np.float64)
+    except ValidationError:
+        raise
     except (TypeError, ValueError) as exc:
         raise fail("score", owner, constraint, f"a function that raised {exc!r}") from None
     if s.shape != (n,) or not np.all(np.isfinite(s)) or not np.all(s >= 0):
@@ -79,10 +83,17 @@ def private_quantile(
     g = np.asarray(grid, dtype=np.float64)
     if g.ndim != 1 or g.size == 0 or not np.all(np.isfinite(g)) or np.any(np.diff(g) <= 0):
         raise fail("grid", "private_quantile", "a non-empty increasing 1-D grid", grid)
-    v = np.sort(np.asarray(values, dtype=np.float64))
-    counts = np.searchsorted(v, g, side="right")
-    util = -np.abs(counts - math.ceil(level * len(v))).astype(np.float64)
+    util = quantile_utility(values, level, g)
     return float(g[exponential_mechanism(util, eps, 1.0, rng)])
+
+
+def quantile_utility(values: npt.NDArray[np.float64], level: float,
+                     grid: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """``-|#{i : v_i <= c} - ceil(level n)|`` for each grid point (sensitivity 1)."""
+    v = np.sort(np.asarray(values, dtype=np.float64))
+    counts = np.searchsorted(v, grid, side="right")
+    out: npt.NDArray[np.float64] = -np.abs(counts - math.ceil(level * len(v))).astype(np.float64)
+    return out
 
 
 def trimmed_mean(
