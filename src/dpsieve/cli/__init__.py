@@ -27,6 +27,7 @@ _GROUPS: tuple[tuple[str, str | None], ...] = (
     ("dpsieve.cli.query", None),
     ("dpsieve.cli.release", None),
     ("dpsieve.cli.account", "account"),
+    ("dpsieve.cli.robust", "robust"),
 )
 
 
