@@ -10,6 +10,7 @@ one that does not exist.
 
 # no "from __future__ import annotations": FastAPI must see the local Annotated aliases
 
+import hmac
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -74,8 +75,9 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
     """A FastAPI app over ``store`` (default: the one ``settings.database_url`` names)."""
     settings = settings or Settings()
     st: BudgetStore = store or open_store(settings.database_url, schema=settings.schema)
-    if settings.owner_key:
-        st.add_principal("owner", "owner", hash_key(settings.owner_key))
+    # The owner key lives in the settings only (compared by hash, never written to the
+    # ledger), so a restart with another key revokes the old one.
+    owner_hash = hash_key(settings.owner_key) if settings.owner_key else None
     frames = _Frames()
     hook = _after_spend(settings)
 
@@ -100,8 +102,11 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         key = x_api_key
         if authorization and authorization.lower().startswith("bearer "):
             key = authorization[7:].strip()
-        p = st.principal_for_key(hash_key(key)) if key else None
-        if p is None:
+        h = hash_key(key) if key else None
+        if h is not None and owner_hash is not None and hmac.compare_digest(h, owner_hash):
+            return Principal("owner", "owner")
+        p = st.principal_for_key(h) if h else None
+        if p is None or p.role == "owner":
             raise HTTPException(401, "A valid API key is required (header 'Authorization: "
                                      "Bearer <key>' or 'X-API-Key').")
         return p
@@ -146,6 +151,8 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
 
     @app.post("/v1/analysts", status_code=201, tags=["owners"])
     def create_analyst(body: AnalystIn, _: Owner) -> dict[str, Any]:
+        if body.name == "owner":
+            raise HTTPException(422, "'name' must not be 'owner' (reserved for the data owner).")
         key = new_key()
         st.add_principal(body.name, "analyst", hash_key(key))
         return {"name": body.name, "api_key": key}
