@@ -228,8 +228,8 @@ class _Additive:
       (CKS 2020, Sec. 2; Ghosh et al. 2009), t = k/eps rounded up, so cost PureDP(eps).
     * Gaussian, zCDP request: N_Z(0, s2), s2 >= sigma^2, is k^2/(2 s2)-zCDP
       (CKS 2020, Thm. 4), sigma = k / sqrt(2 rho) rounded up, so cost ZCDP(rho).
-    * Gaussian, GDP request: the discrete Gaussian is not exactly G_mu, so the cost is its
-      pessimistic PLD (:meth:`PLD.discrete_gaussian`), which the filter compares itself.
+    * GDP requests are refused (:class:`UnsupportedError`): the discrete Gaussian is not
+      known to be dominated by G_mu, so no GDP cost can be claimed for it.
     """
 
     kind: str
@@ -255,38 +255,46 @@ class _Additive:
 
 
 def _additive(p: PrivacyDescription, sens: Fraction, *, integer: bool) -> _Additive:
-    """Plan the noise for a query of sensitivity ``sens`` (L1 = L2 for one coordinate)."""
+    """Plan the noise for a query of sensitivity ``sens`` (L1 = L2 for one coordinate).
+
+    The lattice scale is the float nearest k/eps (or k/sqrt(2 rho)), then raised ulp by
+    ulp until the exact (Fraction) inequality k/t <= eps (or k^2/(2 sigma^2) <= rho) holds.
+    """
     from dpsieve.mechanisms import default_granularity
 
+    if isinstance(p, GDP):
+        raise UnsupportedError(
+            "GDP(mu) noise is not offered: releases use the exact discrete Gaussian, which is "
+            "not known to be mu-GDP (its pessimistic PLD has mass at +inf, which no GDP "
+            "budget dominates). Request 'pure' (eps, Laplace noise; GDP budgets admit it "
+            "through the residue filter) or 'zcdp' (rho) with a zCDP or RDP budget."
+        )
     if isinstance(p, PureDP):
-        kind, target = "laplace", float(sens) / p.eps
+        kind, ok_eps = "laplace", Fraction(p.eps)
+        target = float(sens) / p.eps
+    elif isinstance(p, ZCDP):
+        kind, ok_rho = "gaussian", Fraction(p.rho)
+        target = float(sens) / math.sqrt(2.0 * p.rho)
     else:
-        mu = p.mu if isinstance(p, GDP) else math.sqrt(2.0 * p.rho)  # type: ignore[union-attr]
-        kind, target = "gaussian", float(sens) / mu
+        raise UnsupportedError(f"no noise is calibrated to {p!r}")
     g = 1.0 if integer else default_granularity(target, 40 if kind == "laplace" else 20)
     k = max(1, math.ceil(sens / Fraction(g)))
-    if isinstance(p, PureDP):
-        return _Additive(kind, g, k, math.nextafter(k / p.eps, math.inf), p)
-    if isinstance(p, ZCDP):
-        return _Additive(kind, g, k, math.nextafter(k / math.sqrt(2.0 * p.rho), math.inf), p)
-    sigma = math.nextafter(k / p.mu, math.inf)  # type: ignore[union-attr]
-    try:
-        from dpsieve.accounting.pld import PLD  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        raise UnsupportedError(
-            "GDP-calibrated queries are charged the discrete Gaussian's PLD, and the PLD "
-            "accountant (dpsieve.accounting.pld) is not available; request 'pure' (eps) or "
-            "'zcdp' (rho) privacy instead."
-        ) from None
-
-    return _Additive(kind, g, k, sigma, PLD.discrete_gaussian(sigma, sensitivity=k))
+    if kind == "laplace":
+        t = k / p.eps  # type: ignore[union-attr]
+        while Fraction(k) > ok_eps * Fraction(t):
+            t = math.nextafter(t, math.inf)
+        return _Additive(kind, g, k, t, p)
+    sigma = k / math.sqrt(2.0 * p.rho)  # type: ignore[union-attr]
+    while Fraction(k) ** 2 > 2 * ok_rho * Fraction(sigma) ** 2:
+        sigma = math.nextafter(sigma, math.inf)
+    return _Additive(kind, g, k, sigma, p)
 
 
 def _compose(a: Any, b: Any, whole: PrivacyDescription) -> Any:
-    """The cost of releasing both: ``whole`` when the family composes exactly, else PLDs."""
+    """The cost of releasing both halves: ``whole`` (pure DP and zCDP add up exactly)."""
     if isinstance(whole, PureDP | ZCDP):
         return whole
-    return a.compose(b)
+    raise UnsupportedError(f"cannot compose {a!r} and {b!r}")
 
 
 def _bounds(spec: dict[str, Any]) -> tuple[float, float]:

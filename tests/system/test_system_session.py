@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpsieve import Session
 from dpsieve.accounting.events import GDP, RDP, ZCDP, ApproxDP, ApproxZCDP, PureDP
@@ -118,3 +121,33 @@ def test_bad_queries_and_sessions() -> None:
         with pytest.raises(ValidationError):
             s.run(bad)
     assert s.remaining()["exact"] == "1/1"
+
+
+def test_gdp_noise_is_refused_before_any_spend() -> None:
+    from dpsieve.errors import UnsupportedError
+
+    s = Session(_frame(), budget=GDP(1.0))
+    with pytest.raises(UnsupportedError, match="not known to be mu-GDP"):
+        s.count(privacy=GDP(0.5))
+    assert s.store.history("session") == []
+    r = s.count(privacy=PureDP(0.5))  # Laplace queries are admitted by the residue filter
+    assert 0 < r.remaining["mu"] < 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(eps=st.floats(1e-3, 10.0), lo=st.floats(-1e3, 0.0), hi=st.floats(1e-3, 1e3),
+       zcdp=st.booleans())
+def test_calibration_never_understates_the_cost(eps: float, lo: float, hi: float,
+                                               zcdp: bool) -> None:
+    """Exact check on the released noise description: k/t <= eps, k^2/(2 sigma^2) <= rho,
+    and k * g >= the sensitivity max(|lo|, |hi|)."""
+    privacy = ZCDP(eps) if zcdp else PureDP(eps)
+    s = Session(_frame(20), budget=ZCDP(1e9) if zcdp else PureDP(1e9),
+                rng=np.random.default_rng(0))
+    n = s.sum("x", lower=lo, upper=hi, privacy=privacy).noise
+    k, g = n["integer_sensitivity"], Fraction(n["granularity"])
+    assert k * g >= max(abs(Fraction(lo)), abs(Fraction(hi)))
+    if zcdp:
+        assert Fraction(k) ** 2 <= 2 * Fraction(eps) * Fraction(n["lattice_sigma"]) ** 2
+    else:
+        assert Fraction(k) <= Fraction(eps) * Fraction(n["lattice_scale"])
