@@ -66,7 +66,10 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 #: A pandas DataFrame (pandas ships no type stubs here).
 Frame = Any
-QUERY_TYPES = ("count", "histogram", "mean", "sum")
+QUERY_TYPES = ("count", "histogram", "mean", "robust_mean", "robust_median", "sum")
+ROBUST_TYPES = ("robust_mean", "robust_median")
+#: Upward relative margin on a robust estimator's eps, covering its own ulp rounding.
+ROBUST_EPS_MARGIN = 1e-12
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,9 +196,16 @@ def data_columns(data: Any) -> list[str]:
     return [str(c) for c in load_frame(data).columns]
 
 
-def _privacy(p: Any, nb: Neighbouring) -> PrivacyDescription:
+def _privacy(p: Any, nb: Neighbouring, robust: bool = False) -> PrivacyDescription:
     if isinstance(p, dict):
         p = parse_description({"neighbouring": nb.value, **p})
+    if robust:
+        if not isinstance(p, ApproxDP) or not (p.eps > 0) or not (0 < p.delta < 1):
+            raise fail("privacy", "robust query", "ApproxDP(eps > 0, 0 < delta < 1)", p)
+        if nb != Neighbouring.REPLACE_ONE or p.neighbouring != nb:
+            raise fail("privacy", "robust query", "under replace-one neighbours (the robust "
+                       "estimators' relation); open the session with a replace-one budget", p)
+        return p
     if not isinstance(p, PureDP | GDP | ZCDP):
         raise fail("privacy", "query", "PureDP(eps), GDP(mu) or ZCDP(rho)", p)
     value = p.eps if isinstance(p, PureDP) else p.mu if isinstance(p, GDP) else p.rho
@@ -396,7 +406,7 @@ class Session:
         if not isinstance(spec, dict) or spec.get("type") not in QUERY_TYPES:
             raise fail("type", "query", f"one of {', '.join(QUERY_TYPES)}",
                        spec.get("type") if isinstance(spec, dict) else spec)
-        p = _privacy(spec.get("privacy"), self.neighbouring)
+        p = _privacy(spec.get("privacy"), self.neighbouring, spec["type"] in ROBUST_TYPES)
         cost, plan = self._plan(spec, p)  # public parameters only: no value is read
         public = {**spec, "privacy": p.to_dict()}
         key = key or uuid.uuid4().hex
@@ -429,6 +439,8 @@ class Session:
                 return float(len(df) + int(m.draw(1, rng)[0])), m.describe()
             return m.cost, count
         col = self._column(spec)
+        if t in ROBUST_TYPES:
+            return self._robust(spec, p, col)
         if t == "histogram":
             cats = spec.get("categories")
             if not isinstance(cats, list) or not cats or len(cats) > 10_000:
@@ -480,6 +492,43 @@ class Session:
             value = min(max(s / n, lo), hi) if n > 0 else (lo + hi) / 2.0
             return value, {"sum": ms.describe(), "count": mc.describe()}
         return _compose(ms.cost, mc.cost, p), mean
+
+    def _robust(self, spec: dict[str, Any], p: PrivacyDescription, col: str
+                ) -> tuple[Any, Callable[[Frame], tuple[Any, dict[str, Any]]]]:
+        """Propose-Filter-Release mean/median (:mod:`dpsieve.robust`), charged up front.
+
+        The charge is ApproxDP(eps (1 + ROBUST_EPS_MARGIN), delta) under replace-one, at
+        least what the estimator states for any run (a refusal included); the released
+        value is withheld (NumericalError) if the estimator ever states more. Missing
+        values become 0 so the row count, public for these estimators, never changes.
+        """
+        from dpsieve.errors import NumericalError
+
+        if not isinstance(p, ApproxDP):
+            raise UnsupportedError(f"robust statistics are charged ApproxDP, not {p!r}")
+        bound = check_positive("bound", spec.get("bound"), spec["type"])
+        charged = ApproxDP(p.eps * (1 + ROBUST_EPS_MARGIN), p.delta, Neighbouring.REPLACE_ONE)
+        rng, t = self._rng, spec["type"]
+
+        def run(df: Frame) -> tuple[Any, dict[str, Any]]:
+            import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+
+            from dpsieve import robust
+
+            v = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
+            v = np.where(np.isnan(v), 0.0, v)
+            est = robust.pfr_mean if t == "robust_mean" else robust.pfr_median
+            out = est(v, p.eps, p.delta, bound=bound, rng=rng)
+            stated = out.privacy
+            s_delta = stated.delta if isinstance(stated, ApproxDP) else 0.0
+            if not (stated.eps <= charged.eps and s_delta <= charged.delta):
+                raise NumericalError(f"{t} stated {stated!r}, above the charge {charged!r}; "
+                                     "the answer is withheld.")
+            d = out.to_dict()
+            value = None if d["refused"] else d["value"]
+            return value, {"mechanism": f"pfr_{t[7:]}", **{k: v for k, v in d.items()
+                                                            if k != "value"}}
+        return charged, run
 
     def _column(self, spec: dict[str, Any]) -> str:
         """The column name, checked against the schema (names only: public metadata).

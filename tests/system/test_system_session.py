@@ -151,3 +151,26 @@ def test_calibration_never_understates_the_cost(eps: float, lo: float, hi: float
         assert Fraction(k) ** 2 <= 2 * Fraction(eps) * Fraction(n["lattice_sigma"]) ** 2
     else:
         assert Fraction(k) <= Fraction(eps) * Fraction(n["lattice_scale"])
+
+
+def test_robust_statistics_are_charged_up_front_under_replace_one() -> None:
+    from dpsieve.accounting.events import Neighbouring
+
+    rng = np.random.default_rng(3)
+    df = pd.DataFrame({"x": rng.normal(50, 5, 400)})
+    q = {"type": "robust_mean", "column": "x", "bound": 100,
+         "privacy": {"type": "approx", "eps": 1.0, "delta": 1e-6}}
+    add_remove = Session(df, budget=ApproxZCDP(2.0, 1e-5))
+    with pytest.raises(ValidationError, match="replace-one"):
+        add_remove.run(q)
+    s = Session(df, budget=ApproxZCDP(2.0, 1e-5, Neighbouring.REPLACE_ONE), rng=rng)
+    for t in ("robust_mean", "robust_median"):
+        r = s.run({**q, "type": t})
+        stated = r.noise["privacy"]
+        charged = r.cost["query"]
+        assert stated["eps"] <= charged["eps"]
+        assert stated["delta"] <= charged["delta"]
+        assert (r.value is None) == r.noise["refused"]
+    assert len(s.store.history("session")) == 2
+    with pytest.raises(ValidationError, match="'bound'"):
+        s.run({**q, "bound": -1})

@@ -25,20 +25,22 @@ class _Strict(BaseModel):
 class PrivacyIn(_Strict):
     """The privacy a query spends: ``{"type": "gdp", "mu": 0.1}``, or pure/eps, zcdp/rho."""
 
-    type: Literal["pure", "gdp", "zcdp"]
+    type: Literal["pure", "gdp", "zcdp", "approx"]
     eps: Finite | None = None
+    delta: Finite | None = None
     mu: Finite | None = None
     rho: Finite | None = None
 
 
 class QueryIn(_Strict):
-    """A query: count, sum, mean or histogram (see docs/service.md)."""
+    """A query: count, sum, mean, histogram, robust_mean, robust_median (docs/session.md)."""
 
-    type: Literal["count", "sum", "mean", "histogram"]
+    type: Literal["count", "sum", "mean", "histogram", "robust_mean", "robust_median"]
     privacy: PrivacyIn
     column: Column | None = None
     lower: Finite | None = None
     upper: Finite | None = None
+    bound: Finite | None = None
     categories: Annotated[list[Category], Field(max_length=10_000)] | None = None
 
     def spec(self) -> dict[str, Any]:
