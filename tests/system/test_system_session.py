@@ -174,3 +174,24 @@ def test_robust_statistics_are_charged_up_front_under_replace_one() -> None:
     assert len(s.store.history("session")) == 2
     with pytest.raises(ValidationError, match="'bound'"):
         s.run({**q, "bound": -1})
+
+
+@pytest.mark.parametrize("privacy", [PureDP(1e6), ZCDP(1e12)])
+def test_linear_workload_answers_the_rounded_workload(privacy: Any) -> None:
+    df = _frame(500)
+    w = [[1.0, 1.0], [1.0, -1.0], [0.3, 0.0]]
+    s = Session(df, budget=PureDP(1e9) if isinstance(privacy, PureDP) else ZCDP(1e15),
+                rng=np.random.default_rng(4))
+    r = s.run({"type": "linear", "column": "c", "categories": ["a", "b"], "workload": w,
+               "privacy": privacy})
+    h = np.array([(df.c == "a").sum(), (df.c == "b").sum()])
+    g = r.noise["workload_rounded_to"]
+    exact = np.round(np.array(w) / g) * g @ h
+    assert r.value["answers"] == pytest.approx(exact.tolist(), abs=1e-2)
+    # one row moves the answers by a column of W: sensitivity in lattice units
+    col_l1 = max(abs(np.round(np.array(w) / g)).sum(axis=0))
+    if isinstance(privacy, PureDP):
+        assert r.noise["integer_sensitivity"] == col_l1
+    with pytest.raises(ValidationError, match="'workload'"):
+        s.run({"type": "linear", "column": "c", "categories": ["a", "b"],
+               "workload": [[1.0, float("nan")]], "privacy": privacy})

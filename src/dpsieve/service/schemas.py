@@ -35,13 +35,16 @@ class PrivacyIn(_Strict):
 class QueryIn(_Strict):
     """A query: count, sum, mean, histogram, robust_mean, robust_median (docs/session.md)."""
 
-    type: Literal["count", "sum", "mean", "histogram", "robust_mean", "robust_median"]
+    type: Literal["count", "sum", "mean", "histogram", "linear", "robust_mean",
+                  "robust_median"]
     privacy: PrivacyIn
     column: Column | None = None
     lower: Finite | None = None
     upper: Finite | None = None
     bound: Finite | None = None
     categories: Annotated[list[Category], Field(max_length=10_000)] | None = None
+    workload: Annotated[list[Annotated[list[Finite], Field(max_length=1000)]],
+                        Field(max_length=1000)] | None = None
 
     def spec(self) -> dict[str, Any]:
         out = self.model_dump(exclude_none=True)
