@@ -53,7 +53,7 @@ It must be symmetric, zero on equal rows and satisfy the triangle inequality (Le
 docs/proofs/pfr.md needs it); :func:`friend_count_table` checks what the data can show.
 """
 
-_CHUNK_CELLS = 20_000_000
+_CHUNK_CELLS = 4_000_000
 _TRIANGLE_ROWS = 60
 
 
@@ -69,14 +69,19 @@ def euclidean(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDA
     floating point (the Gram-matrix shortcut guarantees neither).
     """
     x, y = _rows(a), _rows(b)
-    out: npt.NDArray[np.float64] = np.sqrt(((x[:, None, :] - y[None, :, :]) ** 2).sum(axis=2))
+    acc = np.zeros((len(x), len(y)))
+    for j in range(x.shape[1]):  # same order for (a, b) and (b, a): exactly symmetric
+        acc += np.square(x[:, j, None] - y[None, :, j])
+    out: npt.NDArray[np.float64] = np.sqrt(acc)
     return out
 
 
 def l1(a: npt.NDArray[np.float64], b: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """L1 distances between rows (flattened)."""
     x, y = _rows(a), _rows(b)
-    out: npt.NDArray[np.float64] = np.abs(x[:, None, :] - y[None, :, :]).sum(axis=2)
+    out: npt.NDArray[np.float64] = np.zeros((len(x), len(y)))
+    for j in range(x.shape[1]):
+        out += np.abs(x[:, j, None] - y[None, :, j])
     return out
 
 
@@ -125,15 +130,18 @@ def friend_count_table(
         out1: npt.NDArray[np.int64] = (hi - lo).astype(np.int64)
         return out1
     out = np.empty((len(r), n), dtype=np.int64)
-    chunk = max(1, _CHUNK_CELLS // (n * flat.shape[1]))
+    chunk = max(1, _CHUNK_CELLS // n)
+    g1 = len(r) + 1
     for s in range(0, n, chunk):
         block = np.asarray(metric(x[s : s + chunk], x), dtype=np.float64)
-        if block.shape != (min(chunk, n - s), n) or not np.all(np.isfinite(block)):
+        c = min(chunk, n - s)
+        if block.shape != (c, n) or not np.all(np.isfinite(block)):
             raise fail("metric", "friend_count_table", "finite values of shape (rows, n)",
                        f"shape {block.shape}")
-        block.sort(axis=1)
-        for i in range(block.shape[0]):
-            out[:, s + i] = np.searchsorted(block[i], r, side="right")
+        # d <= r_g  iff  (index of the first radius >= d) <= g: histogram, then cumsum
+        idx = np.searchsorted(r, block, side="left") + g1 * np.arange(c)[:, None]
+        hist = np.bincount(idx.ravel(), minlength=c * g1).reshape(c, g1)
+        out[:, s : s + c] = np.cumsum(hist, axis=1)[:, : len(r)].T
     return out
 
 
