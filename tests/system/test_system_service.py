@@ -190,3 +190,16 @@ def test_gdp_budget_admits_laplace_queries_by_residue(env: dict[str, Any]) -> No
     r = c.put("/v1/datasets/people/budget", headers=env["owner"], json={"type": "gdp", "mu": 5})
     assert r.status_code == 409
     assert "cannot be replaced" in r.json()["message"]
+
+
+def test_linear_workload_over_http(env: dict[str, Any]) -> None:
+    c = env["client"]
+    body = {"type": "linear", "column": "city", "categories": ["a", "b", "c"],
+            "workload": [[1, 1, 0], [0, 1, 1]], "privacy": {"type": "pure", "eps": 0.5}}
+    r = c.post("/v1/datasets/people/queries", json=body, headers=env["ana"])
+    assert r.status_code == 200, r.text
+    assert len(r.json()["value"]["answers"]) == 2
+    r = c.post("/v1/datasets/people/queries", headers=env["ana"],
+               json={**body, "workload": [[1, 1]]})
+    assert r.status_code == 422
+    assert "'workload'" in r.json()["message"]
