@@ -75,15 +75,19 @@ def h_mixed(
     rows = max(1, _CHUNK // max(1, z.size))
     for s in range(0, t_all.size, rows):
         tt = t_all[s : s + rows, None] - z[None, :]  # log of x e^{-z_i}
-        alpha = -tt / mu + mu / 2.0
+        with np.errstate(over="ignore"):  # tiny mu: alpha = +-inf gives the right limits
+            alpha = -tt / mu + mu / 2.0
         a = special.ndtr(alpha)
         with np.errstate(over="ignore"):
-            b = np.exp(np.minimum(tt + special.log_ndtr(alpha - mu), 700.0))
+            # y Phi(alpha - mu) <= Phi(alpha) <= 1 mathematically; cap the exponent at 0
+            b = np.exp(np.minimum(tt + special.log_ndtr(alpha - mu), 0.0))
         hg = np.clip(a - b, 0.0, 1.0)
         out[s : s + rows] = hg @ p
         # relative error of ndtr/exp (1e-14) plus the rounding of the arguments, amplified
         # by the slope of log Phi (about |alpha|): per term (a + b)(1e-14 + 8u(1 + alpha^2))
-        rel = G_TERM_REL + 8 * U * (1.0 + alpha * alpha + tt * tt)
+        # (|alpha| > 40 saturates ndtr to 0 or 1 exactly, so the factor is capped there)
+        a2 = np.minimum(np.abs(alpha), 40.0) ** 2
+        rel = G_TERM_REL + 8 * U * (1.0 + a2 + tt * tt)
         err[s : s + rows] = ((a + b) * rel) @ p
     h = out + inf_mass
     err = err + (np.count_nonzero(p) + 4) * U * h
@@ -102,7 +106,8 @@ def dh_mixed(z: FloatArray, p: FloatArray, mu: float, t: FloatArray) -> FloatArr
     rows = max(1, _CHUNK // max(1, z.size))
     for s in range(0, xs.size, rows):
         t = t_all[s : s + rows, None] - z[None, :]
-        out[s : s + rows] = -(special.ndtr(-t / mu - mu / 2.0) @ pe)
+        with np.errstate(over="ignore"):
+            out[s : s + rows] = -(special.ndtr(-t / mu - mu / 2.0) @ pe)
     return out
 
 
@@ -136,7 +141,7 @@ def eps_pl(
     j = np.searchsorted(-hk_up, -d, side="left")
     jc = np.minimum(j, n - 1)
     bj = b[jc]
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         xs = (a[jc] + inf_mass - target) / bj
     lower = y[np.maximum(jc - 1, 0)]
     xs = np.where((jc == 0) | ~(bj > 0), y[jc], np.clip(xs, lower, y[jc]))

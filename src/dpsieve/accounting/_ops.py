@@ -30,7 +30,8 @@ def _direction(a: str, b: str) -> str:
     return ds.pop() if ds else "exact"
 
 
-def _is_unit(p: PLD) -> bool:
+def is_unit(p: PLD) -> bool:
+    """Whether the discrete part is the identity (all finite mass at loss 0)."""
     return p.offset == 0 and p.probs.size == 1 and p.probs[0] == 1.0 and p.inf_mass == 0.0
 
 
@@ -83,8 +84,8 @@ def _finish(
 
 def compose(a: PLD, b: PLD, tail_mass: float) -> PLD:
     direction = _direction(a.direction, b.direction)
-    if _is_unit(b) or _is_unit(a):
-        keep = a if _is_unit(b) else b
+    if is_unit(b) or is_unit(a):
+        keep = a if is_unit(b) else b
         return _finish(
             keep,
             keep.grid,

@@ -190,8 +190,8 @@ def leq(L: PLD, B: PLD) -> bool:
     """
     if not isinstance(L, PLD) or not isinstance(B, PLD):
         raise fail("L", "leq", "two PLDs", (L, B))
-    if L == B:
-        return True
+    if L == B or (_ops.is_unit(L) and L.mu == 0.0):
+        return True  # Id is the least PLD (paper, Sec. 2)
     both_sym = L.symmetric and B.symmetric
     Lr, Br = _reduce(L, B)
     if _upper(Lr, Br) and (both_sym or _upper(_ops.dual(Lr), _ops.dual(Br))):
@@ -317,6 +317,11 @@ def supremum(plds: Sequence[PLD]) -> PLD:
     sig[n] = 0.0
     probs = np.clip(y * (sig[1:] - sig[:-1]), 0.0, None)
     inf = max(p.inf_mass for p in ms) + (n + 8) * 8 * U
+    # move a fraction 1e-12 of the finite mass to +inf: raises h (primal margin) and lowers
+    # E[e^-Z] (a margin for the dual side, x < 1, which +inf mass alone does not give)
+    eta = 1e-12
+    inf += eta * float(np.sum(probs))
+    probs *= 1.0 - eta
     total = float(np.sum(probs)) + inf
     if total < 1.0:  # round-off below 1: the missing mass goes to +inf (only raises h)
         inf += 1.0 - total
