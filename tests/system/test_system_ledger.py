@@ -134,13 +134,26 @@ def test_sqlite_state_survives_reopen(tmp_path: Any) -> None:
     t.close()
 
 
+@pytest.mark.parametrize(
+    "backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)], indirect=True
+)
 def test_audit_log_is_append_only_in_sql(backend: str, make_store: Any) -> None:
-    if backend == "memory":
-        pytest.skip("the memory store has no SQL to bypass the API with")
+    """Even a direct SQL connection (bypassing the API) cannot rewrite the audit log."""
     s = _store(make_store)
     for stmt in ("UPDATE audit SET event = 'x'", "DELETE FROM audit"):
-        with pytest.raises(Exception, match="append-only"), s._tx(write=True) as cur:
-            cur.run(stmt)
+        if backend == "sqlite":
+            import sqlite3
+
+            con = sqlite3.connect(s.path)
+            with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+                con.execute(stmt)
+            con.close()
+        else:
+            import psycopg
+
+            with psycopg.connect(s.url, options=f"-c search_path={s.schema}") as con, \
+                    pytest.raises(psycopg.Error, match="append-only"):
+                con.execute(stmt)
     assert len(s.audit("b")) == 1
 
 
