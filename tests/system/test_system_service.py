@@ -203,3 +203,13 @@ def test_linear_workload_over_http(env: dict[str, Any]) -> None:
                json={**body, "workload": [[1, 1]]})
     assert r.status_code == 422
     assert "'workload'" in r.json()["message"]
+
+
+def test_register_with_bad_budget_writes_nothing(env: dict[str, Any], tmp_path: Path) -> None:
+    c, store = env["client"], env["store"]
+    csv = write_csv(tmp_path / "n.csv")
+    r = c.post("/v1/datasets", headers=env["owner"], json={
+        "name": "new", "path": str(csv), "budget": {"type": "zcdp"}})
+    assert r.status_code == 422
+    assert "'budget'" in r.json()["message"]
+    assert store.dataset("new") is None

@@ -132,9 +132,13 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         except BudgetNotFoundError:
             return {}
 
-    def set_budget(name: str, body: BudgetIn) -> dict[str, Any]:
+    def budget_filter(body: BudgetIn) -> tuple[Any, Any]:
         desc = parse_description(body.model_dump(exclude_none=True), "budget")
-        st.create_budget(name, filter_for_budget(desc), replace=True)
+        return desc, filter_for_budget(desc)
+
+    def set_budget(name: str, body: BudgetIn) -> dict[str, Any]:
+        desc, flt = budget_filter(body)
+        st.create_budget(name, flt, replace=True)
         src = st.dataset(name) or {}
         st.register_dataset(name, {**src, "neighbouring": desc.neighbouring.value,
                                    "budget": desc.to_dict()})
@@ -163,6 +167,8 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         if path.suffix.lower() not in (".csv", ".parquet", ".pq") or not path.is_file():
             raise HTTPException(422, f"'path' must name an existing .csv or .parquet file on "
                                      f"the server. Got {body.path!r} instead.")
+        if body.budget is not None:
+            budget_filter(body.budget)  # validate before anything is written
         old = st.dataset(body.name) or {}
         try:
             columns = data_columns(path)
