@@ -1,0 +1,175 @@
+"""PFR experiments: error vs Lambda, vs n (with refusal rate), vs contamination, vs eps,
+and on data that ship offline (statsmodels randhie and fair).
+
+``python -m experiments.robust.run [--reps 20] [--out experiments/robust/output]`` writes
+PNG figures and ``report.md`` into ``--out``. Simulation only: seeded numpy Generators.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+from dpsieve.robust import Refusal, pfr_mean, pfr_median
+from dpsieve.robust.baselines import adaptive_clipped_mean, clipped_mean
+
+DELTA = 1e-6
+Estimator = Callable[[np.ndarray, float, float, np.random.Generator], float | None]
+
+
+def _pfr(x: np.ndarray, lam: float, eps: float, g: np.random.Generator) -> float | None:
+    out = pfr_mean(x, eps, DELTA, bound=lam, rng=g)
+    return None if isinstance(out, Refusal) else float(out.value)
+
+
+def _pfr_median(x: np.ndarray, lam: float, eps: float, g: np.random.Generator) -> float | None:
+    out = pfr_median(x, eps, DELTA, bound=lam, rng=g)
+    return None if isinstance(out, Refusal) else float(out.value)
+
+
+ESTIMATORS: dict[str, Estimator] = {
+    "PFR mean": _pfr,
+    "worst-case clipping": lambda x, lam, eps, g: float(clipped_mean(x, lam, eps, g)),
+    "adaptive clipping": lambda x, lam, eps, g: float(adaptive_clipped_mean(x, lam, eps, rng=g)),
+}
+
+
+def _run(est: Estimator, draw: Callable[[np.random.Generator], np.ndarray], truth: float,
+         lam: float, eps: float, reps: int, seed: int) -> tuple[float, float]:
+    g = np.random.default_rng(seed)
+    errs, refused = [], 0
+    for _ in range(reps):
+        v = est(draw(g), lam, eps, g)
+        if v is None:
+            refused += 1
+        else:
+            errs.append(v - truth)
+    rmse = math.sqrt(float(np.mean(np.square(errs)))) if errs else float("nan")
+    return rmse, refused / reps
+
+
+def _plot(path: Path, xs: list[float], curves: dict[str, list[float]], xlabel: str,
+          title: str, logx: bool = True) -> None:
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for name, ys in curves.items():
+        ax.plot(xs, ys, marker="o", label=name)
+    ax.set_yscale("log")
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("RMSE")
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _table(xname: str, xs: list[Any], curves: dict[str, list[float]],
+           extra: dict[str, list[float]] | None = None) -> list[str]:
+    names = list(curves) + list(extra or {})
+    lines = ["| " + xname + " | " + " | ".join(names) + " |",
+             "|---" * (len(names) + 1) + "|"]
+    for i, x in enumerate(xs):
+        cells = [f"{curves[k][i]:.4g}" for k in curves]
+        cells += [f"{(extra or {})[k][i]:.0%}" for k in (extra or {})]
+        lines.append(f"| {x} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def sweep(out: Path, reps: int) -> list[str]:
+    md: list[str] = []
+    # 1. error vs Lambda
+    lams = [1e1, 1e2, 1e3, 1e4, 1e5, 1e6]
+    curves = {k: [_run(e, lambda g: g.normal(5, 1, 2000), 5.0, lam, 1.0, reps, 1)[0]
+                  for lam in lams] for k, e in ESTIMATORS.items()}
+    _plot(out / "error_vs_lambda.png", lams, curves, "public range Lambda",
+          "N(5,1), n=2000, eps=1")
+    md += ["## Error vs the public range Lambda (N(5,1), n = 2000, eps = 1)", "",
+           "![](error_vs_lambda.png)", "", *_table("Lambda", lams, curves), ""]
+    # 2. error vs n, with refusal rate
+    ns = [300, 500, 1000, 2000, 5000, 20000]
+    res = {k: [_run(e, lambda g, n=n: g.normal(5, 1, n), 5.0, 1e4, 1.0, reps, 2) for n in ns]
+           for k, e in ESTIMATORS.items()}
+    curves = {k: [r[0] for r in v] for k, v in res.items()}
+    _plot(out / "error_vs_n.png", ns, curves, "n", "N(5,1), Lambda=1e4, eps=1")
+    md += ["## Error vs n (Lambda = 1e4, eps = 1); PFR refusal rate", "",
+           "![](error_vs_n.png)", ""]
+    md += [*_table("n", ns, curves, {"PFR refused": [r[1] for r in res["PFR mean"]]}), ""]
+    # 3. contamination: outliers at 1e3, error against the inlier mean 5 / median
+    fr = [0.0, 0.05, 0.1, 0.2, 0.3]
+
+    def contaminated(f: float) -> Callable[[np.random.Generator], np.ndarray]:
+        def draw(g: np.random.Generator) -> np.ndarray:
+            x = g.normal(5, 1, 5000)
+            x[: int(f * len(x))] = 1e3
+            return x
+        return draw
+
+    est = {**ESTIMATORS, "PFR median": _pfr_median}
+    curves = {k: [_run(e, contaminated(f), 5.0, 1e4, 1.0, reps, 3)[0] for f in fr]
+              for k, e in est.items()}
+    _plot(out / "contamination.png", [100 * f for f in fr], curves, "% outliers at 1e3",
+          "N(5,1)+outliers, n=5000, error vs inlier centre 5", logx=False)
+    md += ["## Contamination (n = 5000, outliers at 1e3, error vs the inlier centre 5)", "",
+           "PFR keeps only records with a majority of friends, so up to ~25 % outliers are "
+           "dropped; beyond that, PFR refuses or its core shrinks (the error is measured "
+           "against the inlier statistic).", "", "![](contamination.png)", ""]
+    md += [*_table("outlier fraction", fr, curves), ""]
+    # 4. eps sweep
+    epss = [0.25, 0.5, 1.0, 2.0, 4.0]
+    res = {k: [_run(e, lambda g: g.normal(5, 1, 3000), 5.0, 1e4, ep, reps, 4) for ep in epss]
+           for k, e in ESTIMATORS.items()}
+    curves = {k: [r[0] for r in v] for k, v in res.items()}
+    _plot(out / "error_vs_eps.png", epss, curves, "eps", "N(5,1), n=3000, Lambda=1e4")
+    md += ["## Error vs eps (n = 3000, Lambda = 1e4, delta = 1e-6)", "",
+           "![](error_vs_eps.png)", ""]
+    md += [*_table("eps", epss, curves, {"PFR refused": [r[1] for r in res["PFR mean"]]}), ""]
+    return md
+
+
+def real_data(reps: int) -> list[str]:
+    import statsmodels.api as sm
+
+    sets = [("statsmodels randhie: disea", sm.datasets.randhie.load_pandas().data["disea"],
+             1e3),
+            ("statsmodels fair: age", sm.datasets.fair.load_pandas().data["age"], 150.0)]
+    md = ["## Offline real data (mean of one column; eps = 1; error vs the sample mean)", "",
+          "Heavy right tails make PFR estimate a trimmed mean: its error against the plain "
+          "sample mean includes that bias.", "",
+          "| data | n | Lambda | " + " | ".join(ESTIMATORS) + " |",
+          "|---" * (3 + len(ESTIMATORS)) + "|"]
+    for name, col, lam in sets:
+        x = np.asarray(col, dtype=float)
+        errs = [_run(e, lambda g, x=x: x, float(x.mean()), lam, 1.0, reps, 5)[0]
+                for e in ESTIMATORS.values()]
+        md.append(f"| {name} | {len(x)} | {lam:g} | " + " | ".join(f"{v:.4g}" for v in errs)
+                  + " |")
+    return [*md, ""]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "output")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    md = ["# PFR experiments", "",
+          f"Generated by `python -m experiments.robust.run --reps {args.reps}`. RMSE over "
+          "seeded runs that released; delta = 1e-6; replace-one.", ""]
+    md += sweep(args.out, args.reps) + real_data(args.reps)
+    (args.out / "report.md").write_text("\n".join(md))
+    print("\n".join(md))
+
+
+if __name__ == "__main__":
+    main()
