@@ -111,3 +111,12 @@ def test_mean_utility_pilot() -> None:
         assert isinstance(out, RobustResult)
         errs.append(out.value - 5)
     assert math.sqrt(np.mean(np.square(errs))) < 0.5
+
+
+def test_a_privacy_filter_consumes_the_plan_before_the_run() -> None:
+    from dpsieve.filters.additive import ApproxZCDPFilter
+
+    plan = PFRPlan.build(1000, default_radii(10.0), 1.0, 1e-6)
+    f = ApproxZCDPFilter(0.6, 1e-5)
+    assert f.try_spend(plan.privacy).admitted
+    assert not f.try_spend(plan.privacy).admitted  # the second run no longer fits

@@ -31,8 +31,10 @@ from dpsieve.robust.pipeline import PFRPlan, check_records, run_pfr
 from dpsieve.robust.propose import check_radii, geometric_radii
 from dpsieve.robust.results import Refusal, RobustResult, zero_cost
 
-__all__ = ["COUNT_FRACTION", "FriendlyMean", "default_radii", "pfr_mean"]
+__all__ = ["COUNT_FRACTION", "MAX_COLUMNS", "FriendlyMean", "default_radii", "pfr_mean"]
 
+#: Largest number of coordinates: float L1 distances then err by < 1e-12 relative (pfr.md §3).
+MAX_COLUMNS = 4000
 #: Share of the release budget eps_M spent on the noisy size n~ (the rest on the value).
 COUNT_FRACTION = 0.3
 
@@ -117,6 +119,9 @@ def pfr_mean(
         raise fail("radii", "pfr_mean", "given, or else 'bound' given (exactly one)", radii)
     grid = check_radii(radii, "pfr_mean") if radii is not None else default_radii(bound or 0.0)
     n = len(x)
+    if x.reshape(n, -1).shape[1] > MAX_COLUMNS:
+        raise fail("data", "pfr_mean", f"at most {MAX_COLUMNS} columns (float distance error "
+                   "must stay inside the 1e-12 sensitivity margin)", x.shape)
     if n < 4:
         return Refusal("public", f"n = {n} < 4 records", zero_cost(), {"n": n, "n0": 4})
     plan = PFRPlan.build(n, grid, eps, delta, propose_fraction=propose_fraction, beta=beta,
