@@ -2,10 +2,12 @@
 
 Real-valued releases (:class:`LaplaceMechanism`, :class:`GaussianMechanism`) run on the
 lattice ``g Z`` with ``g`` a power of two (default ``2^(floor(log2 Delta) - 10)``, so a
-sensitivity that is a power of two costs nothing): the value is snapped to ``g Z``
-(:func:`~dpsieve.mechanisms.noise.snap_to_lattice`), exact integer noise is added, and the
-integer is scaled by ``g`` (post-processing). This defeats the floating-point attack of
-Mironov (2012) and makes the privacy *exactly* that of an integer mechanism:
+sensitivity that is a power of two costs nothing; for the Gaussian at least
+``2^(floor(log2 sigma) - 24)``, which only binds when sigma > 2^14 Delta): the value is
+snapped to ``g Z`` (:func:`~dpsieve.mechanisms.noise.snap_to_lattice`), exact integer
+noise is added, and the integer is scaled by ``g`` (post-processing). This defeats the
+floating-point attack of Mironov (2012) and makes the privacy *exactly* that of an integer
+mechanism:
 
 * lattice sensitivity ``k = ceil(Delta / g) + d - 1`` in L1 (snapping moves each of ``d``
   coordinates by less than one step; for d = 1, ``k = ceil(Delta / g)``), and
@@ -212,7 +214,10 @@ class GaussianMechanism:
         check_positive("sensitivity", self.sensitivity, o)
         check_int("dimension", self.dimension, o, minimum=1)
         object.__setattr__(self, "neighbouring", as_relation(self.neighbouring, o))
-        object.__setattr__(self, "granularity", _lattice(self.granularity, self.sensitivity, o))
+        g = _lattice(self.granularity, self.sensitivity, o)
+        if self.granularity is None:  # keep sigma / g <= 2^25 (the exact sampler's range)
+            g = max(g, math.ldexp(1.0, math.frexp(self.sigma)[1] - 1 - 24))
+        object.__setattr__(self, "granularity", g)
         sampled_sigma2(self.sigma / self.step, o)  # validates the lattice sigma's range
 
     @property
