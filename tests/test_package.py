@@ -48,6 +48,7 @@ PUBLIC_MODULES = [
     "dpsieve.release.workloads",
     "dpsieve.robust",
     "dpsieve.robust.audit",
+    "dpsieve.robust.baselines",
     "dpsieve.robust.friendly",
     "dpsieve.robust.kl",
     "dpsieve.robust.mean",
