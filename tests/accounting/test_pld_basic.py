@@ -187,3 +187,14 @@ def test_pld_condition_enforced() -> None:
 def test_mixing_directions_is_refused() -> None:
     with pytest.raises(UnsupportedError):
         PLD.laplace(1.0).compose(PLD.laplace(1.0, pessimistic=False))
+
+
+def test_cached_gaussian_terms_match_the_direct_sum() -> None:
+    from dpsieve.accounting import _curves
+
+    p = PLD.laplace(3.0, grid=1e-3).self_compose(4).compose(PLD.gdp(0.8))
+    for t in (0.0, 0.7, 3.0):
+        h1, e1 = _curves.h_mixed(p.losses, p.probs, p.inf_mass, p.mu, np.array([t]))
+        h2, e2 = p.h_log_with_error(t)  # single t: cached Gaussian terms per knot
+        assert abs(h1[0] - h2[0]) <= e1[0] + e2[0]
+        assert p.h_log_with_error(t)[0][0] == h2[0]  # second call hits the cache

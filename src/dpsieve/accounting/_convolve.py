@@ -19,14 +19,13 @@ import math
 
 import numpy as np
 import numpy.typing as npt
-from scipy import signal
 
 __all__: list[str] = []
 
 FloatArray = npt.NDArray[np.float64]
 U = 2.0**-53
 #: Above this many multiply-adds the FFT is used.
-DIRECT_LIMIT = 4_000_000
+DIRECT_LIMIT = 8_000_000
 
 
 def convolve(a: FloatArray, b: FloatArray) -> tuple[FloatArray, float, float]:
@@ -38,6 +37,8 @@ def convolve(a: FloatArray, b: FloatArray) -> tuple[FloatArray, float, float]:
         out = np.convolve(a, b)
         rel = (min(a.size, b.size) + 2) * U
         return out, rel / (1.0 - rel), 0.0
+    from scipy import signal  # imported lazily: scipy.signal costs ~1 s to import
+
     n = a.size + b.size - 1
     out = signal.fftconvolve(a, b)
     np.clip(out, 0.0, None, out=out)

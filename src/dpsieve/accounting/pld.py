@@ -78,7 +78,7 @@ class PLD:
         p = np.array(self.probs, dtype=np.float64).reshape(-1)
         if p.size == 0 or not np.all(np.isfinite(p)) or np.any(p < 0):
             raise fail("probs", "PLD", "a non-empty vector of finite non-negative masses", p)
-        total = math.fsum(p.tolist()) + self.inf_mass
+        total = float(np.sum(p)) + self.inf_mass  # pairwise summation, error << 1e-9
         if not (1.0 - _MASS_TOL <= total <= 1.0 + _EXCESS_TOL):
             raise fail("probs", "PLD", "masses that with inf_mass sum to 1", total)
         z = _curves.knots(self.offset, p.size, self.grid)
@@ -325,7 +325,9 @@ class PLD:
         ts = np.atleast_1d(np.asarray(t, dtype=np.float64))
         if self.mu == 0.0:
             return _curves.h_pl(self.losses, self.probs, self.inf_mass, ts, self._tails())
-        return _curves.h_mixed(self.losses, self.probs, self.inf_mass, self.mu, ts)
+        return _curves.h_mixed(
+            self.losses, self.probs, self.inf_mass, self.mu, ts, self.grid, self.offset
+        )
 
     # ------------------------------------------------------------------ curves
     def hockey_stick(self, x: npt.ArrayLike) -> FloatArray:
