@@ -151,3 +151,16 @@ def test_other_bad_parameters() -> None:
         laplace_noise(1.0, granularity=0.3)
     with pytest.raises(ValidationError, match="'value'"):
         snap_to_lattice([float("nan")], 1.0)
+
+
+def test_small_sizes_use_the_scalar_path_with_the_same_law() -> None:
+    rng = _rng(22)
+    g = np.array([discrete_gaussian(2.5, rng=rng) for _ in range(4000)])
+    sup = np.arange(-15, 16)
+    assert chi2_pvalue(g, sup, dgauss_pmf(float(sampled_sigma2(2.5)), sup)) > P_MIN
+    lap = np.concatenate([discrete_laplace(1.7, 4, rng) for _ in range(1000)])
+    assert chi2_pvalue(lap, sup, dlap_pmf(1.7, sup)) > P_MIN
+    geo = np.concatenate([geometric(0.9, 2, rng) for _ in range(2000)])
+    a = math.exp(-1 / 0.9)
+    sup0 = np.arange(0, 30)
+    assert chi2_pvalue(geo, sup0, (1 - a) * a**sup0) > P_MIN

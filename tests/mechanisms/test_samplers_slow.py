@@ -107,3 +107,33 @@ def test_exponential_mechanism_many_candidates() -> None:
 def test_poisson_sample_rate(rate: float) -> None:
     x = poisson_sample(2_000_000, rate, np.random.default_rng(108))
     assert stats.binomtest(int(x.sum()), x.size, rate).pvalue > P_MIN
+
+
+@pytest.mark.parametrize(("c", "monotonic"), [(0.5, False), (2.0, False), (1.0, True)])
+def test_above_threshold_single_query_law(c: float, monotonic: bool) -> None:
+    """One query at distance c below the threshold: P[answer 0] = P[nu - rho >= c] with
+    rho ~ Lap(2/eps), nu ~ Lap(4/eps) (Lap(2/eps) if monotonic); the lattice (2^-30)
+    changes this by far less than the test can see. For independent Laplace scales a != b,
+    P[nu + rho >= c] = (a^2 e^{-c/a} - b^2 e^{-c/b}) / (2 (a^2 - b^2)), and for a = b it is
+    (1 + c/(2a)) e^{-c/a} / 2."""
+    from dpsieve.mechanisms import above_threshold
+
+    eps, n = 1.0, 20_000
+    rng = np.random.default_rng(109)
+    hits = sum(above_threshold([0.0], c, eps, 1.0, rng, monotonic=monotonic) == 0 for _ in range(n))
+    a, b = 2 / eps, (2 / eps if monotonic else 4 / eps)
+    if a == b:
+        p = (1 + c / (2 * a)) * math.exp(-c / a) / 2
+    else:
+        p = (a * a * math.exp(-c / a) - b * b * math.exp(-c / b)) / (2 * (a * a - b * b))
+    assert stats.binomtest(int(hits), n, p).pvalue > P_MIN
+
+
+def test_geometric_large_sample() -> None:
+    from dpsieve.mechanisms import geometric
+
+    for scale in (0.2, 3.0, 40.0):
+        y = geometric(scale, N, np.random.default_rng(110))
+        a = math.exp(-1 / scale)
+        sup = np.arange(0, int(50 * scale) + 5)
+        assert chi2_pvalue(y, sup, (1 - a) * a**sup) > P_MIN

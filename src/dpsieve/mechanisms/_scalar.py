@@ -7,10 +7,12 @@ the tests use them as a readable reference implementation of CKS Algorithms 1-3.
 
 from __future__ import annotations
 
+import math
+
 from dpsieve.errors import NumericalError
 from dpsieve.mechanisms._random import RandomSource
 
-__all__ = ["bern_exp", "bern_exp_le1", "dgauss", "dlap", "to_int64"]
+__all__ = ["bern_exp", "bern_exp_le1", "dgauss", "dlap", "geom", "to_int64"]
 
 
 def to_int64(y: int) -> int:
@@ -36,8 +38,8 @@ def bern_exp(a: int, b: int, src: RandomSource) -> bool:
     return bern_exp_le1(a % b, b, src)
 
 
-def dlap(t: int, s: int, src: RandomSource) -> int:
-    """One draw of the discrete Laplace with scale t/s (CKS Algorithm 2)."""
+def geom(t: int, s: int, src: RandomSource) -> int:
+    """One draw of P[Y = y] proportional to exp(-y s / t), y >= 0 (first half of CKS Alg. 2)."""
     while True:
         u = src.below_int(t)
         if not bern_exp_le1(u, t, src):
@@ -45,7 +47,13 @@ def dlap(t: int, s: int, src: RandomSource) -> int:
         v = 0
         while bern_exp_le1(1, 1, src):
             v += 1
-        y = (u + t * v) // s
+        return (u + t * v) // s
+
+
+def dlap(t: int, s: int, src: RandomSource) -> int:
+    """One draw of the discrete Laplace with scale t/s (CKS Algorithm 2)."""
+    while True:
+        y = geom(t, s, src)
         neg = src.below_int(2) == 1
         if neg and y == 0:
             continue
@@ -54,9 +62,11 @@ def dlap(t: int, s: int, src: RandomSource) -> int:
 
 def dgauss(sigma2_num: int, sigma2_den: int, src: RandomSource) -> int:
     """One draw of N_Z(0, sigma^2), sigma^2 = num/den (CKS Algorithm 3, t = floor(sigma)+1)."""
-    t = 1
+    t = math.isqrt(sigma2_num // sigma2_den) + 1  # floor(sigma) + 1
     while t * t * sigma2_den <= sigma2_num:
         t += 1
+    while t > 1 and (t - 1) * (t - 1) * sigma2_den > sigma2_num:
+        t -= 1
     while True:
         y = dlap(t, 1, src)
         # gamma = (|y| - sigma^2/t)^2 / (2 sigma^2) = (|y| t den - num)^2 / (2 num den t^2)

@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpsieve._validation import check_int, check_positive, fail
-from dpsieve.mechanisms import _exact
+from dpsieve.mechanisms import _exact, _scalar
 from dpsieve.mechanisms._random import RNG, as_source
 
 __all__ = [
@@ -62,6 +62,10 @@ SIGMA2_BITS = 25
 #: Bits between the noise scale and the default lattice step: Laplace, Gaussian.
 LAPLACE_LATTICE_BITS = 40
 GAUSSIAN_LATTICE_BITS = 20
+
+#: Up to this many draws the scalar Python-int samplers are used (less numpy overhead);
+#: both implement the same CKS algorithms exactly.
+SMALL = 4
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -94,7 +98,10 @@ def discrete_laplace(scale: float, size: int | None = None, rng: RNG = None) -> 
     n = _size(size, owner)
     t, j = _scale_parts(scale, owner)
     src = as_source(rng, owner)
-    out = _exact.dlap(t, j, n, src)
+    if n <= SMALL:
+        out = np.array([_scalar.dlap(t, 1 << j, src) for _ in range(n)], dtype=np.int64)
+    else:
+        out = _exact.dlap(t, j, n, src)
     return int(out[0]) if size is None else out
 
 
@@ -111,7 +118,11 @@ def geometric(scale: float, size: int | None = None, rng: RNG = None) -> int | I
     owner = "geometric"
     n = _size(size, owner)
     t, j = _scale_parts(scale, owner)
-    out = _exact.geom(t, j, n, as_source(rng, owner))
+    src = as_source(rng, owner)
+    if n <= SMALL:
+        out = np.array([_scalar.geom(t, 1 << j, src) for _ in range(n)], dtype=np.int64)
+    else:
+        out = _exact.geom(t, j, n, src)
     return int(out[0]) if size is None else out
 
 
@@ -150,8 +161,12 @@ def discrete_gaussian(sigma: float, size: int | None = None, rng: RNG = None) ->
     n = _size(size, owner)
     s2 = sampled_sigma2(sigma, owner)
     src = as_source(rng, owner)
-    params = _exact.dgauss_params(s2.numerator, s2.denominator.bit_length() - 1)
-    out = _exact.dgauss(params, n, src)
+    if n <= SMALL:
+        num, den = s2.numerator, s2.denominator
+        out = np.array([_scalar.dgauss(num, den, src) for _ in range(n)], dtype=np.int64)
+    else:
+        params = _exact.dgauss_params(s2.numerator, s2.denominator.bit_length() - 1)
+        out = _exact.dgauss(params, n, src)
     return int(out[0]) if size is None else out
 
 
