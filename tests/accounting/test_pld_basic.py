@@ -198,3 +198,24 @@ def test_cached_gaussian_terms_match_the_direct_sum() -> None:
         h2, e2 = p.h_log_with_error(t)  # single t: cached Gaussian terms per knot
         assert abs(h1[0] - h2[0]) <= e1[0] + e2[0]
         assert p.h_log_with_error(t)[0][0] == h2[0]  # second call hits the cache
+
+
+def test_curve_conversions_of_proposition_9() -> None:
+    r = PLD.pure_dp(1.0, grid=1e-2)
+    e = math.e
+    # eps-DP tradeoff curve: vertices (0, 1), (1/(1+e), 1/(1+e)), (1, 0)
+    q = PLD.from_tradeoff([0.0, 1 / (1 + e), 1.0], [1.0, 1 / (1 + e), 0.0], grid=1e-2)
+    xs = np.exp(np.linspace(-3, 3, 61))
+    assert np.allclose(q.hockey_stick(xs), r.hockey_stick(xs), atol=1e-12)
+    assert np.allclose(
+        q.tradeoff(np.linspace(0, 1, 11)), r.tradeoff(np.linspace(0, 1, 11)), atol=1e-12
+    )
+    # from samples of a curve: dominates it everywhere (chords of a convex curve)
+    g = PLD.gdp(1.0)
+    s = PLD.from_hockey_stick(xs, g.hockey_stick(xs), grid=1e-3)
+    fine = np.exp(np.linspace(-3, 3, 3001))
+    assert np.all(s.hockey_stick(fine) >= gdp_delta(1.0, np.log(fine)) - 1e-15)
+    with pytest.raises(ValidationError, match="'tau'"):
+        PLD.from_tradeoff([0.0, 0.5, 1.0], [1.0, 0.7, 0.0])  # tau > 1 - alpha
+    with pytest.raises(ValidationError, match="'h'"):
+        PLD.from_hockey_stick([0.5, 1.0], [0.2, 0.4])  # increasing

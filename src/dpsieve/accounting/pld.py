@@ -100,13 +100,14 @@ class PLD:
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def identity(cls, *, grid: float = DEFAULT_GRID) -> PLD:
-        """Id: the loss is 0 surely (no privacy loss). Exact."""
+    def identity(cls, *, grid: float = DEFAULT_GRID, pessimistic: bool = True) -> PLD:
+        """Id: the loss is 0 surely (no privacy loss). Exact (``pessimistic`` is ignored)."""
         return cls(grid, 0, np.ones(1), 0.0, 0.0, "exact", True)
 
     @classmethod
-    def gdp(cls, mu: float, *, grid: float = DEFAULT_GRID) -> PLD:
-        """G_mu = PLD(N(0,1) || N(mu,1)), kept in closed form. Exact."""
+    def gdp(cls, mu: float, *, grid: float = DEFAULT_GRID, pessimistic: bool = True) -> PLD:
+        """G_mu = PLD(N(0,1) || N(mu,1)), kept in closed form. Exact (``pessimistic`` is
+        ignored; :meth:`discretize` puts it on the grid in the chosen direction)."""
         mu = check_nonnegative("mu", mu, "gdp")
         check_positive("grid", grid, "gdp")
         return cls(grid, 0, np.ones(1), 0.0, mu, "exact", True)
@@ -191,8 +192,10 @@ class PLD:
         return cls.approx_dp(eps, 0.0, grid=grid, pessimistic=pessimistic)
 
     @classmethod
-    def zero_delta(cls, delta: float, *, grid: float = DEFAULT_GRID) -> PLD:
-        """R_{0,delta}: +inf w.p. delta, 0 otherwise. Exact."""
+    def zero_delta(
+        cls, delta: float, *, grid: float = DEFAULT_GRID, pessimistic: bool = True
+    ) -> PLD:
+        """R_{0,delta}: +inf w.p. delta, 0 otherwise. Exact (``pessimistic`` is ignored)."""
         delta = check_in_closed("delta", delta, 0.0, 1.0, "zero_delta")
         return cls(grid, 0, np.array([1.0 - delta]), delta, 0.0, "exact", True)
 
@@ -259,6 +262,112 @@ class PLD:
         fin = pos & (qv > 0)
         z = np.log(pv[fin]) - np.log(qv[fin])
         return cls._from_atoms(z, pv[fin], float(np.sum(pv[sing])), grid, pessimistic, False)
+
+    @classmethod
+    def from_tradeoff(
+        cls,
+        alpha: npt.ArrayLike,
+        tau: npt.ArrayLike,
+        *,
+        grid: float = DEFAULT_GRID,
+        pessimistic: bool = True,
+    ) -> PLD:
+        """The PLD of the piecewise-linear tradeoff curve through (alpha_j, tau_j).
+
+        Prop. 9 of the paper (h(x) = 1 + (tau^{-1})*(-x)) for a piecewise-linear tau gives
+        h(x) = max_j (1 - alpha_j - x tau_j): a segment of alpha-width w and slope -s is an
+        atom at loss -log s with P-mass w (s = 0: loss +inf), and 1 - tau(0) is the mass that
+        Q puts where P has none. Exact for the interpolated curve; the atoms are then put on
+        the grid (hat split: pessimistic; rounded down: optimistic). The points must start at
+        alpha = 0, end at alpha = 1, and be convex and decreasing with tau <= 1 - alpha.
+        """
+        a = np.asarray(alpha, dtype=np.float64)
+        t = np.asarray(tau, dtype=np.float64)
+        ok = (
+            a.ndim == 1
+            and a.size >= 2
+            and a.shape == t.shape
+            and bool(np.all(np.isfinite(a)))
+            and bool(np.all(np.isfinite(t)))
+            and a[0] == 0.0
+            and a[-1] == 1.0
+            and bool(np.all(np.diff(a) > 0))
+        )
+        if not ok:
+            raise fail(
+                "alpha",
+                "from_tradeoff",
+                "increasing finite points from 0 to 1, as many as 'tau'",
+                alpha,
+            )
+        slopes = -np.diff(t) / np.diff(a)
+        tol = 1e-12
+        if (
+            np.any(slopes < -tol)
+            or np.any(np.diff(slopes) > tol * (1 + slopes[1:]))
+            or np.any(t > 1 - a + tol)
+            or np.any(t < -tol)
+        ):
+            raise fail(
+                "tau",
+                "from_tradeoff",
+                "a convex, decreasing tradeoff curve with 0 <= tau <= 1 - alpha",
+                tau,
+            )
+        check_positive("grid", grid, "from_tradeoff")
+        w = np.diff(a)
+        fin = slopes > 0
+        z = -np.log(slopes[fin])
+        inf_mass = float(np.sum(w[~fin]))
+        return cls._from_atoms(z, w[fin], inf_mass, grid, pessimistic, False)
+
+    @classmethod
+    def from_hockey_stick(
+        cls, x: npt.ArrayLike, h: npt.ArrayLike, *, grid: float = DEFAULT_GRID
+    ) -> PLD:
+        """A pessimistic PLD from samples of a hockey-stick curve at 0 < x_1 < ... < x_n.
+
+        The curve is convex, so its chords lie above it; the PLD whose curve is the chord
+        interpolation through (0, 1) and the samples, constant h(x_n) beyond, dominates the
+        one sampled (paper, Props. 4 and 10). Atom at log x_j with mass x_j times the slope
+        change there, +inf mass h(x_n); then the hat split onto the grid.
+        """
+        xs = np.asarray(x, dtype=np.float64)
+        hs = np.asarray(h, dtype=np.float64)
+        ok = (
+            xs.ndim == 1
+            and xs.size >= 1
+            and xs.shape == hs.shape
+            and bool(np.all(xs > 0))
+            and bool(np.all(np.isfinite(xs)))
+            and bool(np.all(np.diff(xs) > 0))
+        )
+        if not ok:
+            raise fail("x", "from_hockey_stick", "increasing finite floats > 0, as many as 'h'", x)
+        px = np.concatenate([[0.0], xs])
+        ph = np.concatenate([[1.0], hs])
+        sl = np.concatenate([np.diff(ph) / np.diff(px), [0.0]])
+        tol = 1e-12
+        if (
+            not np.all(np.isfinite(hs))
+            or np.any(hs < -tol)
+            or np.any(hs > 1 + tol)
+            or np.any(hs < 1 - xs - tol)
+            or np.any(np.diff(sl) < -tol)
+        ):
+            raise fail(
+                "h",
+                "from_hockey_stick",
+                "samples of a convex, decreasing curve with max(0, 1 - x) <= h <= 1",
+                h,
+            )
+        check_positive("grid", grid, "from_hockey_stick")
+        masses = np.clip(xs * np.diff(sl), 0.0, None)
+        inf_mass = float(max(hs[-1], 0.0))
+        # masses from slope differences: rounding is absorbed by the +inf atom (raises h)
+        total = float(np.sum(masses)) + inf_mass
+        inf_mass += max(0.0, 1.0 - total) + 8 * (xs.size + 4) * 2.0**-53
+        return cls._from_atoms(np.log(xs), masses, inf_mass, grid, True, False)
 
     @classmethod
     def from_description(cls, desc: PrivacyDescription, *, grid: float = DEFAULT_GRID) -> PLD:
