@@ -100,3 +100,22 @@ def test_histogram_enumeration_is_complete(n: int, parts: int) -> None:
     assert H.shape == (histogram_count(n, parts), parts)
     assert (H.sum(axis=1) == n).all()
     assert len({tuple(r) for r in H}) == H.shape[0]
+
+
+@pytest.mark.parametrize(("sizes", "way", "n"), [([2, 2], 1, 7), ([2, 3], 1, 5), ([3], 1, 6),
+                                                ([2, 2], 2, 4), ([2, 2, 2], 1, 5)])
+def test_dynamic_programme_grouping_equals_histogram_grouping(sizes: list[int], way: int,
+                                                              n: int) -> None:
+    from dpsieve.release.groups import group_by_dynamic_programme, group_histograms
+
+    wl = marginals(Domain.from_sizes(sizes), way)
+    cw = collapse(wl)
+    rng = np.random.default_rng(n)
+    x = cw.counts(Dataset.from_histogram(rng.multinomial(n, np.full(wl.universe_size,
+                                                                     1 / wl.universe_size))))
+    a = group_histograms(cw, x)
+    b = group_by_dynamic_programme(cw, x)
+    ka = {tuple(np.round(f, 12)): int(d) for f, d in zip(a.answers, a.distance, strict=True)}
+    kb = {tuple(np.round(f, 12)): int(d) for f, d in zip(b.answers, b.distance, strict=True)}
+    assert ka == kb
+    assert b.distance[b.center] == 0

@@ -23,8 +23,14 @@ from dpsieve._validation import check_int
 from dpsieve.release.errors import InstanceTooLargeError
 from dpsieve.release.transcript import CollapsedWorkload
 
-__all__ = ["MAX_HISTOGRAMS", "Groups", "enumerate_histograms", "group_histograms",
-           "histogram_count"]
+__all__ = [
+    "MAX_HISTOGRAMS",
+    "Groups",
+    "enumerate_histograms",
+    "group_by_dynamic_programme",
+    "group_histograms",
+    "histogram_count",
+]
 
 MAX_HISTOGRAMS = 3_000_000
 
@@ -76,11 +82,20 @@ class Groups:
 
 def group_histograms(cw: CollapsedWorkload, x_counts: IntArray, *,
                      limit: int = MAX_HISTOGRAMS) -> Groups:
-    """Enumerate class histograms of n = sum(x_counts) rows and group them by target."""
+    """Group all class histograms of n = sum(x_counts) rows by answer vector, with the least
+    distance per group. Enumerates histograms when there are at most ``limit`` of them,
+    else runs the exact dynamic programme :func:`group_by_dynamic_programme`."""
     n = int(x_counts.sum())
+    if histogram_count(n, cw.size) > limit:
+        return group_by_dynamic_programme(cw, x_counts, limit=limit)
     H = enumerate_histograms(n, cw.size, limit=limit)
     key = H @ cw.columns.T  # exact integer sums for counting queries
-    uniq, inverse = np.unique(key, axis=0, return_inverse=True)
+    code = _integer_code(np.full(H.shape[0], n, dtype=np.int64), key, n, cw.columns.T)
+    if code is not None:
+        _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+        uniq = key[first]
+    else:
+        uniq, inverse = np.unique(key, axis=0, return_inverse=True)
     inverse = inverse.reshape(-1)
     dist = n - np.minimum(H, x_counts[None, :]).sum(axis=1)
     best = np.full(uniq.shape[0], n + 1, dtype=np.int64)
@@ -88,3 +103,77 @@ def group_histograms(cw: CollapsedWorkload, x_counts: IntArray, *,
     F = uniq / n
     center = int(np.flatnonzero(best == 0)[0])
     return Groups(F, cw.targets_from_answers(F), best, center)
+
+
+def group_by_dynamic_programme(cw: CollapsedWorkload, x_counts: IntArray, *,
+                               limit: int = MAX_HISTOGRAMS) -> Groups:
+    """Same result as histogram enumeration, without listing histograms.
+
+    Classes are added one at a time; a state is (rows used m, partial answer sum) and keeps
+    the largest matched count sum_c min(h_x(c), h(c)) over the partial histograms reaching
+    it. The objective is additive over classes and the future only depends on the state, so
+    the maximum is exact (optimal substructure); D_g = n - matched at m = n. The number of
+    states is bounded by the number of distinct partial answer vectors, which for marginal
+    workloads is far below C(n + T' - 1, T' - 1). Refuses past ``limit`` states.
+    """
+    n = int(x_counts.sum())
+    cols = cw.columns.T  # (T', k)
+    keys = np.zeros((1, cw.k))
+    used = np.zeros(1, dtype=np.int64)
+    matched = np.zeros(1, dtype=np.int64)
+    last = cw.size - 1
+    for c in range(cw.size):
+        if c == last:  # the last class takes the remaining rows
+            js = n - used
+            keys = keys + js[:, None] * cols[c][None, :]
+            matched = matched + np.minimum(js, x_counts[c])
+            used = used + js
+        else:
+            reps = n - used + 1
+            if int(reps.sum()) > 4 * limit:
+                raise InstanceTooLargeError(
+                    f"grouping needs more than {4 * limit} intermediate states",
+                    estimated_cost=float(reps.sum()), limit=float(4 * limit))
+            idx = np.repeat(np.arange(used.size), reps)
+            js = np.arange(idx.size) - np.repeat(np.cumsum(reps) - reps, reps)
+            keys = keys[idx] + js[:, None] * cols[c][None, :]
+            matched = matched[idx] + np.minimum(js, x_counts[c])
+            used = used[idx] + js
+        code = _integer_code(used, keys, n, cols)
+        if code is not None:
+            uniq_code, first, inverse = np.unique(code, return_index=True,
+                                                  return_inverse=True)
+            best = np.full(uniq_code.size, -1, dtype=np.int64)
+            np.maximum.at(best, inverse.reshape(-1), matched)
+            used, keys, matched = used[first], keys[first], best
+            continue
+        full = np.hstack([used[:, None].astype(np.float64), keys])
+        uniq, inverse = np.unique(full, axis=0, return_inverse=True)
+        inverse = inverse.reshape(-1)
+        best = np.full(uniq.shape[0], -1, dtype=np.int64)
+        np.maximum.at(best, inverse, matched)
+        used, keys, matched = uniq[:, 0].astype(np.int64), uniq[:, 1:], best
+    F = keys / n
+    dist = n - matched
+    center = int(np.flatnonzero(dist == 0)[0])
+    return Groups(F, cw.targets_from_answers(F), dist.astype(np.int64), center)
+
+
+def _integer_code(used: IntArray, keys: FloatArray, n: int,
+                  cols: FloatArray) -> IntArray | None:
+    """One int64 per state (exact mixed-radix code) when every query value is an integer
+    and the radices fit in 62 bits; None otherwise (then rows are compared directly)."""
+    if not np.array_equal(cols, np.round(cols)):
+        return None
+    lo = n * np.minimum(cols.min(axis=0), 0.0)
+    radix = (n * (np.maximum(cols.max(axis=0), 0.0) - np.minimum(cols.min(axis=0), 0.0))
+             + 1).astype(np.int64)
+    if math.log2(n + 1) + float(np.log2(radix.astype(np.float64)).sum()) > 62:
+        return None
+    code = used.astype(np.int64).copy()
+    mult = n + 1
+    digits = np.rint(keys - lo[None, :]).astype(np.int64)
+    for q in range(keys.shape[1]):
+        code += digits[:, q] * mult
+        mult *= int(radix[q])
+    return code
