@@ -1,0 +1,1 @@
+"""Benchmarks: ``python -m benchmarks.<name>``; ``python -m benchmarks.run_all`` runs all."""
