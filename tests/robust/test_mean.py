@@ -120,3 +120,13 @@ def test_a_privacy_filter_consumes_the_plan_before_the_run() -> None:
     f = ApproxZCDPFilter(0.6, 1e-5)
     assert f.try_spend(plan.privacy).admitted
     assert not f.try_spend(plan.privacy).admitted  # the second run no longer fits
+
+
+def test_friendly_mean_on_an_empty_core_is_defined() -> None:
+    rel = FriendlyMean(0.05, 0.4)  # wide count noise: n~ = 0 + Z - m often reaches n_min
+    rng = np.random.default_rng(0)
+    outs = [rel(np.empty((0, 2)), 1.0, 0.05, 0.4, rng) for _ in range(200)]
+    assert any(isinstance(o, Refusal) for o in outs)
+    released = [o for o in outs if not isinstance(o, Refusal)]
+    assert released
+    assert all(np.asarray(o[0]).shape == (2,) for o in released)

@@ -14,6 +14,7 @@ trimmed mean (records with fewer than ``t0`` friends are never kept).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -88,7 +89,10 @@ class FriendlyMean:
         if n_tilde < self.n_min:
             return Refusal("release", f"noisy core size {n_tilde} < n_min = {self.n_min}",
                            zero_cost(), {"noisy_core_size": n_tilde})
-        centre = exact_column_means(core)
+        rows = core.reshape(len(core), -1)
+        # An empty core with n~ >= n_min lies in Lemma 5's bad event (probability <= delta_1):
+        # any fixed output is allowed there; we release noise around the origin.
+        centre = exact_column_means(rows) if len(rows) else [Fraction(0)] * rows.shape[1]
         sens = 2.0 * r / n_tilde * (1.0 + 1e-12)  # rounded up; pfr.md Lemma 5
         value = laplace_release(centre, sens, self.eps_value, rng)
         return value, {"noisy_core_size": n_tilde, "noise_scale": sens / self.eps_value}
