@@ -409,8 +409,25 @@ class Session:
         elif flt is None and not exists:
             raise ValidationError(
                 f"Session() needs 'budget' or 'filter': no budget {budget_id!r} in the store.")
-        self.neighbouring = neighbouring or (
-            budget.neighbouring if budget is not None else Neighbouring.ADD_REMOVE)
+        # The filters do not track the neighbouring relation, so the session must know the
+        # budget's: from the budget, the argument, the registry, or (a new filter) add/remove.
+        known = self.store.dataset(budget_id) if exists and flt is None else None
+        if budget is not None:
+            self.neighbouring = budget.neighbouring
+            if neighbouring is not None and neighbouring != budget.neighbouring:
+                raise fail("neighbouring", "Session", f"the budget's {budget.neighbouring.value!r}",
+                           neighbouring)
+        elif neighbouring is not None:
+            self.neighbouring = Neighbouring(neighbouring)
+        elif known is not None and "neighbouring" in known:
+            self.neighbouring = Neighbouring(known["neighbouring"])
+        elif flt is not None and not exists:
+            self.neighbouring = Neighbouring.ADD_REMOVE
+        else:
+            raise ValidationError(
+                f"Session() attaches to the existing budget {budget_id!r}: give 'neighbouring' "
+                "(the relation the budget was set under); calibrating noise under the wrong "
+                "relation could understate the cost.")
 
     # -- budget -------------------------------------------------------------------------
     def remaining(self) -> dict[str, Any]:

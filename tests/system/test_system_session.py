@@ -91,7 +91,12 @@ def test_replay_with_key_is_free_and_identical(tmp_path: Path) -> None:
     assert (a.value, b.replayed) == (b.value, True)
     assert s.remaining()["exact"] == "1/2"
     # a second session on the same ledger sees the spend (persisted budget is reused)
-    t = Session(_frame(), store=SQLiteStore(tmp_path / "l.db"), budget_id="b")
+    from dpsieve.accounting.events import Neighbouring
+
+    with pytest.raises(ValidationError, match="'neighbouring'"):
+        Session(_frame(), store=SQLiteStore(tmp_path / "l.db"), budget_id="b")
+    t = Session(_frame(), store=SQLiteStore(tmp_path / "l.db"), budget_id="b",
+                neighbouring=Neighbouring.ADD_REMOVE)
     assert t.remaining()["exact"] == "1/2"
     store.close()
 
