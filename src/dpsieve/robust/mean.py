@@ -89,7 +89,7 @@ class FriendlyMean:
         if n_tilde < self.n_min:
             return Refusal("release", f"noisy core size {n_tilde} < n_min = {self.n_min}",
                            zero_cost(), {"noisy_core_size": n_tilde})
-        rows = core.reshape(len(core), -1)
+        rows = core.reshape(core.shape[0], int(np.prod(core.shape[1:])))
         # An empty core with n~ >= n_min lies in Lemma 5's bad event (probability <= delta_1):
         # any fixed output is allowed there; we release noise around the origin.
         centre = exact_column_means(rows) if len(rows) else [Fraction(0)] * rows.shape[1]
