@@ -250,6 +250,18 @@ class _Additive:
     param: float
     cost: Any
 
+    def __post_init__(self) -> None:
+        from dpsieve.mechanisms import noise
+
+        if self.kind == "gaussian" and self.param < noise.MIN_DISCRETE_SIGMA:
+            # more noise than calibrated: the cost stated still bounds the truth
+            object.__setattr__(self, "param", noise.MIN_DISCRETE_SIGMA)
+        top = noise.MAX_DISCRETE_SCALE if self.kind == "laplace" else noise.MAX_DISCRETE_SIGMA
+        if not self.param <= top:
+            raise fail("privacy", "query", "large enough for the query's sensitivity (the "
+                       f"noise scale {self.param!r} exceeds the sampler's limit {top!r})",
+                       self.cost)
+
     def draw(self, size: int, rng: np.random.Generator | None) -> npt.NDArray[np.int64]:
         from dpsieve import mechanisms
 

@@ -213,3 +213,20 @@ def test_register_with_bad_budget_writes_nothing(env: dict[str, Any], tmp_path: 
     assert r.status_code == 422
     assert "'budget'" in r.json()["message"]
     assert store.dataset("new") is None
+
+
+def test_streamed_huge_body_without_length_is_413(env: dict[str, Any]) -> None:
+    c, store = env["client"], env["store"]
+    before = len(store.audit())
+
+    def chunks() -> Iterator[bytes]:
+        yield b'{"type": "count", "pad": "'
+        for _ in range(50):
+            yield b"x" * 1000
+        yield b'"}'
+
+    r = c.post("/v1/datasets/people/queries", content=chunks(),
+               headers={**env["ana"], "Content-Type": "application/json"})
+    assert r.status_code == 413
+    assert r.json()["error"] == "payload_too_large"
+    assert len(store.audit()) == before

@@ -200,3 +200,17 @@ def test_linear_workload_answers_the_rounded_workload(privacy: Any) -> None:
     with pytest.raises(ValidationError, match="'workload'"):
         s.run({"type": "linear", "column": "c", "categories": ["a", "b"],
                "workload": [[1.0, float("nan")]], "privacy": privacy})
+
+
+def test_frames_with_to_pandas_are_accepted() -> None:
+    """Polars (and pyarrow) frames are read through their ``to_pandas()``."""
+
+    class PolarsLike:
+        def __init__(self, df: pd.DataFrame) -> None:
+            self.df = df
+
+        def to_pandas(self) -> pd.DataFrame:
+            return self.df
+
+    s = Session(PolarsLike(_frame(50)), budget=ZCDP(1e12), rng=np.random.default_rng(5))
+    assert s.count(privacy=ZCDP(1e10)).value == pytest.approx(50, abs=0.01)

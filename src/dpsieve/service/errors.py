@@ -104,21 +104,30 @@ class BodyLimit:
                     await self._reject(send)
                     return
         seen = 0
-        limit = self.limit
+        responded = False
+
+        async def guarded_send(msg: Message) -> None:
+            if not responded:  # after a 413, whatever the app says is dropped
+                await send(msg)
 
         async def limited() -> Message:
-            nonlocal seen
+            nonlocal seen, responded
+            if responded:
+                return {"type": "http.disconnect"}
             msg = await receive()
             if msg["type"] == "http.request":
                 seen += len(msg.get("body", b""))
-                if seen > limit:
-                    raise _TooLargeError
+                if seen > self.limit:
+                    await self._reject(send)
+                    responded = True
+                    return {"type": "http.disconnect"}
             return msg
 
         try:
-            await self.app(scope, limited, send)
-        except _TooLargeError:
-            await self._reject(send)
+            await self.app(scope, limited, guarded_send)
+        except Exception:
+            if not responded:
+                raise
 
     async def _reject(self, send: Send) -> None:
         body = json.dumps({"error": "payload_too_large",
@@ -127,7 +136,3 @@ class BodyLimit:
                     "headers": [(b"content-type", b"application/json"),
                                 (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body})
-
-
-class _TooLargeError(Exception):
-    pass
