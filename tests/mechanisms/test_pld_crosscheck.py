@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from dpsieve.mechanisms import (
@@ -125,3 +126,33 @@ def test_poisson_subsampled_pair_is_a_pair_of_distributions() -> None:
     assert p[-1] > 0
     assert m[-1] == 0
     assert p[-2] == 0
+
+
+def test_discrete_gaussian_is_not_gdp_so_none_is_claimed() -> None:
+    """Why gdp_mu() is None: for sigma = 0.5 the discrete Gaussian's delta(eps) exceeds
+    G_{1/sigma}'s (checked on the exact pmf, not only the discretized PLD)."""
+    from dpsieve.accounting.gdp import gdp_delta
+
+    m = DiscreteGaussianMechanism(0.5, 1)
+    assert m.gdp_mu() is None
+    z = np.arange(-60, 62)
+    p = np.exp(-(z**2) / (2 * 0.25))
+    q = np.exp(-((z - 1) ** 2) / (2 * 0.25))
+    p, q = p / p.sum(), q / q.sum()
+    exact = float(np.maximum(p - math.exp(1.0) * q, 0).sum())
+    assert exact > float(gdp_delta(2.0, 1.0)) + 0.05
+    assert float(m.pld().delta(1.0)) >= exact - 1e-9
+
+
+def test_compose_plds_matches_pairwise_compose() -> None:
+    from dpsieve.mechanisms import compose_plds
+
+    a, b = (
+        DiscreteLaplaceMechanism(2.0),
+        RandomizedResponse(1.0).under(RandomizedResponse(1.0).neighbouring),
+    )
+    assert a.neighbouring != b.neighbouring
+    c = compose_plds([a, DiscreteLaplaceMechanism(3.0)])
+    direct = a.pld().compose(DiscreteLaplaceMechanism(3.0).pld())
+    for e in EPSS:
+        assert float(c.delta(e)) == pytest.approx(float(direct.delta(e)), abs=1e-12)
