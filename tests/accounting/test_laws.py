@@ -132,3 +132,25 @@ def test_epsilon_is_the_inverse_of_delta(a: PLD, deltas: list[float]) -> None:
                 assert a.delta(float(e) * (1 - 1e-6) - 1e-9) > d * (1 - 1e-6)
         else:
             assert a.inf_mass >= d * (1 - 1e-9)
+
+
+@SETTINGS
+@given(
+    st.lists(st.floats(0.01, 1.0), min_size=2, max_size=6),
+    st.lists(st.floats(0.01, 1.0), min_size=2, max_size=6),
+    st.floats(1e-3, 0.2),
+)
+def test_finite_pairs_pessimistic_exact_optimistic(
+    pw: list[float], qw: list[float], grid: float
+) -> None:
+    n = min(len(pw), len(qw))
+    p = np.array(pw[:n]) / sum(pw[:n])
+    q = np.array(qw[:n]) / sum(qw[:n])
+    hi = PLD.from_distributions(p, q, grid=grid)
+    lo = PLD.from_distributions(p, q, grid=grid, pessimistic=False)
+    x = np.exp(np.linspace(-4, 4, 161))
+    exact = np.maximum(p[None, :] - x[:, None] * q[None, :], 0.0).sum(axis=1)
+    assert np.all(lo.hockey_stick(x) <= exact + 1e-14)
+    assert np.all(exact <= hi.hockey_stick(x) + 1e-14)
+    # both have E[e^-Z] = 1 up to round-off: the dual tails tie, so compare with a slack
+    assert leq(lo, hi.compose(PLD.zero_delta(1e-9, grid=grid)))

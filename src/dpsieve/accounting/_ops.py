@@ -48,11 +48,12 @@ def _new(
     return type(like)(grid, offset, probs, min(inf_mass, 1.0), mu, direction, symmetric)
 
 
-def regrid(p: PLD, grid: float) -> PLD:
-    """The discrete part of p on another grid, in p's direction (exact -> pessimistic)."""
+def regrid(p: PLD, grid: float, pessimistic: bool | None = None) -> PLD:
+    """The discrete part of p on another grid, in p's direction (exact -> pessimistic) unless
+    ``pessimistic`` is given (the order check always rounds the smaller side up)."""
     if grid == p.grid:
         return p
-    pess = p.direction != "optimistic"
+    pess = p.direction != "optimistic" if pessimistic is None else pessimistic
     off, probs, inf = _construct.atoms(p.losses, p.probs, p.inf_mass, grid, pess)
     return _new(
         p, grid, off, probs, inf, p.mu, "optimistic" if not pess else "pessimistic", p.symmetric
@@ -187,25 +188,27 @@ def truncate(p: PLD, tail_mass: float) -> PLD:
     )
 
 
-def dual(p: PLD) -> PLD:
+def dual(p: PLD, upper: bool | None = None) -> PLD:
+    """PLD(Q || P), rounded up (``upper``; default for non-optimistic p) or down.
+
+    Atoms -z with masses p e^{-z}; +inf mass 1 - E[e^{-Z}]. The order checks use upper duals
+    for the smaller side and lower duals (no restore step; internal only) for the larger one.
+    """
+    up = p.direction != "optimistic" if upper is None else upper
     z = p.losses
     with np.errstate(divide="ignore", over="ignore"):
         q = np.where(p.probs > 0, np.exp(np.log(p.probs) - z), 0.0)
     q = q[::-1].copy()
-    m = math.fsum(q.tolist())
-    opt = p.direction == "optimistic"
-    if opt:
-        q *= 1.0 - 4 * U
-        inf = max(0.0, 1.0 - m * (1.0 + 4 * U) - 4 * U)
-    else:
+    m = float(np.sum(q))
+    err = (q.size + 4) * U * m
+    if up:
         q *= 1.0 + 4 * U
-        inf = max(0.0, 1.0 - m) + 8 * U * (1.0 + m)
-    total = float(np.sum(q)) + inf
-    if abs(total - 1.0) > 1e-9 and not opt:
-        # masses p e^{-z} that would exceed 1 in total cannot arise from a valid PLD
-        inf = max(0.0, 1.0 - float(np.sum(q)))
+        inf = max(0.0, 1.0 - m) + err + 8 * U
+    else:
+        q *= 1.0 - 4 * U
+        inf = max(0.0, 1.0 - m - err - 8 * U)
     off = -(p.offset + p.probs.size - 1)
-    if opt:
+    if not up and upper is None:  # public optimistic dual: make it a valid PLD again
         off, q, inf = _construct.optimistic(off, q, inf, p.grid)
     return _new(p, p.grid, off, q, inf, p.mu, p.direction, p.symmetric)
 

@@ -87,7 +87,7 @@ def _upper_vs_pl(L: PLD, B: PLD) -> bool:
     """B has mu = 0 (piecewise linear); any L. Exact check for x >= 1 at B's kinks."""
     if L.mu == 0.0:
         if L.grid != B.grid:
-            L = _ops.regrid(L, B.grid)
+            L = _ops.regrid(L, B.grid, pessimistic=True)
         return _pl_vs_pl(L, B)
     zb = B.losses[B.probs > 0]
     ts = np.concatenate([[0.0], zb[zb > 0]])
@@ -169,6 +169,14 @@ def _gauss_tail_point(L: PLD, B: PLD) -> float:
     return max(y, 1.0)
 
 
+def _dual_up(p: PLD) -> PLD:
+    return _ops.dual(p, upper=True)
+
+
+def _dual_down(p: PLD) -> PLD:
+    return _ops.dual(p, upper=False)
+
+
 def _upper(L: PLD, B: PLD) -> bool:
     return _upper_vs_pl(L, B) if B.mu == 0.0 else _upper_vs_smooth(L, B)
 
@@ -194,12 +202,12 @@ def leq(L: PLD, B: PLD) -> bool:
         return True  # Id is the least PLD (paper, Sec. 2)
     both_sym = L.symmetric and B.symmetric
     Lr, Br = _reduce(L, B)
-    if _upper(Lr, Br) and (both_sym or _upper(_ops.dual(Lr), _ops.dual(Br))):
+    if _upper(Lr, Br) and (both_sym or _upper(_dual_up(Lr), _dual_down(Br))):
         return True
     if Lr is L:
         return False
     # the reduction is sufficient, not necessary: try the pair itself (Gaussian tails)
-    return _upper(L, B) and (both_sym or _upper(_ops.dual(L), _ops.dual(B)))
+    return _upper(L, B) and (both_sym or _upper(_dual_up(L), _dual_down(B)))
 
 
 def leq_gdp(pld: PLD, mu: float) -> bool:
@@ -231,7 +239,7 @@ def leq_approx(pld: PLD, eps: float, delta: float) -> bool:
 
     if not ok(pld):
         return False
-    return pld.symmetric or ok(_ops.dual(pld))
+    return pld.symmetric or ok(_dual_up(pld))
 
 
 def smallest_gdp_mu(pld: PLD, *, rtol: float = 1e-9) -> float:
