@@ -11,7 +11,7 @@ privacy (``pld()``, ``privacy()``, ``pure_eps()``, ``gdp_mu()``, ``zcdp_rho()``,
 
 from __future__ import annotations
 
-from dpsieve.mechanisms._random import RNG
+from dpsieve.mechanisms._random import RNG, RandomSource
 from dpsieve.mechanisms.additive import GaussianMechanism, LaplaceMechanism
 from dpsieve.mechanisms.base import Mechanism, compose_plds, convert_sensitivity, privacy_of
 from dpsieve.mechanisms.calibrate import (
@@ -63,6 +63,7 @@ __all__ = [
     "Mechanism",
     "PermuteAndFlip",
     "PoissonSubsampledGaussian",
+    "RandomSource",
     "RandomizedResponse",
     "ReportNoisyMax",
     "above_threshold",
