@@ -128,7 +128,10 @@ def release(
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"{mechanism}: {out.privacy}")
+    priv = out.privacy.to_dict()
+    title = f"{mechanism}: {priv['type']} eps={priv['eps']:g}" + (
+        f", delta={priv['delta']:.2g}" if "delta" in priv else "") + " (replace-one)"
+    table = Table(title=title)
     table.add_column("query")
     table.add_column("answer", justify="right")
     for name, a in zip(wl.names, out.answers, strict=True):
