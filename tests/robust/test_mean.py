@@ -103,13 +103,18 @@ def test_plan_accounting_is_theorem_1() -> None:
 
 @pytest.mark.slow
 def test_mean_utility_pilot() -> None:
-    """Clean N(5,1), bound 1e4, eps=1, delta=1e-6, n=1000: RMSE well under 0.5 (pilot 0.18)."""
+    """Clean N(5,1), bound 1e4, eps=1, delta=1e-6, n=1000: RMSE well under 0.5 (pilot 0.18),
+    refusals rare (Propose can stop at a too small radius by noise: a refusal, not an error)."""
     rng = np.random.default_rng(8)
-    errs = []
+    errs, refused = [], 0
     for _ in range(100):
         out = pfr_mean(rng.normal(5, 1, 1000), 1.0, 1e-6, bound=1e4, rng=rng)
-        assert isinstance(out, RobustResult)
+        if isinstance(out, Refusal):
+            refused += 1
+            assert out.stage in ("propose", "release")
+            continue
         errs.append(out.value - 5)
+    assert refused <= 10
     assert math.sqrt(np.mean(np.square(errs))) < 0.5
 
 
