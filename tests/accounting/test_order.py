@@ -117,3 +117,22 @@ def test_optimistic_below_pessimistic() -> None:
         lo, hi = make(False), make(True)
         assert lo.direction == "optimistic"
         assert lo <= hi
+
+
+def test_symmetrize_dominates_both_sides() -> None:
+    from dpsieve.accounting import symmetrize
+
+    pld = PLD.from_distributions([0.6, 0.4], [0.3, 0.7], grid=1e-3)
+    s = symmetrize(pld)
+    assert s.symmetric
+    xs = np.exp(np.linspace(-2, 2, 201))
+    assert np.all(s.hockey_stick(xs) >= pld.hockey_stick(xs) - 1e-15)
+    assert np.all(s.hockey_stick(xs) >= pld.dual().hockey_stick(xs) - 1e-15)
+
+
+def test_rdp_description_of_laplace() -> None:
+    lap = PLD.laplace(1.0, grid=1e-4)
+    r = lap.to_rdp((2.0,))
+    # Mironov 2017: Laplace RDP at order 2 = log(2/3 e^{1} + 1/3 e^{-2})
+    exact = math.log(2 / 3 * math.exp(1.0) + 1 / 3 * math.exp(-2.0))
+    assert exact <= r.values[0] <= exact + 1e-3

@@ -49,6 +49,7 @@ from dpsieve.accounting.order import (
     smallest_gdp_mu,
     smallest_pure_eps,
     supremum,
+    symmetrize,
 )
 from dpsieve.accounting.pld import PLD
 from dpsieve.accounting.tradeoff import PiecewiseLinearTradeoff
@@ -95,5 +96,6 @@ __all__ = [
     "smallest_gdp_mu",
     "smallest_pure_eps",
     "supremum",
+    "symmetrize",
     "zero_delta_compose",
 ]

@@ -38,6 +38,7 @@ __all__ = [
     "smallest_gdp_mu",
     "smallest_pure_eps",
     "supremum",
+    "symmetrize",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -340,3 +341,13 @@ def supremum(plds: Sequence[PLD]) -> PLD:
 def compose_with_supremum(pld: PLD, plds: Sequence[PLD]) -> PLD:
     """L (+) sup(plds): the worst one-step continuation (paper, Thm. 6 / Sec. 5)."""
     return pld.compose(supremum(plds))
+
+
+def symmetrize(pld: PLD) -> PLD:
+    """sup(L, PLD(Q||P)): the least symmetric PLD dominating L (pessimistic, flagged symmetric).
+
+    A PLD dominating both L and its dual dominates the dual of anything it dominates, and the
+    supremum of L and its dual is its own dual (Blackwell order is preserved by swapping).
+    """
+    s = supremum([pld, _ops.dual(pld, upper=True)])
+    return PLD(s.grid, s.offset, s.probs, s.inf_mass, s.mu, s.direction, True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import base64
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +38,7 @@ from dpsieve._validation import (
 )
 from dpsieve.accounting import _curves, _ops
 from dpsieve.accounting._constructors import DEFAULT_GRID, PLDConstructors
+from dpsieve.accounting.events import RDP
 from dpsieve.errors import ValidationError
 
 __all__ = ["DEFAULT_GRID", "PLD"]
@@ -46,6 +48,7 @@ _DIRECTIONS = ("exact", "pessimistic", "optimistic")
 _MASS_TOL = 1e-9
 #: Pessimistic rounding may add mass (error bounds at +inf, inflated masses): allowed excess.
 _EXCESS_TOL = 1e-6
+_RDP_ORDERS = (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 16.0, 32.0, 64.0)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -206,6 +209,13 @@ class PLD(PLDConstructors):
             1 if self.direction != "optimistic" else -1
         )
         return out
+
+    def to_rdp(self, orders: Sequence[float] = _RDP_ORDERS) -> RDP:
+        """The RDP description (orders, rdp(orders)) -- each value an upper bound for
+        pessimistic PLDs; add/remove neighbouring is assumed (the PLD does not record it)."""
+        orders = tuple(float(a) for a in orders)
+        vals = self.rdp(np.array(orders))
+        return RDP(orders, tuple(float(v) for v in vals))
 
     # ------------------------------------------------------------------ operations
     def compose(self, other: PLD, *, tail_mass: float = 0.0) -> PLD:
