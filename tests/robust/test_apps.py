@@ -164,3 +164,22 @@ def test_resistance_is_refused_on_purpose() -> None:
     with pytest.raises(UnsupportedError, match="not available"):
         pfr_effective_resistance("graph", eps=1.0)
     assert math.isfinite(1.0)
+
+
+def test_private_quantile_exact_law_is_eps_dp() -> None:
+    """The exponential mechanism's exact law (probabilities ∝ exp(eps u / 2)) on the
+    quantile utility: the realised loss on neighbouring pairs is at most eps."""
+    rng = np.random.default_rng(10)
+    grid = np.linspace(0.05, 10, 200)
+    eps = 0.7
+    worst = 0.0
+    for _ in range(300):
+        x = np.abs(rng.standard_cauchy(30))
+        y = x.copy()
+        y[rng.integers(30)] = abs(rng.standard_cauchy()) * 5
+        px = np.exp(eps * quantile_utility(x, 0.9, grid) / 2)
+        py = np.exp(eps * quantile_utility(y, 0.9, grid) / 2)
+        loss = np.max(np.abs(np.log(px / px.sum()) - np.log(py / py.sum())))
+        assert loss <= eps + 1e-12
+        worst = max(worst, loss)
+    assert worst > 0.3 * eps
