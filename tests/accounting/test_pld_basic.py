@@ -219,3 +219,11 @@ def test_curve_conversions_of_proposition_9() -> None:
         PLD.from_tradeoff([0.0, 0.5, 1.0], [1.0, 0.7, 0.0])  # tau > 1 - alpha
     with pytest.raises(ValidationError, match="'h'"):
         PLD.from_hockey_stick([0.5, 1.0], [0.2, 0.4])  # increasing
+
+
+def test_delta_zero_and_infinite_x() -> None:
+    assert PLD.laplace(1.0).epsilon(0.0) == 1.0  # pure DP: h = 0 beyond the largest loss
+    assert PLD.gdp(1.0).epsilon(0.0) == math.inf
+    assert PLD.approx_dp(1.0, 0.01, grid=0.01).epsilon(0.0099) == math.inf
+    assert PLD.gdp(1.0).hockey_stick(math.inf) == 0.0
+    assert PLD.zero_delta(0.3).hockey_stick(math.inf) == 0.3

@@ -238,4 +238,9 @@ def eps_pl(
     e = np.where(e > 0, np.nextafter(e, math.inf), 0.0)
     e = np.where(h1 + err_max <= d, 0.0, e)
     out: FloatArray = np.where((target > inf_mass) & (j < n), e, math.inf)
+    # beyond the largest loss h = inf_mass exactly (no atom is active), so any delta >=
+    # inf_mass is met there even when the error margin above cannot be afforded
+    pos = np.flatnonzero(p)
+    z_top = max(0.0, float(z[pos[-1]])) if pos.size else 0.0
+    out = np.where(np.isinf(out) & (d >= inf_mass), np.minimum(out, z_top), out)
     return out

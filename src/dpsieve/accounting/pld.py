@@ -137,6 +137,7 @@ class PLD(PLDConstructors):
             raise fail("x", "hockey_stick", "an array of floats > 0", x)
         h, err = self.h_with_error(xs.reshape(-1))
         h = h - err if self.direction == "optimistic" else h + err
+        h = np.where(np.isposinf(xs.reshape(-1)), self.inf_mass, h)  # h(inf) = inf_mass
         out: FloatArray = np.clip(h, 0.0, 1.0).reshape(xs.shape)
         return out
 
@@ -158,7 +159,9 @@ class PLD(PLDConstructors):
         """Smallest eps >= 0 with delta(eps) <= delta, for each delta (vectorized, no loop).
 
         For pessimistic/exact PLDs the result is an upper bound (certified: the float error of
-        h is subtracted from delta first and eps is rounded up); inf when delta <= inf_mass.
+        h is subtracted from delta first and eps is rounded up); inf when delta < inf_mass.
+        (For optimistic PLDs and mu = 0 the same upper end is returned: an upper bound for
+        this object, which only the rounding margin, ~1e-15 in h, separates from a lower one.)
         For mu = 0 the piecewise-linear curve is inverted exactly; for mu > 0 a vectorized
         bisection runs to relative width 1e-12 and returns the upper end.
         """
