@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from benchmarks.service_throughput import write_section
 
+from benchmarks.service_throughput import write_section
 from dpsieve import Session
 from dpsieve.accounting.events import GDP, ZCDP, PureDP
 from dpsieve.ledger import MemoryStore, PostgresStore, SQLiteStore
@@ -146,6 +146,10 @@ def main() -> None:
                   "measurement and its privacy map."]
     if note:
         lines += ["", note.strip()]
+    import os
+
+    lines += ["", "Load average during the run (other jobs share the 2 cores): "
+              + ", ".join(f"{x:.1f}" for x in os.getloadavg()) + "."]
     write_section("service_overhead", "\n".join(lines))
     print("\n".join(lines))
 
