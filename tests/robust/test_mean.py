@@ -98,7 +98,7 @@ def test_plan_accounting_is_theorem_1() -> None:
     assert plan.privacy.delta <= 1e-6
     rel = FriendlyMean(em, dm)
     assert rel.eps_count + rel.eps_value == pytest.approx(em)
-    assert rel.n0 == 2 + rel.margin + 1
+    assert rel.n0 == 2 + rel.margin + 2
 
 
 @pytest.mark.slow

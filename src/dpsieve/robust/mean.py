@@ -74,9 +74,10 @@ class FriendlyMean:
 
     @property
     def n0(self) -> int:
-        """Public condition: below ``n_min + m + 1`` records even a full core is refused
-        with probability >= 1/2, so the run refuses up front (and spends nothing)."""
-        return self.n_min + self.margin + 1
+        """Public condition: below ``n_min + m + 2`` records even a full core is refused
+        with probability >= 1/2 (``P[Z <= 0] >= 1/2``), so the run refuses up front (and
+        spends nothing)."""
+        return self.n_min + self.margin + 2
 
     def __call__(
         self, core: npt.NDArray[np.float64], r: float, eps_m: float, delta_m: float,
