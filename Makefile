@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
 
-.PHONY: run test test-slow lint typecheck bench venv clean
+.PHONY: run demo test test-slow lint typecheck bench venv clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -14,8 +14,13 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-## Set up and run the main job.
+## Set up and run the main job: the HTTP service on SQLite with the bundled example data set
+## (prints how to query it; Ctrl-C stops it).
 run: $(STAMP)
+	$(BIN)/dpsieve serve --example
+
+## An adaptive analysis under a privacy filter on an offline data set, printing each decision.
+demo: $(STAMP)
 	$(BIN)/dpsieve demo
 
 ## Set up and pass the tests (lint, types, default suite).
