@@ -135,3 +135,27 @@ def test_friendly_mean_on_an_empty_core_is_defined() -> None:
     released = [o for o in outs if not isinstance(o, Refusal)]
     assert released
     assert all(np.asarray(o[0]).shape == (2,) for o in released)
+
+
+def test_run_pfr_with_a_user_metric_and_release() -> None:
+    """The framework: any metric and any friendly-DP release (here: the core's size with
+    discrete Laplace noise, which is friendly-DP for every metric)."""
+    from dpsieve.mechanisms.noise import discrete_laplace
+    from dpsieve.robust import euclidean, run_pfr
+    from dpsieve.robust._noise import count_scale
+
+    rng = np.random.default_rng(12)
+    x = rng.normal(0, 1, (800, 2))
+    plan = PFRPlan.build(800, np.geomspace(0.01, 100, 30), 1.0, 1e-6)
+
+    def release(core, r, eps_m, delta_m, g):  # type: ignore[no-untyped-def]
+        return len(core) + discrete_laplace(count_scale(eps_m), None, g), {"kept_bound": 800}
+
+    out = run_pfr(x, euclidean, plan, release, rng)
+    assert isinstance(out, RobustResult)
+    assert out.privacy == plan.privacy
+    assert isinstance(out.value, int)
+    assert out.value <= 900  # at most n kept, plus noise of scale ~8
+    assert out.details["radius"] in plan.radii
+    with pytest.raises(ValidationError, match="'records'"):
+        run_pfr(x[:700], euclidean, plan, release, rng)
