@@ -200,6 +200,14 @@ def _brute_delta_binomial(eps: float, delta: float, k: int, ep: float) -> mpmath
     return 1 - keep + keep * total
 
 
+def test_empty_composition_is_identity() -> None:
+    eps_prime = np.array([-1.0, 0.0, 2.0])
+    want = np.clip(-np.expm1(eps_prime), 0.0, None)
+    for eps, delta in [(math.inf, 0.0), (1.0, 1.0), (0.5, 0.1)]:
+        got = fam.approx_dp_compose_delta(eps, delta, 0, eps_prime)
+        assert np.allclose(got, want, rtol=1e-12, atol=0.0)
+
+
 def test_pure_dp_compose_is_delta_zero_case() -> None:
     a = fam.pure_dp_compose_delta(0.4, 7, [0.0, 1.0])
     b = fam.approx_dp_compose_delta(0.4, 0.0, 7, [0.0, 1.0])

@@ -233,7 +233,9 @@ def approx_dp_compose_delta(
     eps, delta = _eps(eps, owner), _delta(delta, owner)
     k = check_int("k", k, owner, minimum=0)
     ep = _array("eps_prime", eps_prime, owner, -math.inf, math.inf, "an array of floats (no NaN)")
-    if k > 0 and (eps == math.inf or delta == 1.0):
+    if k == 0:
+        eps, delta = 0.0, 0.0  # the empty composition is Id whatever eps and delta are
+    if eps == math.inf or delta == 1.0:
         return np.ones_like(ep)
     log_keep = k * math.log1p(-delta)
     a, b = -math.expm1(log_keep), math.exp(log_keep)
