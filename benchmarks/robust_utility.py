@@ -177,7 +177,7 @@ def rows_pca(reps: int) -> list[tuple[str, str, tuple[float, float, float]]]:
     n, d, k = 20000, 5, 2
     basis = np.linalg.qr(np.random.default_rng(0).normal(size=(d, 2)))[0]
     truth = basis @ basis.T
-    data = f"spiked, n={n}, d={d}, k={k} (||UU^T - VV^T||_F)"
+    data = f"spiked, n={n}, d={d}, k={k} (Frobenius error of UU^T)"
 
     def sample(g: np.random.Generator) -> np.ndarray:
         return g.normal(size=(n, 2)) * [6.0, 5.0] @ basis.T + g.normal(size=(n, d))
@@ -251,7 +251,7 @@ def rows_policy(reps: int) -> list[tuple[str, str, tuple[float, float, float]]]:
         return float(true_values.max() - true_values[exponential_mechanism(u, EPS, 2 * tau, g)])
 
     return [(data, "PFR policy (Variant B)", _measure(pfr, reps, 41)),
-            (data, "EM with worst-case clipping |Y|/e <= 1e3", _measure(worst, reps, 42))]
+            (data, "EM with worst-case clipping abs(Y)/e <= 1e3", _measure(worst, reps, 42))]
 
 
 def main() -> None:
