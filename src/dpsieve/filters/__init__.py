@@ -10,7 +10,14 @@ from typing import Any
 
 from dpsieve._validation import fail
 from dpsieve.filters._common import FilterBase, registered_kinds
-from dpsieve.filters.additive import ApproxZCDPFilter, PureDPFilter, RDPFilter, ZCDPFilter
+from dpsieve.filters.additive import (
+    ApproxZCDPFilter,
+    PureDPFilter,
+    RDPFilter,
+    ZCDPFilter,
+    zcdp_rho_for,
+)
+from dpsieve.filters.auditor import AuditResult, GaussianBudget, audit_gdp_family, audit_natural
 from dpsieve.filters.base import Decision, PrivacyFilter
 from dpsieve.filters.gdp import (
     ApproxGDPResidueFilter,
@@ -19,21 +26,37 @@ from dpsieve.filters.gdp import (
     gdp_residue_update,
     naive_gdp_cost,
 )
+from dpsieve.filters.natural import NaturalApproxFilter, NaturalGDPFilter, NaturalZeroDeltaFilter
+from dpsieve.filters.profile import AdditiveProfileFilter, discretized_profile
+from dpsieve.filters.theorem9 import Theorem9, certified_epsilon, theorem9
 
 __all__ = [
+    "AdditiveProfileFilter",
     "ApproxGDPResidueFilter",
     "ApproxZCDPFilter",
+    "AuditResult",
     "Decision",
     "FilterBase",
     "GDPResidueFilter",
+    "GaussianBudget",
     "NaiveGDPFilter",
+    "NaturalApproxFilter",
+    "NaturalGDPFilter",
+    "NaturalZeroDeltaFilter",
     "PrivacyFilter",
     "PureDPFilter",
     "RDPFilter",
+    "Theorem9",
     "ZCDPFilter",
+    "audit_gdp_family",
+    "audit_natural",
+    "certified_epsilon",
+    "discretized_profile",
     "filter_from_json",
     "gdp_residue_update",
     "naive_gdp_cost",
+    "theorem9",
+    "zcdp_rho_for",
 ]
 
 

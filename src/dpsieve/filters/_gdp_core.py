@@ -2,35 +2,38 @@
 
 L is a discrete, *symmetric* PLD given by its finite atoms ``z`` with masses ``p`` and a
 mass ``p_inf`` at +inf. For symmetric PLDs the Blackwell order is decided on x >= 1
-(paper, Lemma 8), G_m (+) L is symmetric, and with t = log x (Prop. 2 of the paper,
+(paper, Lemma 8), G_m (+) L is symmetric, and with t = log x (paper, Prop. 2:
 h_{A (+) B}(x) = E_{Z~A}[h_B(x e^{-Z})])::
 
     f_m(t) = p_inf + sum_j p_j H_m(t - z_j)        H_m(s) = h_{G_m}(e^s)
     g(t)   = H_mu(t)
 
-and G_m (+) L <= G_mu iff f_m(t) <= g(t) for all t >= 0.
+and G_m (+) L <= G_mu iff f_m(t) <= g(t) for all t >= 0. Everything is computed in log
+space (``log_ndtr``), so nothing underflows however far in the tail.
 
 Soundness of :func:`gdp_leq_mixture` (it may refuse a true inequality, never accept a false
-one):
+one). Proofs: docs/proofs/filters.md, "GDP residue check".
 
-* **Cells.** [0, T*] is cut into cells [x_a, x_b] (x = e^t). Both curves are convex and
-  decreasing in x; on a cell f <= its chord, and g >= max(tangent at x_a, tangent at x_b)
-  (h'_mu(x) = -Phi(-log x/mu - mu/2)). For any split point c the two linear comparisons
-  chord <= tangent_a on [x_a, c] and chord <= tangent_b on [c, x_b] are checked at their
-  end points. Every comparison carries a margin REL * (sum of magnitudes) + ABS that covers
-  the floating-point error of ``ndtr`` (relative ~1e-15 in the tails, amplified at most
-  ~1e3 by the cancellation in Phi(a) - x Phi(b); checked against mpmath in the tests).
+* **log-concavity.** s -> H_m(s) is log-concave (Prekopa: it is the marginal of the
+  log-concave (1 - e^{s-y})_+ times a Gaussian density in y). On a cell [t_a, t_b], each
+  log H_m(t - z_j) lies below its tangent at the midpoint c, and log g above its chord. So
+  f(t) <= sum_j F_j e^{k_j (t - c)} and g(t) >= G_a e^{l (t - t_a)}; dividing, the
+  difference is a convex sum of exponentials, checked at both cell ends.
+  Slopes: d/ds log H_m(s) = -e^s Phi(-s/m - m/2) / H_m(s).
 * **Tail t >= T*.** h(e^t) = int_0^inf e^{-s} S(t+s) ds with S the survival function of the
-  privacy loss. The loss of G_m (+) L is z_j + N(m^2/2, m^2) on atom j, that of G_mu is
-  N(mu^2/2, mu^2). For m < mu and y >= Y_j = (c_j mu - m mu^2/2)/(mu - m), c_j = z_j +
-  m^2/2, the standardised arguments satisfy (y - c_j)/m >= (y - mu^2/2)/mu, hence
-  S_{f}(y) <= sum_j p_j S_mu(y) <= S_mu(y), hence f <= g for t >= T* = max_j Y_j. With
-  m = 0, f(t) = 0 for t >= max_j z_j. This step involves no rounding beyond a relative
-  widening of T*.
+  privacy loss; atom j of G_m (+) L has loss z_j + N(m^2/2, m^2), G_mu has N(mu^2/2, mu^2).
+  For m < mu and y >= Y_j = (c_j mu - m mu^2/2)/(mu - m), c_j = z_j + m^2/2, the standardised
+  arguments satisfy (y - c_j)/m >= (y - mu^2/2)/mu, so S_f(y) <= sum_j p_j S_mu(y) <= S_mu(y)
+  and f <= g for t >= T* = max_j Y_j (no rounding beyond a relative widening of T*).
+  With m = 0, f(t) = 0 for t >= max_j z_j.
+* **Floating point.** Every computed log H carries an error allowance
+  ``_log_err`` (relative error of log_ndtr ~ 1e-16 times the exponent size, amplified by
+  the cancellation in Phi(a) - e^s Phi(b), at most ~ |s|/m^2); margins are added on the
+  refusing side, and to the tangent slopes (times the cell width).
 
-:func:`residue_mu` first locates the largest m approximately (float evaluation on a
-grid, not certified), then certifies m (1 - eta) for growing eta, so the returned value
-is at or below the true largest m (the GDP residue filter, Def. 7 of the paper).
+:func:`residue_mu` locates the largest m approximately (per-node bisection in m on a
+coarse grid, not certified), then certifies m (1 - eta) for growing eta, so the returned
+value is at or below the true largest m (the GDP residue filter, paper Def. 7).
 """
 
 from __future__ import annotations
@@ -46,28 +49,30 @@ __all__ = [
     "Atoms",
     "coarsen_up",
     "gdp_leq_mixture",
+    "log_h",
     "residue_mu",
     "smallest_gdp_mu_atoms",
 ]
 
 FloatArray = npt.NDArray[np.float64]
 
-#: Relative error allowance on every computed hockey-stick value (see module docstring).
-REL = 1e-9
-#: Absolute error allowance.
-ABS = 1e-280
-#: Cells of the certified grid per unit of t (and at least MIN_CELLS).
-CELLS_PER_UNIT = 60
-MIN_CELLS = 200
 #: Largest number of atoms kept; more are merged upwards (pessimistically) by coarsen_up.
-MAX_ATOMS = 64
-#: Points of the (uncertified) grid used to locate the largest m before certifying it.
-APPROX_POINTS = 160
+MAX_ATOMS = 16
+#: Cell width of the certified grid: max(DT_MIN, DT_REL * t).
+DT_MIN = 0.004
+DT_REL = 0.01
+#: Failing cells are split REFINE_SPLIT ways, at most REFINE_DEPTH times.
+REFINE_DEPTH = 1
+REFINE_SPLIT = 8
+#: Coarse grid and bisection steps of the (uncertified) search.
+DT_MIN_SEARCH = 0.05
+DT_REL_SEARCH = 0.08
+SEARCH_STEPS = 40
 
 
 @dataclass(frozen=True, slots=True)
 class Atoms:
-    """A discrete PLD: finite loss values ``z`` (sorted), masses ``p``, mass ``p_inf`` at +inf."""
+    """A discrete PLD: finite loss values ``z``, masses ``p``, mass ``p_inf`` at +inf."""
 
     z: FloatArray
     p: FloatArray
@@ -86,6 +91,8 @@ def coarsen_up(atoms: Atoms, max_atoms: int = MAX_ATOMS) -> Atoms:
     """
     keep = atoms.p > 0
     z, p = atoms.z[keep], atoms.p[keep]
+    order = np.argsort(z)
+    z, p = z[order], p[order]
     if z.size <= max_atoms:
         return Atoms(z, p, atoms.p_inf)
     edges = np.linspace(z[0], z[-1], max_atoms + 1)
@@ -99,27 +106,29 @@ def coarsen_up(atoms: Atoms, max_atoms: int = MAX_ATOMS) -> Atoms:
     return Atoms(new_z[used], new_p[used], atoms.p_inf)
 
 
-def _hs(mu: float, s: FloatArray) -> FloatArray:
-    """H_mu(s) = h_{G_mu}(e^s), computed in log space (no overflow of e^s)."""
-    if mu == 0.0:
-        return np.clip(-np.expm1(s), 0.0, None)
-    a = -s / mu + mu / 2.0
-    b = a - mu
-    # x Phi(b) = exp(s + log Phi(b)); log_ndtr keeps relative accuracy in the tails.
-    val = special.ndtr(a) - np.exp(s + special.log_ndtr(b))
-    res: FloatArray = np.clip(val, 0.0, 1.0)
-    return res
+def log_h(m: float, s: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """(log H_m(s), d/ds log H_m(s)) with H_m(s) = h_{G_m}(e^s); -inf / -inf where H = 0."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        if m == 0.0:
+            es = np.exp(np.minimum(s, 0.0))
+            lh = np.where(s < 0.0, np.log(-np.expm1(np.minimum(s, -1e-300))), -np.inf)
+            slope = np.where(s < 0.0, -es / (-np.expm1(np.minimum(s, -1e-300))), -np.inf)
+            return lh, slope
+        a = -s / m + m / 2.0
+        b = a - m
+        la = special.log_ndtr(a)
+        lb = special.log_ndtr(b)
+        r = s + lb - la  # log of e^s Phi(b) / Phi(a) < 0
+        lh = la + np.log(-np.expm1(np.minimum(r, -1e-300)))
+        slope = -np.exp(s + lb - lh)
+        return lh, slope
 
 
-def _dhs(mu: float, s: FloatArray) -> FloatArray:
-    """|h'_mu(x)| at x = e^s, i.e. Phi(-s/mu - mu/2)."""
-    res: FloatArray = special.ndtr(-s / mu - mu / 2.0)
-    return res
-
-
-def _f(atoms: Atoms, m: float, t: FloatArray) -> FloatArray:
-    s = t[:, None] - atoms.z[None, :]
-    res: FloatArray = _hs(m, s) @ atoms.p + atoms.p_inf
+def _log_err(m: float, s: FloatArray) -> FloatArray:
+    """A bound on |error| of the computed log H_m(s) (see module docstring)."""
+    mm = max(m, 1e-3)
+    a = np.abs(s) / mm + mm
+    res: FloatArray = 1e-13 * (1.0 + a * a) * (2.0 + np.abs(s) / (mm * mm) + 1.0 / mm) + 1e-12
     return res
 
 
@@ -132,11 +141,62 @@ def _tail_start(atoms: Atoms, m: float, mu: float) -> float:
     return max(0.0, y) * (1 + 1e-9) + 1e-9
 
 
+def _grid(t_end: float, dt_min: float, dt_rel: float) -> FloatArray:
+    """Nodes 0 = t_0 < ... < t_N = t_end with widths max(dt_min, dt_rel t)."""
+    if t_end <= 0:
+        return np.array([0.0, 0.0])
+    t_switch = dt_min / dt_rel
+    lin = np.arange(0.0, min(t_end, t_switch), dt_min)
+    if t_end > t_switch:
+        n_geo = math.ceil(math.log(t_end / t_switch) / math.log1p(dt_rel))
+        geo = t_switch * (1.0 + dt_rel) ** np.arange(n_geo + 1)
+        nodes = np.concatenate([lin, geo])
+    else:
+        nodes = lin
+    nodes = nodes[nodes < t_end]
+    return np.append(nodes, t_end)
+
+
+def _logsumexp_rows(x: FloatArray) -> FloatArray:
+    res: FloatArray = np.logaddexp.reduce(x, axis=1)
+    return res
+
+
+def _cells_ok(
+    atoms: Atoms, m: float, mu: float, ta: FloatArray, tb: FloatArray
+) -> npt.NDArray[np.bool_]:
+    """Per cell [ta, tb]: the certified tangent/chord comparison (module docstring).
+
+    The tangents of log H_m(t - z_j) are taken at the cell's midpoint c (any point of the
+    cell gives an upper bound; the midpoint gives a 4x smaller slack), so with
+    l the chord slope of log g, f(t)/g(t) <= sum_j F_j(c) e^{k_j (t - c)} / (G_a e^{l (t-ta)}),
+    a convex function of t, checked at both ends.
+    """
+    dt = tb - ta
+    half = 0.5 * dt
+    s = (ta + half)[:, None] - atoms.z[None, :]
+    lf, kf = log_h(m, s)
+    ef = _log_err(m, s) * (1.0 + np.abs(np.where(np.isfinite(kf), kf, 0.0)) * half[:, None])
+    logp = np.log(atoms.p)[None, :]
+    lga, _ = log_h(mu, ta)
+    lgb, _ = log_h(mu, tb)
+    lga = lga - _log_err(mu, ta)
+    lgb = lgb - _log_err(mu, tb)
+    live = np.isfinite(lf)
+    base = np.where(live, logp + lf + ef, -np.inf)
+    shift = kf * half[:, None]
+    at_a = _logsumexp_rows(np.where(live, base - shift, -np.inf))
+    at_b = _logsumexp_rows(np.where(live, base + shift, -np.inf))
+    ok: npt.NDArray[np.bool_] = (at_a <= lga) & (at_b <= lgb) & np.isfinite(lgb)
+    return ok
+
+
 def gdp_leq_mixture(atoms: Atoms, m: float, mu: float) -> bool:
     """Certified check of G_m (+) L <= G_mu for a symmetric discrete L (see module doc).
 
     Returns True only if the inequality holds; may return False when it holds by a
-    margin below the numerical resolution.
+    margin below the numerical resolution. Cells that fail are split (up to
+    ``REFINE_DEPTH`` times, by ``REFINE_SPLIT``) before giving up.
     """
     if not (m >= 0.0) or not (mu >= 0.0) or not math.isfinite(mu):
         return False
@@ -144,70 +204,120 @@ def gdp_leq_mixture(atoms: Atoms, m: float, mu: float) -> bool:
         return False
     if atoms.is_identity:
         return m <= mu
-    if m >= mu:
+    if m >= mu or mu == 0.0:
         return False
     t_star = _tail_start(atoms, m, mu)
-    if not math.isfinite(t_star):
+    if not math.isfinite(t_star) or t_star > 1e12:
         return False
-    n = max(MIN_CELLS, math.ceil(t_star * CELLS_PER_UNIT))
-    t = np.linspace(0.0, t_star, n + 1)
-    t[-1] = t_star
-    x = np.exp(t)
-    F = _f(atoms, m, t)
-    G = _hs(mu, t)
-    D = _dhs(mu, t)
-    Fa, Fb, Ga, Gb, Da, Db = F[:-1], F[1:], G[:-1], G[1:], D[:-1], D[1:]
-    xa, xb = x[:-1], x[1:]
-    # split point: intersection of the two tangents (any point of the cell is sound)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        c = (Ga - Gb + Db * xb - Da * xa) / (Db - Da)
-    c = np.where(np.isfinite(c), c, 0.5 * (xa + xb))
-    c = np.clip(c, xa, xb)
-    w = (c - xa) / (xb - xa)
-    chord_c = Fa + (Fb - Fa) * w
-    tan_a = Ga - Da * (c - xa)
-    tan_b = Gb + Db * (xb - c)
-    mag = Fa + Fb + Ga + Gb + Da * (c - xa) + Db * (xb - c)
-    # the relative error of exp(s + log_ndtr(b)) grows like |b|^3 (see module docstring)
-    scale = min(m, mu) if m > 0.0 else mu
-    span = float(np.max(np.abs(atoms.z))) if atoms.z.size else 0.0
-    rel = REL + 1e-14 * (2.0 + (t[1:] + span) / scale + mu) ** 3
-    marg = rel * mag + ABS
-    ok = (
-        np.all(Fa + marg <= Ga)
-        and np.all(Fb + marg <= Gb)
-        and np.all(chord_c + marg <= tan_a)
-        and np.all(chord_c + marg <= tan_b)
-    )
-    return bool(ok)
+    t = _grid(t_star, DT_MIN, DT_REL)
+    ta, tb = t[:-1], t[1:]
+    for _ in range(REFINE_DEPTH + 1):
+        ok = _cells_ok(atoms, m, mu, ta, tb)
+        if np.all(ok):
+            return True
+        ta, tb = ta[~ok], tb[~ok]
+        frac = np.linspace(0.0, 1.0, REFINE_SPLIT + 1)
+        pts = ta[:, None] + (tb - ta)[:, None] * frac[None, :]
+        pts[:, -1] = tb
+        ta, tb = pts[:, :-1].reshape(-1), pts[:, 1:].reshape(-1)
+    return False
 
 
-def _approx_ok(atoms: Atoms, m: float, mu: float, t: FloatArray, g: FloatArray) -> bool:
-    return bool(np.all(_f(atoms, m, t) <= g))
+def _node_search(atoms: Atoms, mu: float, t: FloatArray, lo: float, hi: float) -> FloatArray:
+    """Per node t_i, approximately the largest m in [lo, hi] with f_m(t_i) <= g(t_i).
+
+    Safeguarded Newton on F(m) = log f_m(t) - log g(t) (increasing in m), with
+    dF/dm = sum_j p_j phi(a_j) / f_m(t) (d h_{G_m}(x)/dm = phi(-log x/m + m/2)).
+    Uncertified: only used to choose the value that is then certified.
+    """
+    lg, _ = log_h(mu, t)
+    logp = np.log(atoms.p)[None, :]
+    s = t[:, None] - atoms.z[None, :]
+    m_lo = np.full(t.size, lo)
+    m_hi = np.full(t.size, hi)
+    m = m_hi.copy()
+    done = np.zeros(t.size, dtype=bool)
+    half_log_2pi = 0.5 * math.log(2.0 * math.pi)
+    est = m_lo.copy()
+    for it in range(SEARCH_STEPS):
+        mm = m[:, None]
+        a = -s / mm + mm / 2.0
+        la = special.log_ndtr(a)
+        lb = special.log_ndtr(a - mm)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            lh = la + np.log(-np.expm1(np.minimum(s + lb - la, -1e-300)))
+        lf = _logsumexp_rows(logp + lh)
+        F = lf - lg
+        ok = F <= 0.0
+        if it == 0:
+            done = ok.copy()  # the cap itself is feasible at these nodes
+            est = np.where(ok, hi, est)
+        m_lo = np.where(ok, np.maximum(m_lo, m), m_lo)
+        m_hi = np.where(ok, m_hi, np.minimum(m_hi, m))
+        dlf = np.exp(_logsumexp_rows(logp - 0.5 * a * a - half_log_2pi) - lf)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = m - F / dlf
+        inside = np.isfinite(step) & (step > m_lo) & (step < m_hi)
+        m_new = np.where(inside, step, 0.5 * (m_lo + m_hi))
+        conv = ~done & ((np.abs(m_new - m) <= 1e-13 * hi) | (m_hi - m_lo <= 1e-12 * hi))
+        est = np.where(conv, m_new, est)
+        done |= conv
+        m = np.where(done, m, m_new)
+        # only the smallest m* matters: drop nodes that cannot be the minimum
+        drop = ~done & (m_lo >= np.min(np.where(done, est, m_hi)))
+        est = np.where(drop, m_lo, est)
+        done |= drop
+        if np.all(done):
+            break
+    res: FloatArray = np.where(done, est, m_lo)
+    return res
+
+
+def _search(atoms: Atoms, mu: float, lo: float) -> float:
+    """Approximate largest m (uncertified): coarse per-node search, then local refinement.
+
+    Constraints beyond T*(cap) hold for every m <= cap, so the grid stops there; the cap
+    is raised towards mu only if the answer reaches it.
+    """
+    best = lo
+    for k in (4, 8, 12):
+        cap = mu * (1.0 - 10.0**-k)
+        t = _grid(_tail_start(atoms, cap, mu), DT_MIN_SEARCH, DT_REL_SEARCH)
+        ms = _node_search(atoms, mu, t, lo, cap)
+        best = float(ms.min())
+        idx = np.argsort(ms)[:3]
+        fine = np.concatenate(
+            [np.linspace(t[max(i - 1, 0)], t[min(i + 1, t.size - 1)], 17) for i in idx]
+        )
+        best = min(best, float(_node_search(atoms, mu, fine, lo, best).min()))
+        if best < cap * (1.0 - 1e-12):
+            return best
+    return best
+
+
+def _clearly_not_leq(atoms: Atoms, mu: float) -> bool:
+    """True if h_L(e^t) > h_mu(e^t) at some node by more than the float error (so not L <= G_mu)."""
+    t = _grid(max(float(atoms.z.max()), 0.0), DT_MIN_SEARCH, DT_REL_SEARCH)
+    lf, _ = log_h(0.0, t[:, None] - atoms.z[None, :])
+    lhs = _logsumexp_rows(np.log(atoms.p)[None, :] + lf)
+    lg, _ = log_h(mu, t)
+    return bool(np.any(lhs > lg + 1e-6))
 
 
 def residue_mu(atoms: Atoms, mu: float, *, lower: float = 0.0) -> float:
     """Largest certified m in [0, mu] with G_m (+) L <= G_mu; -1.0 if even m = 0 fails.
 
-    ``lower`` is a value already known to be certified (e.g. the naive update); the search
-    never returns less than it. The result is at or below the true largest m.
+    ``lower`` is a value already known to be certified; the search never returns less.
+    The result is at or below the true largest m.
     """
     if atoms.is_identity:
         return mu
-    if atoms.p_inf > 0.0:
+    if atoms.p_inf > 0.0 or mu == 0.0:
         return -1.0
-    lo, hi = max(lower, 0.0), mu
-    for _ in range(40):
-        if hi - lo <= 1e-9 * max(mu, 1e-300):
-            break
-        mid = 0.5 * (lo + hi)
-        t = np.linspace(0.0, _tail_start(atoms, mid, mu), APPROX_POINTS)
-        if _approx_ok(atoms, mid, mu, t, _hs(mu, t)):
-            lo = mid
-        else:
-            hi = mid
-    m_hat = lo
-    for eta in (1e-8, 1e-6, 1e-5, 1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1):
+    if lower <= 0.0 and _clearly_not_leq(atoms, mu):
+        return -1.0  # refusing needs no certificate
+    m_hat = _search(atoms, mu, max(lower, 0.0))
+    for eta in (1e-5, 1e-4, 1e-3, 1e-2, 1e-1):
         cand = m_hat * (1.0 - eta)
         if cand <= lower:
             break

@@ -169,18 +169,20 @@ def rr_atoms(eps: float, delta: float = 0.0) -> Atoms:
     return Atoms(np.array([-eps, eps]), np.array([q, p]), delta)
 
 
-def symmetric_atoms(q: Any) -> Atoms | None:
-    """Atoms of a symmetric discrete PLD dominating q, for the GDP residue check.
+def symmetric_atoms(q: Any) -> tuple[Atoms, float] | None:
+    """(atoms, q_mu): a symmetric PLD D (+) G_{q_mu} dominating q, for the GDP residue check.
 
     Pure and approximate DP queries are charged as R_{eps,delta} (their tight dominating
-    pair, which is symmetric). A PLD query must declare itself symmetric; its atoms are the
-    PLD's own (pessimistically discretized) atoms. GDP queries are handled in closed form
-    by the caller; other descriptions have no discrete GDP-comparable form (``None``).
+    pair, which is symmetric); GDP queries as Id (+) G_mu. A PLD query must declare itself
+    symmetric and not be optimistic; its atoms are the PLD's own (pessimistically
+    discretized, merged upwards) atoms. Other descriptions: ``None``.
     """
     if isinstance(q, PureDP):
-        return rr_atoms(q.eps) if math.isfinite(q.eps) else None
+        return (rr_atoms(q.eps), 0.0) if math.isfinite(q.eps) else None
     if isinstance(q, ApproxDP):
-        return rr_atoms(q.eps, q.delta) if math.isfinite(q.eps) else None
+        return (rr_atoms(q.eps, q.delta), 0.0) if math.isfinite(q.eps) else None
+    if isinstance(q, GDP):
+        return (Atoms(np.array([0.0]), np.array([1.0]), 0.0), q.mu)
     if is_pld(q):
         from dpsieve.filters._pld_bridge import pld_symmetric_atoms
 

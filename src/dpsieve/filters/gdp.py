@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 
 from dpsieve._validation import check_in_closed, check_nonnegative
-from dpsieve.accounting.events import GDP
 from dpsieve.accounting.gdp import gdp_mu_for
 from dpsieve.filters._common import FilterBase, frac_from_json, frac_to_json
 from dpsieve.filters._gdp_core import Atoms, residue_mu, smallest_gdp_mu_atoms
@@ -52,30 +51,54 @@ def sqrt_down(x: Fraction) -> float:
 
 
 def naive_gdp_cost(query: Any) -> float:
-    """Smallest nu (rounded up) with query <= G_nu; ``inf`` if no GDP bound follows."""
-    q = as_query(query)
-    if isinstance(q, GDP):
-        return q.mu
-    atoms = symmetric_atoms(q)
-    if atoms is None:
+    """Smallest nu (rounded up) with query <= G_nu; ``inf`` if no GDP bound follows.
+
+    For D (+) G_q: nu = sqrt(nu_D^2 + q^2) (G_a (+) G_b = G_sqrt(a^2+b^2)), rounded up.
+    """
+    sa = symmetric_atoms(as_query(query))
+    if sa is None:
         return math.inf
-    return smallest_gdp_mu_atoms(atoms)
+    atoms, g = sa
+    nu_d = 0.0 if atoms.is_identity else smallest_gdp_mu_atoms(atoms)
+    if not math.isfinite(nu_d):
+        return math.inf
+    if nu_d == 0.0:
+        return g
+    if g == 0.0:
+        return nu_d
+    return _sqrt_up(Fraction(nu_d) ** 2 + Fraction(g) ** 2)
+
+
+def _sqrt_up(x: Fraction) -> float:
+    r = math.sqrt(float(x))
+    while Fraction(r) ** 2 < x:
+        r = math.nextafter(r, math.inf)
+    return r
+
+
+def _strip_gauss(m_total: float, g: float) -> float:
+    """Largest float m' with m'^2 + g^2 <= m_total^2 (exact); -1.0 if none."""
+    if m_total < 0:
+        return -1.0
+    if g == 0.0:
+        return m_total
+    left = Fraction(m_total) ** 2 - Fraction(g) ** 2
+    return -1.0 if left < 0 else sqrt_down(left)
 
 
 def gdp_residue_update(mu: float, query: Any) -> float:
     """mu' of the GDP residue filter for budget G_mu and this query; -1.0 if not admissible.
 
-    Gaussian (GDP) queries: mu' = sqrt(mu^2 - nu^2) rounded down (exact). Discrete
-    symmetric queries: certified search, result at or below the true largest mu'.
+    The query is read as D (+) G_q (a GDP query is Id (+) G_q). mu_D, the largest value with
+    G_{mu_D} (+) D <= G_mu, comes from the certified search (at or below the truth; exactly
+    mu for D = Id); then mu' = sqrt(mu_D^2 - q^2) rounded down, since
+    G_{mu'} (+) G_q (+) D = G_sqrt(mu'^2 + q^2) (+) D <= G_{mu_D} (+) D <= G_mu.
     """
-    q = as_query(query)
-    if isinstance(q, GDP):
-        left = Fraction(mu) ** 2 - Fraction(q.mu) ** 2
-        return -1.0 if left < 0 else sqrt_down(left)
-    atoms = symmetric_atoms(q)
-    if atoms is None:
+    sa = symmetric_atoms(as_query(query))
+    if sa is None:
         return -1.0
-    return residue_mu(atoms, mu)
+    atoms, g = sa
+    return _strip_gauss(residue_mu(atoms, mu), g)
 
 
 def _budget_mu(mu: float | None, eps: float | None, delta: float | None, owner: str) -> float:
@@ -183,24 +206,22 @@ class ApproxGDPResidueFilter(FilterBase):
     def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         qd = query_to_dict(q)
-        if isinstance(q, GDP):
-            d, new_mu = 0.0, gdp_residue_update(self._mu, q)
-        else:
-            atoms = symmetric_atoms(q)
-            if atoms is None:
-                return Decision(
-                    False, "the query has no approximate-GDP form", self.remaining(), {"query": qd}
-                ), None
-            d = atoms.p_inf
-            if d >= 1.0 or d > self._delta:
-                return Decision(
-                    False,
-                    "the query's delta exceeds the delta budget",
-                    self.remaining(),
-                    {"delta": d, "query": qd},
-                ), None
-            finite = Atoms(atoms.z, np.asarray(atoms.p) / (1.0 - d), 0.0)
-            new_mu = residue_mu(finite, self._mu)
+        sa = symmetric_atoms(q)
+        if sa is None:
+            return Decision(
+                False, "the query has no approximate-GDP form", self.remaining(), {"query": qd}
+            ), None
+        atoms, g = sa
+        d = atoms.p_inf
+        if d >= 1.0 or d > self._delta:
+            return Decision(
+                False,
+                "the query's delta exceeds the delta budget",
+                self.remaining(),
+                {"delta": d, "query": qd},
+            ), None
+        finite = Atoms(atoms.z, np.asarray(atoms.p) / (1.0 - d), 0.0)
+        new_mu = _strip_gauss(residue_mu(finite, self._mu), g)
         new_delta = _delta_residue(self._delta, d)
         cost = {"delta": d, "mu_after": new_mu, "query": qd}
         if new_mu < 0 or new_delta < 0:

@@ -1,0 +1,246 @@
+"""Natural filters: admit L_{t+1} iff L_1 (+) ... (+) L_{t+1} <= B.
+
+The natural filter is free (the interaction stays within B) exactly when the queries'
+composition closure is totally ordered (paper, Thm. 8). dpsieve therefore offers it as a
+filter only where that holds, and enforces the family:
+
+* :class:`NaturalGDPFilter`: GDP queries only (Cor. "GDP queries are universally free");
+  G_a (+) G_b = G_sqrt(a^2+b^2). Budget G_mu, or an (eps, delta) target, for which
+  G_s <= R_{eps,delta} iff delta_s(eps) <= delta (both symmetric; Lemma 8).
+* :class:`NaturalZeroDeltaFilter`: (0, delta) queries only (Cor. "(0,delta) queries are
+  universally free"); R_{0,a} (+) R_{0,b} = R_{0, 1-(1-a)(1-b)}, and R_{0,d} <= R_{eps,delta}
+  iff d <= delta.
+* :class:`NaturalApproxFilter`: any symmetric pure/approximate-DP query against an
+  (eps, delta) budget — **not free** (Sec. 6.1). Built only with ``allow_general=True``;
+  it never reports the budget as the guarantee, but Theorem 9's (eps', delta') for the
+  declared number of rounds, and refuses after those rounds.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+from dpsieve._validation import check_in_closed, check_in_open, check_int, check_nonnegative
+from dpsieve.accounting.events import GDP, ApproxDP, PureDP, description_from_dict
+from dpsieve.accounting.gdp import gdp_mu_for
+from dpsieve.accounting.tradeoff import PiecewiseLinearTradeoff
+from dpsieve.errors import UnsupportedError
+from dpsieve.filters._budgets import approx_curve
+from dpsieve.filters._common import FilterBase, frac_from_json, frac_to_json
+from dpsieve.filters._queries import as_query, query_to_dict
+from dpsieve.filters.base import Decision
+from dpsieve.filters.gdp import sqrt_down
+from dpsieve.filters.theorem9 import theorem9
+
+__all__ = ["NaturalApproxFilter", "NaturalGDPFilter", "NaturalZeroDeltaFilter"]
+
+#: Largest number of segments of the exact composed curve (NaturalApproxFilter).
+MAX_SEGMENTS = 50_000
+
+
+class NaturalGDPFilter(FilterBase):
+    """Natural filter for GDP queries (free): admit while sqrt(sum mu_i^2) <= mu_B."""
+
+    KIND = "natural_gdp"
+
+    def __init__(
+        self, mu: float | None = None, *, eps: float | None = None, delta: float | None = None
+    ) -> None:
+        if mu is None:
+            if eps is None or delta is None:
+                raise UnsupportedError("NaturalGDPFilter needs mu, or eps and delta.")
+            mu = gdp_mu_for(eps, delta)  # rounded down: G_mu <= R_{eps,delta}
+        self._mu2 = Fraction(check_nonnegative("mu", mu, "NaturalGDPFilter")) ** 2
+        self._sum2 = Fraction(0)
+
+    def _state(self) -> dict[str, Any]:
+        return {"mu2": frac_to_json(self._mu2), "sum2": frac_to_json(self._sum2)}
+
+    def _load(self, state: dict[str, Any]) -> None:
+        self._mu2 = frac_from_json(state["mu2"], "mu2")
+        self._sum2 = frac_from_json(state["sum2"], "sum2")
+
+    def remaining(self) -> dict[str, Any]:
+        return {"mu": sqrt_down(self._mu2 - self._sum2)}
+
+    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+        q = as_query(query)
+        qd = query_to_dict(q)
+        if not isinstance(q, GDP):
+            return Decision(
+                False,
+                "the natural GDP filter is valid only for GDP queries (paper, Thm. 8)",
+                self.remaining(),
+                {"query": qd},
+            ), None
+        new = self._sum2 + Fraction(q.mu) ** 2
+        cost = {"mu": q.mu, "query": qd}
+        if new > self._mu2:
+            return Decision(False, "composed GDP exceeds the budget", self.remaining(), cost), None
+        rem = {"mu": sqrt_down(self._mu2 - new)}
+        return Decision(True, "admitted", rem, cost), dict(self._state(), sum2=frac_to_json(new))
+
+
+class NaturalZeroDeltaFilter(FilterBase):
+    """Natural filter for (0, delta) queries (free): admit while 1 - prod(1 - d_i) <= delta."""
+
+    KIND = "natural_zero_delta"
+
+    def __init__(self, delta: float) -> None:
+        self._delta = check_in_closed("delta", delta, 0.0, 1.0, "NaturalZeroDeltaFilter")
+        self._keep = 1.0  # prod (1 - d_i), rounded down (spent delta rounded up)
+
+    def _state(self) -> dict[str, Any]:
+        return {"delta": self._delta, "keep": self._keep}
+
+    def _load(self, state: dict[str, Any]) -> None:
+        self._delta = check_in_closed("delta", state["delta"], 0.0, 1.0, "filter_from_json")
+        self._keep = check_in_closed("keep", state["keep"], 0.0, 1.0, "filter_from_json")
+
+    def remaining(self) -> dict[str, Any]:
+        return {"delta_spent": 1.0 - self._keep, "delta": self._delta}
+
+    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+        q = as_query(query)
+        qd = query_to_dict(q)
+        if isinstance(q, PureDP) and q.eps == 0.0:
+            d = 0.0
+        elif isinstance(q, ApproxDP) and q.eps == 0.0:
+            d = q.delta
+        else:
+            return Decision(
+                False,
+                "the natural (0,delta) filter is valid only for (0, delta) queries (Thm. 8)",
+                self.remaining(),
+                {"query": qd},
+            ), None
+        exact = Fraction(self._keep) * (1 - Fraction(d))
+        keep = float(exact)
+        while Fraction(keep) > exact:
+            keep = math.nextafter(keep, 0.0)
+        cost = {"delta": d, "query": qd}
+        if Fraction(1) - Fraction(keep) > Fraction(self._delta):
+            return Decision(
+                False, "composed delta exceeds the budget", self.remaining(), cost
+            ), None
+        st = {"delta": self._delta, "keep": keep}
+        return Decision(
+            True, "admitted", {"delta_spent": 1.0 - keep, "delta": self._delta}, cost
+        ), st
+
+
+class NaturalApproxFilter(FilterBase):
+    """The natural (eps, delta) filter over symmetric queries — NOT free; opt-in only.
+
+    Composes the admitted queries exactly (piecewise-linear tradeoff curves of R_{e,d})
+    and admits while the composition's delta(eps) <= delta. The guarantee that holds for
+    the adaptive interaction is Theorem 9's (eps', delta') for ``rounds`` rounds, reported
+    in every decision; the filter refuses after ``rounds`` admitted queries.
+    """
+
+    KIND = "natural_approx"
+
+    def __init__(
+        self, eps: float, delta: float, rounds: int, *, allow_general: bool = False
+    ) -> None:
+        if not allow_general:
+            raise UnsupportedError(
+                "The natural (eps, delta) filter is not a valid filter for general adaptive "
+                "queries (paper, Sec. 6.1). Use GDPResidueFilter, or pass allow_general=True "
+                "to get Theorem 9's weaker guarantee reported instead of the budget."
+            )
+        self._eps = check_nonnegative("eps", eps, "NaturalApproxFilter")
+        self._delta = check_in_open("delta", delta, 0.0, 1.0, "NaturalApproxFilter")
+        self._rounds = check_int("rounds", rounds, "NaturalApproxFilter", minimum=1)
+        self._queries: list[dict[str, Any]] = []
+        self._curve: PiecewiseLinearTradeoff | None = PiecewiseLinearTradeoff.identity()
+
+    def guarantee(self) -> dict[str, Any]:
+        t9 = theorem9(max(self._eps, 1e-12), self._delta, self._rounds)
+        return {
+            "theorem": "Regehr et al. 2026, Thm. 9",
+            "eps": t9.eps_prime,
+            "delta": t9.delta_prime,
+            "chi": t9.chi,
+            "chi_form": {"eps": t9.chi * (self._eps + 1.0), "delta": t9.chi * self._delta},
+            "note": "the (eps, delta) budget itself does NOT hold for adaptive queries",
+        }
+
+    def _composed(self) -> PiecewiseLinearTradeoff:
+        if self._curve is None:
+            c = PiecewiseLinearTradeoff.identity()
+            for d in self._queries:
+                c = c.compose(_curve_of(description_from_dict(d)))
+            self._curve = c
+        return self._curve
+
+    def _state(self) -> dict[str, Any]:
+        return {
+            "eps": self._eps,
+            "delta": self._delta,
+            "rounds": self._rounds,
+            "queries": list(self._queries),
+        }
+
+    def _load(self, state: dict[str, Any]) -> None:
+        self._eps = float(state["eps"])
+        self._delta = float(state["delta"])
+        self._rounds = int(state["rounds"])
+        self._queries = list(state["queries"])
+        self._curve = None
+
+    def remaining(self) -> dict[str, Any]:
+        spent = float(self._composed().delta(self._eps)[()])
+        return {
+            "delta_at_eps": spent,
+            "rounds_left": self._rounds - len(self._queries),
+            "guarantee": self.guarantee(),
+        }
+
+    def try_spend(self, query: Any) -> Decision:
+        """As the base class, keeping the composed curve cached across admissions."""
+        decision, new_state = self._decide(query)
+        if decision.admitted and new_state is not None:
+            curve = self._composed().compose(_curve_of(as_query(query)))
+            self._load(new_state)
+            self._curve = curve
+        return decision
+
+    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+        q = as_query(query)
+        qd = query_to_dict(q)
+        if not isinstance(q, PureDP | ApproxDP):
+            return Decision(
+                False, "only pure/approximate DP queries", self.remaining(), {"query": qd}
+            ), None
+        if len(self._queries) >= self._rounds:
+            return Decision(False, "declared rounds used", self.remaining(), {"query": qd}), None
+        new = self._composed().compose(_curve_of(q))
+        if len(new.alphas) > MAX_SEGMENTS:
+            return Decision(
+                False, "composition too large to track exactly", self.remaining(), {"query": qd}
+            ), None
+        x = Fraction(math.nextafter(math.exp(self._eps), 0.0))  # below e^eps: h larger
+        d_new = new.hockey_stick_exact(x)
+        cost = {"delta_at_eps": float(d_new), "query": qd}
+        if d_new > Fraction(self._delta):
+            return Decision(
+                False, "composed delta(eps) exceeds delta", self.remaining(), cost
+            ), None
+        st = dict(self._state(), queries=[*self._queries, qd])
+        rem = {
+            "delta_at_eps": float(d_new),
+            "rounds_left": self._rounds - len(self._queries) - 1,
+            "guarantee": self.guarantee(),
+        }
+        return Decision(True, "admitted (guarantee: Theorem 9, not the budget)", rem, cost), st
+
+
+def _curve_of(q: Any) -> PiecewiseLinearTradeoff:
+    if isinstance(q, PureDP):
+        return approx_curve(q.eps)
+    if isinstance(q, ApproxDP):
+        return approx_curve(q.eps, q.delta)
+    raise UnsupportedError("only pure/approximate DP queries")

@@ -1,0 +1,152 @@
+"""Algorithm 3: the additive discretized privacy-loss-profile filter (paper, Sec. 7.2).
+
+Buckets [eps_{i-1}, eps_i) of |privacy loss| (the last one [eps_{n-1}, inf], +inf
+included) each hold a budget l_i. A symmetric query L is charged its discretized profile
+p_i = P_{Z~L}[eps_{i-1} <= |Z| < eps_i]; it is admitted iff every bucket stays >= 0.
+The filter also stops after k admitted queries (the theorem is for k rounds).
+
+Charges are pessimistic: mass may only move to *higher* buckets (RR_{p,eps} with mass
+moved up dominates, since RR_{eps_i} <= RR_{eps_j} for i < j and the bucket index is
+revealed), so float round-off in p_i for i < n is moved to bucket n.
+
+Guarantee: with the budgets of Theorem 9 (:func:`dpsieve.filters.theorem9.theorem9`),
+the paper states (eps', delta'); we also report the certified (eps'', delta'') of
+:func:`dpsieve.filters.theorem9.certified_epsilon`, which uses only the proof's
+post-processing and concentration steps.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from scipy import special
+
+from dpsieve.accounting.events import GDP, ApproxDP, PureDP
+from dpsieve.errors import UnsupportedError
+from dpsieve.filters._common import FilterBase, frac_from_json, frac_to_json
+from dpsieve.filters._queries import as_query, query_to_dict, symmetric_atoms
+from dpsieve.filters.base import Decision
+from dpsieve.filters.theorem9 import Theorem9, certified_epsilon, theorem9
+
+__all__ = ["AdditiveProfileFilter", "discretized_profile"]
+
+
+def _bucket(grid: tuple[float, ...], v: float) -> int:
+    """Index i (0-based) with grid[i] <= v < grid[i+1]; +inf and v >= grid[n-1] -> n-1."""
+    n = len(grid) - 1
+    for i in range(n - 1):
+        if grid[i] <= v < grid[i + 1]:
+            return i
+    return n - 1
+
+
+def discretized_profile(query: Any, grid: tuple[float, ...]) -> list[Fraction]:
+    """The pessimistic discretized profile of a symmetric query (one entry per bucket)."""
+    q = as_query(query)
+    n = len(grid) - 1
+    out = [Fraction(0)] * n
+    if isinstance(q, PureDP | ApproxDP):
+        d = q.delta if isinstance(q, ApproxDP) else 0.0
+        out[_bucket(grid, q.eps)] += Fraction(1) - Fraction(d)
+        out[n - 1] += Fraction(d)
+        return out
+    if isinstance(q, GDP):
+        if q.mu == 0.0:
+            out[0] = Fraction(1)
+            return out
+        m, s = q.mu * q.mu / 2.0, q.mu
+        lo = np.array(grid[: n - 1])
+        hi = np.array(grid[1:n])
+        pos = special.ndtr((hi - m) / s) - special.ndtr((lo - m) / s)
+        neg = special.ndtr((-lo - m) / s) - special.ndtr((-hi - m) / s)
+        # round each finite bucket down (relative 1e-12 + 1e-300); the rest goes to bucket n
+        vals = np.clip((pos + neg) * (1.0 - 1e-12) - 1e-300, 0.0, None)
+        for i in range(n - 1):
+            out[i] = Fraction(float(vals[i]))
+        out[n - 1] = Fraction(1) - sum(out[: n - 1], Fraction(0))
+        return out
+    sa = symmetric_atoms(q)
+    if sa is None:
+        raise UnsupportedError("discretized_profile(): the query has no symmetric discrete form")
+    atoms, g = sa
+    if g > 0.0:
+        if atoms.is_identity:
+            return discretized_profile(GDP(g), grid)
+        return discretized_profile(q.discretize(), grid)
+    for z, p in zip(atoms.z, atoms.p, strict=True):
+        out[_bucket(grid, abs(float(z)))] += Fraction(float(p))
+    out[n - 1] += Fraction(atoms.p_inf)
+    return out
+
+
+class AdditiveProfileFilter(FilterBase):
+    """Algorithm 3 with Theorem 9's buckets and budgets for (eps, delta, k)."""
+
+    KIND = "additive_profile"
+
+    def __init__(self, eps: float, delta: float, k: int) -> None:
+        t9 = theorem9(eps, delta, k)
+        self._params = (t9.eps, t9.delta, t9.k)
+        self._t9: Theorem9 | None = t9
+        self._spent = [Fraction(0)] * t9.n
+        self._count = 0
+
+    @property
+    def constants(self) -> Theorem9:
+        if self._t9 is None:
+            self._t9 = theorem9(*self._params)
+        return self._t9
+
+    def guarantee(self) -> dict[str, Any]:
+        t9 = self.constants
+        e2, d2 = certified_epsilon(t9)
+        return {
+            "paper_theorem9": {"eps": t9.eps_prime, "delta": t9.delta_prime},
+            "certified": {"eps": e2, "delta": d2},
+        }
+
+    def _state(self) -> dict[str, Any]:
+        e, d, k = self._params
+        return {
+            "eps": e,
+            "delta": d,
+            "k": k,
+            "spent": [frac_to_json(s) for s in self._spent],
+            "count": self._count,
+        }
+
+    def _load(self, state: dict[str, Any]) -> None:
+        self._params = (float(state["eps"]), float(state["delta"]), int(state["k"]))
+        self._t9 = None
+        self._spent = [frac_from_json(s, "spent") for s in state["spent"]]
+        self._count = int(state["count"])
+
+    def remaining(self) -> dict[str, Any]:
+        ell = self.constants.ell
+        return {
+            "buckets": [float(Fraction(b) - s) for b, s in zip(ell, self._spent, strict=True)],
+            "rounds_left": self._params[2] - self._count,
+        }
+
+    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+        q = as_query(query)
+        t9 = self.constants
+        qd = query_to_dict(q)
+        if self._count >= t9.k:
+            return Decision(False, "k rounds used", self.remaining(), {"query": qd}), None
+        try:
+            prof = discretized_profile(q, t9.eps_grid)
+        except UnsupportedError as err:
+            return Decision(False, str(err), self.remaining(), {"query": qd}), None
+        new = [s + p for s, p in zip(self._spent, prof, strict=True)]
+        cost = {"profile": [float(p) for p in prof], "query": qd}
+        if any(v > Fraction(b) for v, b in zip(new, t9.ell, strict=True)):
+            return Decision(False, "a bucket would go negative", self.remaining(), cost), None
+        state = dict(self._state(), spent=[frac_to_json(v) for v in new], count=self._count + 1)
+        rem = {
+            "buckets": [float(Fraction(b) - v) for b, v in zip(t9.ell, new, strict=True)],
+            "rounds_left": t9.k - self._count - 1,
+        }
+        return Decision(True, "admitted", rem, cost), state
