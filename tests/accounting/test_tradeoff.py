@@ -295,3 +295,37 @@ def test_against_pld_type_when_available() -> None:
         lo_a = float(mine_approx.delta(ep, upper=False))
         got_a = float(np.asarray(approx.delta(ep)))
         assert lo_a - 1e-12 <= got_a <= lo_a + 1e-3
+
+
+# ----------------------------------------------------------------------------- supremum
+@settings(max_examples=40, deadline=None)
+@given(st.lists(curves, min_size=1, max_size=3), st.fractions(0, 20))
+def test_supremum_hockey_stick_is_pointwise_max(cs: list[T], x: Fraction) -> None:
+    """Prop. 11: h_sup = max_i h_i (exactly, at x and at every kink), and sup is an upper bound."""
+    sup = T.supremum(cs)
+    kinks = [1 / m for c in cs for _, m in c.segments if m > 0]
+    for y in [x, *kinks]:
+        assert sup.hockey_stick_exact(y) == max(c.hockey_stick_exact(y) for c in cs)
+    for c in cs:
+        assert c.leq(sup)
+    assert T.supremum([*cs, T.identity()]) == sup
+    assert T.supremum([sup, sup]) == sup
+
+
+def test_natural_filter_witness_from_the_notes() -> None:
+    """L1 = R(1,0), L2 = R(0.1,0.05), B = sup{L1 (+) L1, L1 (+) L2}: L1 (+) sup{L1, L2} is
+    not <= B, and its delta exceeds B's by 0.01345 (the notes' grid value), exactly."""
+    l1, l2 = T.from_approx_dp(1.0, 0.0), T.from_approx_dp(0.1, 0.05)
+    budget = T.supremum([l1.compose(l1), l1.compose(l2)])
+    worst = l1.compose(T.supremum([l1, l2]))
+    assert not worst.leq(budget)
+    assert budget.leq(worst)
+    eps = np.linspace(0.0, 3.0, 301)
+    gap = worst.delta(eps, upper=False) - budget.delta(eps)
+    assert round(float(gap.max()), 5) == 0.01345
+    assert np.all(gap[(eps >= 0.2) & (eps <= 1.9)] > 0.0134)
+
+
+def test_supremum_rejects_empty() -> None:
+    with pytest.raises(ValidationError, match="'curves'"):
+        T.supremum([])

@@ -231,6 +231,28 @@ class PiecewiseLinearTradeoff:
             pairs = [(m / f0, w) for m, w in pairs]
         return cls._build(_merge(pairs))
 
+    @classmethod
+    def supremum(cls, curves: Iterable[PiecewiseLinearTradeoff]) -> PiecewiseLinearTradeoff:
+        """The Blackwell supremum (Regehr et al. 2026, Prop. 11), exactly: its tradeoff
+        curve is the lower convex envelope of the curves (the lower hull of all their
+        breakpoints), its hockey-stick curve the pointwise maximum."""
+        cs = list(curves)
+        if not cs or not all(isinstance(c, PiecewiseLinearTradeoff) for c in cs):
+            raise fail("curves", "supremum", "a non-empty iterable of PiecewiseLinearTradeoff", cs)
+        best: dict[Fraction, Fraction] = {}
+        for c in cs:
+            for a, b in zip(c.alphas, c.betas, strict=True):
+                best[a] = min(b, best.get(a, b))
+        hull: list[tuple[Fraction, Fraction]] = []
+        for a, b in sorted(best.items()):  # Andrew's monotone chain, lower hull
+            while len(hull) >= 2:
+                (a0, b0), (a1, b1) = hull[-2], hull[-1]
+                if (a1 - a0) * (b - b0) - (b1 - b0) * (a - a0) > 0:
+                    break
+                hull.pop()
+            hull.append((a, b))
+        return cls(tuple(a for a, _ in hull), tuple(b for _, b in hull))
+
     # ------------------------------------------------------------------ structure
     @property
     def segments(self) -> tuple[tuple[Fraction, Fraction], ...]:
