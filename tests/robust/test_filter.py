@@ -48,7 +48,8 @@ def test_lemmas_1_2_4_on_random_neighbours(n: int, seed: int, r: float, dim: int
     assert kappa <= params.kappa
     # Lemma 4
     q = propose_queries(np.stack([zx, zy]), params)
-    assert abs(q[0] - q[1]) <= params.query_sensitivity
+    assert abs(q[0] - q[1]) <= params.width + n - 1  # W q_r, exact integers
+    assert abs(q[0] - q[1]) / params.width <= params.query_sensitivity
     # Lemma 1: all possible records (both datasets) pairwise within 2r
     possible = np.concatenate([x[px > 0], y[py > 0]])
     if len(possible):

@@ -90,7 +90,9 @@ def pfr_policy(
     keep = s <= tau
     gam = ipw_values(xs[keep], ts[keep], ys[keep], _e(rec[keep]), policies)
     util = gam.sum(axis=1)
-    sens = tau if nonnegative_outcomes else 2.0 * tau
+    # 1e-9 relative margin: covers the float summation error of the utilities (< m 2^-53
+    # relative to Delta for m kept records, so up to m ~ 10^7).
+    sens = (tau if nonnegative_outcomes else 2.0 * tau) * (1.0 + 1e-9)
     idx = exponential_mechanism(util, eb, sens, rng)
     return RobustResult(idx, PureDP(ea + eb, Neighbouring.REPLACE_ONE),
                         {"threshold": tau, "sensitivity": sens})

@@ -1,6 +1,7 @@
 """Propose: a private choice of the friendliness radius from a public grid (pfr.md §4).
 
-``q_r(D) = sum_i p_i(D; r)`` has replace-one sensitivity ``1 + (n - 1)/W`` (Lemma 4), and
+``q_r(D) = sum_i p_i(D; r)`` has replace-one sensitivity ``1 + (n - 1)/W`` (Lemma 4; the code
+works with ``W q_r``, an exact integer of sensitivity ``W + n - 1``), and
 AboveThreshold (Lyu, Su, Li 2017, Alg. 1; Dwork & Roth 2014, Thm 3.23) over the increasing
 grid with threshold ``(1 - beta) n`` picks the first radius at which most records are
 kept, or refuses. It is ``eps_P``-DP (pure) whatever the data; privacy never depends on the
@@ -16,7 +17,7 @@ import numpy.typing as npt
 
 from dpsieve._validation import check_in_open, check_positive, fail
 from dpsieve.mechanisms.select import above_threshold
-from dpsieve.robust.friendly import FilterParams, keep_probabilities
+from dpsieve.robust.friendly import FilterParams, keep_numerators
 
 __all__ = ["check_radii", "geometric_radii", "propose_queries", "propose_radius"]
 
@@ -48,8 +49,12 @@ def geometric_radii(lo: float, hi: float, count: int = 48) -> npt.NDArray[np.flo
 def propose_queries(
     z_table: npt.NDArray[np.int64], params: FilterParams
 ) -> npt.NDArray[np.float64]:
-    """``q_r = sum_i p_i(r)`` for every radius (rows of the friend-count table)."""
-    out: npt.NDArray[np.float64] = keep_probabilities(z_table, params).sum(axis=1)
+    """``W q_r = sum_i clip(z_i(r) - t0, 0, W)`` for every radius: exact integers (as floats,
+    exact below 2^53), so no rounding touches the queries AboveThreshold compares."""
+    tot = keep_numerators(z_table, params).sum(axis=1)
+    if np.any(tot >= 2**53):
+        raise fail("z_table", "propose_queries", "sums below 2^53", int(tot.max()))
+    out: npt.NDArray[np.float64] = tot.astype(np.float64)
     return out
 
 
@@ -62,12 +67,16 @@ def propose_radius(
 ) -> int | None:
     """Index of the proposed radius, or ``None`` (refuse). ``eps``-DP, replace-one.
 
-    Threshold ``(1 - beta) n`` (public); sensitivity ``params.query_sensitivity`` (rounded
-    up). ``rng=None`` uses the secure generator of :mod:`dpsieve.mechanisms`.
+    ``queries`` are :func:`propose_queries` (``q_r`` scaled by ``W``); in those units the
+    sensitivity of Lemma 4 is the exact integer ``W + n - 1`` and the public threshold is
+    ``(1 - beta) n W`` (AboveThreshold is invariant under scaling queries, threshold and
+    sensitivity together). ``rng=None`` uses the secure generator of
+    :mod:`dpsieve.mechanisms`.
     """
     eps = check_positive("eps", eps, "propose_radius")
     beta = check_in_open("beta", beta, 0.0, 1.0, "propose_radius")
-    thr = (1.0 - beta) * params.n
+    thr = (1.0 - beta) * params.n * params.width
     if not math.isfinite(thr):
         raise fail("beta", "propose_radius", "a float in (0, 1)", beta)
-    return above_threshold(queries, thr, eps, params.query_sensitivity, rng)
+    sens = float(params.width + params.n - 1)
+    return above_threshold(queries, thr, eps, sens, rng)
