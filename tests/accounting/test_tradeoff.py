@@ -329,3 +329,28 @@ def test_natural_filter_witness_from_the_notes() -> None:
 def test_supremum_rejects_empty() -> None:
     with pytest.raises(ValidationError, match="'curves'"):
         T.supremum([])
+
+
+# ----------------------------------------------------------------------------- RDP, dict
+@pytest.mark.parametrize("eps", [0.01, 0.5, 2.0])
+def test_rdp_matches_closed_form_and_adds_under_composition(eps: float) -> None:
+    orders = np.array([1.5, 2.0, 8.0, 64.0])
+    c = T.from_approx_dp(eps, 0.0)  # E rounded up: its RDP is at or above R_eps's
+    assert np.all(c.rdp(orders) >= fam.approx_dp_rdp(eps, 0.0, orders, upper=False))
+    assert np.allclose(c.rdp(orders), fam.approx_dp_rdp(eps, 0.0, orders), rtol=1e-12)
+    d = T.from_distributions([0.5, 0.3, 0.2], [0.2, 0.3, 0.5])
+    both = c.compose(d).rdp(orders)
+    assert np.allclose(both, c.rdp(orders) + d.rdp(orders), rtol=1e-12)
+    assert np.all(c.compose(d).rdp(orders, upper=False) <= c.rdp(orders) + d.rdp(orders))
+    assert np.all(T.from_approx_dp(eps, 1e-9).rdp(orders) == math.inf)
+    with pytest.raises(ValidationError, match="'order'"):
+        c.rdp(1.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(curves, curves)
+def test_dict_round_trip_is_exact(a: T, b: T) -> None:
+    c = a.compose(b)
+    assert T.from_dict(c.to_dict()) == c
+    with pytest.raises(ValidationError, match="'d'"):
+        T.from_dict({"type": "pwl_tradeoff", "alphas": ["x"], "betas": []})

@@ -339,6 +339,52 @@ class PiecewiseLinearTradeoff:
         xs = np.array([exp_bracket(float(e))[0 if upper else 1] for e in es.reshape(-1)])
         return self.hockey_stick(xs, upper=upper).reshape(es.shape)
 
+    def rdp(self, order: npt.ArrayLike, *, upper: bool = True) -> FloatArray:
+        """Renyi divergence at each order > 1: log(sum_j w_j m_j^-(order-1)) / (order - 1)
+        (E[e^{(order-1)Z}] over the atoms; inf if there is a +inf atom). Logs of the exact
+        rationals via their integer parts; margin 2^-48 (1 + sum of |log terms|) on the
+        log-sum, in the direction of ``upper``."""
+        a = np.array(order, dtype=np.float64)
+        if np.any(np.isnan(a)) or np.any(a <= 1) or not np.all(np.isfinite(a)):
+            raise fail(
+                "order", "PiecewiseLinearTradeoff.rdp", "an array of finite floats > 1", order
+            )
+        segs = self.segments
+        if any(m == 0 for _, m in segs):
+            return np.full_like(a, math.inf)
+        lw = np.array([math.log(w.numerator) - math.log(w.denominator) for w, _ in segs])
+        lm = np.array([math.log(m.numerator) - math.log(m.denominator) for _, m in segs])
+        scale = np.array(
+            [abs(math.log(w.numerator)) + abs(math.log(w.denominator)) for w, _ in segs]
+        ) + np.array([abs(math.log(m.numerator)) + abs(math.log(m.denominator)) for _, m in segs])
+        t = (a - 1.0).reshape(-1, 1)
+        terms = lw[None, :] - t * lm[None, :]
+        log_sum = np.logaddexp.reduce(terms, axis=1)
+        err = 2.0**-48 * (1.0 + np.max(scale[None, :] * np.maximum(1.0, t), axis=1) + len(segs))
+        log_sum = log_sum + err if upper else log_sum - err
+        out: FloatArray = np.maximum(log_sum / t[:, 0], 0.0).reshape(a.shape)
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """Exact JSON-ready form: breakpoints as "numerator/denominator" strings."""
+        return {
+            "type": "pwl_tradeoff",
+            "alphas": [f"{x.numerator}/{x.denominator}" for x in self.alphas],
+            "betas": [f"{x.numerator}/{x.denominator}" for x in self.betas],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> PiecewiseLinearTradeoff:
+        """Inverse of :meth:`to_dict` (exact)."""
+        if not isinstance(d, dict) or d.get("type") != "pwl_tradeoff":
+            raise fail("d", "from_dict", "a dict with type 'pwl_tradeoff'", d)
+        try:
+            alphas = tuple(Fraction(str(x)) for x in d["alphas"])
+            betas = tuple(Fraction(str(x)) for x in d["betas"])
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            raise fail("d", "from_dict", "'alphas' and 'betas' lists of 'n/d' strings", d) from None
+        return cls(alphas, betas)
+
     def to_pld_atoms(self) -> tuple[FloatArray, FloatArray]:
         """The finite PLD (losses ascending, +inf last; P-masses) of this curve, rounded
         pessimistically: each loss -log m rounded up (margin 2^-50 (1 + |log num| +
