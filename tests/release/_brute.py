@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -35,22 +36,38 @@ def class_of_signed(W: np.ndarray, reps: np.ndarray) -> list[int]:
     return out
 
 
-def brute_envelope(W: np.ndarray, x: tuple[int, ...], eta: float, gamma: float, eps: float,
-                   selections: int, classes: list[int], n_classes: int) -> np.ndarray:
-    """Normalised log envelope masses over class transcripts (base-K' order), by max over
-    every database y in D^n and every full transcript."""
+@functools.lru_cache(maxsize=32)
+def _brute_cached(W_rows: tuple[tuple[float, ...], ...], x: tuple[int, ...], eta: float,
+                  gamma: float, eps: float, selections: int, classes: tuple[int, ...],
+                  n_classes: int) -> tuple[float, ...]:
+    W = np.array(W_rows)
+    S = np.vstack([W, -W])
     T = W.shape[1]
-    K = 2 * W.shape[0]
+    K = S.shape[0]
     n = len(x)
-    ys = list(itertools.product(range(T), repeat=n))
-    dist = np.array([sum(a != b for a, b in zip(x, y, strict=True)) for y in ys])
+    ys = np.array(list(itertools.product(range(T), repeat=n)))
+    dist = (ys != np.array(x)[None, :]).sum(axis=1)
+    A = S[:, ys].mean(axis=2).T  # (T^n, K): every database's target, no grouping
     agg = np.full(n_classes ** selections, -np.inf)
     for w in itertools.product(range(K), repeat=selections):
-        best = max(full_transcript_logp(W, y, w, eta, gamma) - eps / 2 * d
-                   for y, d in zip(ys, dist, strict=True))
+        mu = np.full(T, 1.0 / T)
+        lp = np.zeros(len(ys))
+        for s in w:
+            logits = eta * (A - S @ mu)
+            lp += logits[:, s] - logsumexp(logits, axis=1)
+            mu = mu * np.exp(gamma * S[s])
+            mu /= mu.sum()
+        best = float(np.max(lp - eps / 2 * dist))
         code = 0
         for s in w:
             code = code * n_classes + classes[s]
         agg[code] = np.logaddexp(agg[code], best)
-    out: np.ndarray = agg - logsumexp(agg)
-    return out
+    return tuple(agg - logsumexp(agg))
+
+
+def brute_envelope(W: np.ndarray, x: tuple[int, ...], eta: float, gamma: float, eps: float,
+                   selections: int, classes: list[int], n_classes: int) -> np.ndarray:
+    """Normalised log envelope masses over class transcripts (base-K' order), by max over
+    every database y in D^n (each simulated separately) and every full transcript."""
+    return np.array(_brute_cached(tuple(map(tuple, W.tolist())), tuple(x), eta, gamma, eps,
+                                  selections, tuple(classes), n_classes))

@@ -45,7 +45,7 @@ def test_pmw_exact_error_matches_simulation() -> None:
     rel = pmw_release(WL, X, 1.0, rounds=4, compute_error=True, rng=rng)
     assert rel.expected_error is not None
     errs = [np.abs(pmw_release(WL, X, 1.0, rounds=4, rng=rng).answers - f).max()
-            for _ in range(1500)]
+            for _ in range(1000)]
     se = np.std(errs) / np.sqrt(len(errs))
     assert abs(np.mean(errs) - rel.expected_error) < 4 * se
 
