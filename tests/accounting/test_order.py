@@ -136,3 +136,13 @@ def test_rdp_description_of_laplace() -> None:
     # Mironov 2017: Laplace RDP at order 2 = log(2/3 e^{1} + 1/3 e^{-2})
     exact = math.log(2 / 3 * math.exp(1.0) + 1 / 3 * math.exp(-2.0))
     assert exact <= r.values[0] <= exact + 1e-3
+
+
+def test_fft_compositions_stay_comparable_with_gaussian_budgets() -> None:
+    # 100-fold Laplace goes through the FFT; its round-off bound is added entrywise, so no
+    # +inf mass appears and the composition can still be <= some G_mu
+    lap = PLD.laplace(10.0, grid=1e-3).self_compose(100)
+    assert lap.inf_mass == 0.0
+    mu = smallest_gdp_mu(lap)
+    assert 1.0 < mu < 1.5
+    assert leq_gdp(lap, mu)

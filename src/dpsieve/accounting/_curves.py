@@ -217,9 +217,12 @@ def eps_pl(
     with np.errstate(over="ignore"):
         y = np.exp(z)
     # h at knot k: only atoms above it count
-    hk = np.clip(a[1:] - y * b[1:], 0.0, None) + inf_mass
-    errk = (n + 4) * U * (a[1:] + y * b[1:] + inf_mass)
+    with np.errstate(divide="ignore"):
+        yb = np.where(b[1:] > 0, np.exp(np.minimum(z + np.log(b[1:]), 709.0)), 0.0)
+    hk = np.clip(a[1:] - yb, 0.0, None) + inf_mass
+    errk = (n + 4) * U * (a[1:] + yb + inf_mass)
     hk_up = hk + errk  # certified upper values at the knots (still decreasing up to round-off)
+    hk_up = np.where(np.isfinite(hk_up), hk_up, np.inf)  # never certify from a NaN
     hk_up = np.maximum.accumulate(hk_up[::-1])[::-1]  # force monotone (only raises)
     err_max = (n + 4) * U * 3.0 + 8 * U
     d = np.asarray(deltas, dtype=np.float64)
@@ -237,6 +240,7 @@ def eps_pl(
         e = np.maximum(np.log(xs), 0.0)
     e = np.where(e > 0, np.nextafter(e, math.inf), 0.0)
     e = np.where(h1 + err_max <= d, 0.0, e)
+    e = np.where(np.isfinite(e), e, math.inf)
     out: FloatArray = np.where((target > inf_mass) & (j < n), e, math.inf)
     # beyond the largest loss h = inf_mass exactly (no atom is active), so any delta >=
     # inf_mass is met there even when the error margin above cannot be afforded

@@ -119,7 +119,11 @@ def compose(a: PLD, b: PLD, tail_mass: float) -> PLD:
         inf *= 1.0 - 4 * U
     else:
         conv *= 1.0 + rel
-        inf = inf * (1.0 + 4 * U) + err
+        inf = inf * (1.0 + 4 * U)
+        if tail_mass > 0:  # tails are cut to +inf anyway: the l1 bound sqrt(N) * err goes there
+            inf += math.sqrt(conv.size) * err
+        else:  # keep the exact support and no +inf mass: raise every entry (Lemma A3)
+            _convolve.add_entry_bound(a.offset + b.offset, conv, grid, err)
     mu = math.hypot(a.mu, b.mu)
     return _finish(
         a,
