@@ -51,7 +51,7 @@ Progress = Callable[[int, int], None]
 DEFAULT_MAX_COST = 2.0e10
 #: Measured on the reference 2-core machine (benchmarks/release_reach.py), used only to
 #: turn the cost estimate into seconds in refusal messages.
-SECONDS_PER_UNIT = 4.0e-9
+SECONDS_PER_UNIT = 8.0e-9
 _MAX_CHUNK_ELEMENTS = 1 << 21
 _MATMUL_ETA_LIMIT = 300.0
 
