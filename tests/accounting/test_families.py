@@ -474,3 +474,20 @@ def test_pld_approx_dp_brackets_closed_forms(eps: float, delta: float) -> None:
     # (0, delta) family: PLD.zero_delta composes exactly as zero_delta_compose says.
     z = PLD.zero_delta(0.1).compose(PLD.zero_delta(0.2))
     assert float(np.asarray(z.delta(math.inf))) >= fam.zero_delta_compose(0.1, 0.2, upper=False)
+
+
+@pytest.mark.parametrize(("eps", "delta", "k"), [(0.1, 1e-6, 20), (0.5, 1e-3, 5), (1.0, 0.0, 8)])
+def test_binomial_sum_against_dp_accounting_privacy_parameters(
+    eps: float, delta: float, k: int
+) -> None:
+    """dp_accounting's PLD of (eps, delta)-DP is R_{eps,delta}; eps is on its 1e-4 grid, so
+    its composition must agree with the binomial sum to rounding."""
+    from dp_accounting.pld import common
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    ref = pld_lib.from_privacy_parameters(
+        common.DifferentialPrivacyParameters(eps, delta), value_discretization_interval=1e-4
+    ).self_compose(k)
+    for ep in [0.0, eps, 0.37, 2 * eps, 1.5]:
+        ours = float(fam.approx_dp_compose_delta(eps, delta, k, ep))
+        assert ref.get_delta_for_epsilon(ep) == pytest.approx(ours, rel=1e-9, abs=1e-14)
