@@ -55,3 +55,25 @@ def test_practical_parameters_and_validation() -> None:
 def test_auto_rounds_is_largest_within_budget() -> None:
     J = auto_rounds(4, 121, 2e8)
     assert enumeration_cost(4, J - 1, 121) <= 2e8 < enumeration_cost(4, J, 121)
+
+
+def test_worst_case_expected_error_dominates_every_database() -> None:
+    import numpy as np
+
+    from dpsieve.release import (
+        Dataset,
+        Domain,
+        PMWParams,
+        envelope_release,
+        marginals,
+        worst_case_expected_error,
+    )
+    from dpsieve.release.groups import enumerate_histograms
+
+    wl = marginals(Domain.from_sizes([2, 2]), 1)
+    p = PMWParams(3, 6.0, 0.8)
+    worst = worst_case_expected_error(wl, 3, 1.0, p)
+    errs = [envelope_release(wl, Dataset.from_histogram(h), 1.0, p, compute_error=True,
+                             rng=np.random.default_rng(0)).expected_error
+            for h in enumerate_histograms(3, 4)]
+    assert worst == pytest.approx(max(e for e in errs if e is not None), rel=1e-12)

@@ -18,7 +18,12 @@ from dpsieve.release.data import Dataset, Domain, Workload
 from dpsieve.release.envelope import EnvelopeEnumeration, enumerate_envelope, enumeration_cost
 from dpsieve.release.errors import InstanceTooLargeError, RejectionBudgetExceededError
 from dpsieve.release.groups import Groups, group_histograms, histogram_count
-from dpsieve.release.mechanism import AUTO_ROUNDS_COST, envelope_release, is_trivial_regime
+from dpsieve.release.mechanism import (
+    AUTO_ROUNDS_COST,
+    envelope_release,
+    is_trivial_regime,
+    worst_case_expected_error,
+)
 from dpsieve.release.params import (
     THEOREM_CONSTANT,
     TheoremParameters,
@@ -68,4 +73,5 @@ __all__ = [
     "sample_envelope_rejection",
     "smallest_nontrivial_n",
     "theorem_parameters",
+    "worst_case_expected_error",
 ]

@@ -25,8 +25,14 @@ import numpy as np
 from dpsieve._validation import check_positive, fail
 from dpsieve.accounting.events import ApproxDP, Neighbouring, PureDP
 from dpsieve.release.data import Dataset, Workload
-from dpsieve.release.envelope import DEFAULT_MAX_COST, Progress, enumerate_envelope
-from dpsieve.release.groups import Groups, group_histograms
+from dpsieve.release.envelope import (
+    DEFAULT_MAX_COST,
+    Progress,
+    enumerate_envelope,
+    enumeration_cost,
+)
+from dpsieve.release.errors import InstanceTooLargeError
+from dpsieve.release.groups import Groups, enumerate_histograms, group_histograms, histogram_count
 from dpsieve.release.params import auto_rounds, practical_parameters
 from dpsieve.release.rejection import (
     budget_for,
@@ -49,6 +55,7 @@ __all__ = [
     "envelope_release",
     "is_trivial_regime",
     "selection_count",
+    "worst_case_expected_error",
 ]
 
 #: Enumeration budget (work units, about a second) used to choose J when none is given.
@@ -163,3 +170,32 @@ def envelope_release(workload: Workload, data: Dataset, eps: float,
     answers = decode(cw, sel, p.rounds, p.gamma)
     details["transcript"] = [int(cw.signed_index[s]) for s in sel]
     return Release("envelope", answers, PureDP(e, Neighbouring.REPLACE_ONE), err, details)
+
+
+def worst_case_expected_error(workload: Workload, n: int, eps: float, params: PMWParams, *,
+                              variant: Variant = "drop-last",
+                              max_cost: float = DEFAULT_MAX_COST) -> float:
+    """max over ALL databases of n rows of the exact expected error of the envelope.
+
+    Data-independent, so it may be published and used to tune (J, eta, gamma) without
+    touching the private data. The error depends on x only through its class histogram,
+    so all C(n + T' - 1, T' - 1) class histograms are enumerated (refused past
+    ``max_cost`` units in total)."""
+    e = check_positive("eps", eps, "worst_case_expected_error")
+    cw = collapse(workload)
+    Jp = selection_count(params.rounds, variant)
+    hists = histogram_count(n, cw.size)
+    one = enumeration_cost(cw.signed_classes, Jp, hists)
+    if hists * one > max_cost:
+        raise InstanceTooLargeError(
+            f"worst case over {hists} class histograms needs about {hists * one:.3g} units, "
+            f"over max_cost={max_cost:.3g}", estimated_cost=hists * one, limit=max_cost)
+    worst = 0.0
+    for h in enumerate_histograms(n, cw.size):
+        groups = group_histograms(cw, h)
+        f_x = groups.answers[groups.center]
+        res = enumerate_envelope(cw, groups, params, e, selections=Jp, f_x=f_x,
+                                 sample=False, prune=True, max_cost=max_cost)
+        if res.expected_error is not None:
+            worst = max(worst, res.expected_error)
+    return worst
