@@ -154,3 +154,15 @@ def test_finite_pairs_pessimistic_exact_optimistic(
     assert np.all(exact <= hi.hockey_stick(x) + 1e-14)
     # both have E[e^-Z] = 1 up to round-off: the dual tails tie, so compare with a slack
     assert leq(lo, hi.compose(PLD.zero_delta(1e-9, grid=grid)))
+
+
+@SETTINGS
+@given(plds(gaussian=False), st.floats(0.0, 2.0), st.floats(0.01, 3.0), st.floats(0, 0.05))
+def test_gaussian_order_checks_are_sound(d: PLD, a: float, b: float, delta: float) -> None:
+    L = d.compose(PLD.gdp(a, grid=GRID))
+    B = PLD.gdp(b, grid=GRID).compose(PLD.zero_delta(delta, grid=GRID))
+    if leq(L, B):
+        lo = 0.0 if L.symmetric else -8.0
+        t = np.linspace(lo, 40.0, 8001)
+        (hl, el), (hb, eb) = L.h_log_with_error(t), B.h_log_with_error(t)
+        assert np.all(hl <= hb + el + eb)

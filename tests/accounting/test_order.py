@@ -146,3 +146,26 @@ def test_fft_compositions_stay_comparable_with_gaussian_budgets() -> None:
     mu = smallest_gdp_mu(lap)
     assert 1.0 < mu < 1.5
     assert leq_gdp(lap, mu)
+
+
+def test_side_lemma_rr_compositions_dominate_double_eps() -> None:
+    # notes/filters.md: 12 compositions of eps-RR dominate one at 2 eps; 5 do not (eps = 0.01)
+    r = PLD.randomized_response(0.01, grid=1e-4)
+    big = PLD.pure_dp(0.02, grid=1e-4)
+    assert leq(big, r.self_compose(12))
+    assert not leq(big, r.self_compose(5))
+    # the boundary found by the check (7 yes, 6 no) agrees with exact binomial sums at x = 1,
+    # where R_{0.02} has h(1) = tanh(0.01) (it is linear on [1, e^0.02] and 0 beyond)
+    p = math.exp(0.01) / (1 + math.exp(0.01))
+
+    def tv(k: int) -> float:
+        return sum(
+            math.comb(k, j) * p**j * (1 - p) ** (k - j) * -math.expm1(-(2 * j - k) * 0.01)
+            for j in range(k + 1)
+            if 2 * j > k
+        )
+
+    assert tv(7) >= math.tanh(0.01)
+    assert tv(6) < math.tanh(0.01)
+    assert leq(big, r.self_compose(7))
+    assert not leq(big, r.self_compose(6))
