@@ -491,3 +491,24 @@ def test_binomial_sum_against_dp_accounting_privacy_parameters(
     for ep in [0.0, eps, 0.37, 2 * eps, 1.5]:
         ours = float(fam.approx_dp_compose_delta(eps, delta, k, ep))
         assert ref.get_delta_for_epsilon(ep) == pytest.approx(ours, rel=1e-9, abs=1e-14)
+
+
+@pytest.mark.parametrize("eps", [700.0, 710.0, 800.0, 1e4])
+def test_huge_eps_stays_finite_and_sound(eps: float) -> None:
+    """Beyond the float range of e^eps every function still answers, on the safe side."""
+    xs = np.array([0.0, 0.5, 1.0, 1e300, math.inf])
+    h = fam.approx_dp_hockey_stick(eps, 1e-3, xs)
+    assert np.all((h >= 0.0) & (h <= 1.0))
+    assert h[-1] == 1e-3
+    assert np.all(fam.approx_dp_tradeoff(eps, 0.0, [0.0, 1e-300, 0.5]) <= [1.0, 1.0, 1e-200])
+    mu_hi, mu_lo = fam.approx_dp_gdp_mu(eps, 0.0), fam.approx_dp_gdp_mu(eps, 0.0, upper=False)
+    assert 0 < mu_lo <= mu_hi < math.inf
+    c = 1 / (1 + mpmath.exp(mpmath.mpf(eps)))  # mu* solves Phi(-mu*/2) = c
+    assert mpmath.ncdf(-mpmath.mpf(mu_hi) / 2) <= c <= mpmath.ncdf(-mpmath.mpf(mu_lo) / 2)
+    assert fam.approx_leq(1.0, 0.0, eps, 0.0)
+    assert not fam.approx_leq(eps, 0.0, 1.0, 0.5)
+    g = fam.gdp_approx_dp_compose_hockey_stick(1.0, eps, 0.0, [0.0, 1.0, math.inf])
+    assert np.all((g >= 0.0) & (g <= 1.0))
+    curve = T.from_approx_dp(eps, 0.0)
+    assert curve.leq(T.infinity())
+    assert T.from_approx_dp(eps, 0.0, pessimistic=False).leq(curve)

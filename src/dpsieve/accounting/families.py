@@ -26,6 +26,7 @@ accurate to < 1 ulp (glibc); brackets of e^eps use two ulps.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -51,6 +52,7 @@ __all__ = [
     "approx_leq",
     "approx_leq_gdp",
     "exp_bracket",
+    "exp_bracket_fraction",
     "gdp_approx_dp_compose_hockey_stick",
     "gdp_leq_approx",
     "gdp_pure_eps",
@@ -98,15 +100,35 @@ def _nudge(v: FloatArray, upper: bool, rel: Any, abs_: Any = 0.0) -> FloatArray:
     return res
 
 
+def _max_finite_abs(terms: FloatArray) -> FloatArray:
+    """Row-wise max of |terms| over finite entries (0 for a row with none)."""
+    out: FloatArray = np.max(np.where(np.isfinite(terms), np.abs(terms), 0.0), axis=1)
+    return out
+
+
 def exp_bracket(eps: float) -> tuple[float, float]:
-    """(lo, hi) with lo <= e^eps <= hi (two ulps either side; exact for eps = 0)."""
+    """(lo, hi) floats with lo <= e^eps <= hi (two ulps either side; exact for eps = 0;
+    (max float, inf) beyond the float range, (0, tiny) below it)."""
     if eps == 0.0:
         return 1.0, 1.0
+    if eps > 709.0:
+        return sys.float_info.max, math.inf
     e = math.exp(eps)
     lo, hi = e, e
     for _ in range(2):
         lo, hi = math.nextafter(lo, 0.0), math.nextafter(hi, math.inf)
     return lo, hi
+
+
+def exp_bracket_fraction(eps: float) -> tuple[Fraction, Fraction]:
+    """Rationals (lo, hi) with lo <= e^eps <= hi for any finite eps: the float bracket
+    where it is finite and positive, else powers of two 2^(floor(eps/ln 2) - 2) and
+    2^(ceil(eps/ln 2) + 2) (the +-2 covers the rounding of eps/ln 2)."""
+    if abs(eps) <= 700.0:
+        lo, hi = exp_bracket(eps)
+        return Fraction(lo), Fraction(hi)
+    k = eps / math.log(2.0)
+    return Fraction(2) ** (math.floor(k) - 2), Fraction(2) ** (math.ceil(k) + 2)
 
 
 def round_fraction(q: Fraction, upper: bool) -> float:
@@ -178,8 +200,8 @@ def approx_dp_tradeoff(
     a = _array("alpha", alpha, owner, 0.0, 1.0, "an array of floats in [0, 1]")
     if eps == math.inf or delta == 1.0:
         return np.zeros_like(a)
-    big, em = math.exp(eps), math.exp(-eps)
     with np.errstate(invalid="ignore", over="ignore"):
+        big, em = np.exp(eps), math.exp(-eps)
         l1 = np.where(a == 0.0, 1.0 - delta, (1.0 - delta) - big * a)
     f = np.maximum(0.0, np.maximum(l1, em * ((1.0 - delta) - a)))
     return _nudge(f, upper, _REL, _ABS)
@@ -226,8 +248,8 @@ def approx_dp_compose_delta(
     delta_k(eps') = 1 - (1-delta)^k + (1-delta)^k sum_{j: z_j > eps'} C(k,j) p^j q^(k-j)
     (1 - e^{eps' - z_j}), z_j = (2j - k) eps; summed in log space (logsumexp of positive
     terms). At eps' = (k - 2i) eps this is KOV's Theorem 3.3. Error bound: relative
-    64u(1 + k(log(k+1) + eps + 1) + |eps'|) (gammaln, logs), plus absolute 4u k eps
-    (rounding of z_j); that margin is applied in the direction of ``upper``.
+    64u(1 + k(log(k+1) + eps + 1) + |eps'| + max|log term|) (gammaln, logs, and exp of
+    the log-sum), plus absolute 4u k eps (rounding of z_j); applied toward ``upper``.
     """
     owner = "approx_dp_compose_delta"
     eps, delta = _eps(eps, owner), _delta(delta, owner)
@@ -250,14 +272,22 @@ def approx_dp_compose_delta(
     )
     flat = ep.reshape(-1)
     s = np.empty_like(flat)
+    mag = np.zeros_like(flat)  # largest |log term|: exp turns its abs error into rel error
     step = max(1, 4_000_000 // (k + 1))
     for i in range(0, flat.size, step):
         d = flat[i : i + step, None] - z[None, :]
         with np.errstate(divide="ignore", invalid="ignore"):
             terms = np.where(d < 0.0, logw[None, :] + np.log(-np.expm1(d)), -np.inf)
         s[i : i + step] = np.exp(special.logsumexp(terms, axis=1))
+        mag[i : i + step] = _max_finite_abs(terms)
     total = (a + b * s).reshape(ep.shape)
-    rel = 64.0 * _U * (1.0 + k * (math.log(k + 1.0) + eps + 1.0) + np.nan_to_num(np.abs(ep)))
+    rel = (
+        64.0
+        * _U
+        * (1.0 + k * (math.log(k + 1.0) + eps + 1.0) + np.nan_to_num(np.abs(ep)) + mag).reshape(
+            ep.shape
+        )
+    )
     return _nudge(total, upper, rel, 4.0 * _U * k * eps * b)
 
 
@@ -307,8 +337,8 @@ def approx_dp_compose_heterogeneous_delta(
 
     The finite part is the law of sum_i (+-eps_i) (equal sums merged); the +inf mass is
     1 - prod(1 - delta_i). Refuses (UnsupportedError) more than MAX_ENUMERATED_ATOMS
-    distinct loss values. Margin: relative 64u(n + sum eps_i + |eps'|), plus absolute
-    4u n sum eps_i (rounding of the summed losses, |dh/dz| <= 1).
+    distinct loss values. Margin: relative 64u(1 + n + sum eps_i + |eps'| + max|log term|),
+    plus absolute 4u n sum eps_i (rounding of the summed losses, |dh/dz| <= 1).
     """
     owner = "approx_dp_compose_heterogeneous_delta"
     if len(eps) != len(delta):
@@ -337,8 +367,9 @@ def approx_dp_compose_heterogeneous_delta(
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(d < 0.0, lw[None, :] + np.log(-np.expm1(d)), -np.inf)
     s = np.exp(special.logsumexp(terms, axis=1)).reshape(ep.shape)
+    mag = _max_finite_abs(terms).reshape(ep.shape)
     n, tot = len(es), math.fsum(es)
-    rel = 64.0 * _U * (1.0 + n + tot + np.nan_to_num(np.abs(ep)))
+    rel = 64.0 * _U * (1.0 + n + tot + np.nan_to_num(np.abs(ep)) + mag)
     return _nudge(a + b * s, upper, rel, 4.0 * _U * n * tot * b)
 
 
@@ -370,8 +401,8 @@ def approx_leq(eps1: float, delta1: float, eps2: float, delta2: float) -> bool:
         return False
     if e1 <= e2:
         return d1 <= d2
-    lo2, hi1 = exp_bracket(e2)[0], exp_bracket(e1)[1]
-    rhs = (1 - Fraction(d1)) * (1 + Fraction(lo2)) / (1 + Fraction(hi1))
+    lo2, hi1 = exp_bracket_fraction(e2)[0], exp_bracket_fraction(e1)[1]
+    rhs = (1 - Fraction(d1)) * (1 + lo2) / (1 + hi1)
     return 1 - Fraction(d2) <= rhs
 
 
@@ -388,7 +419,8 @@ def gdp_leq_approx(mu: float, eps: float, delta: float) -> bool:
 
 def approx_dp_gdp_mu(eps: float, delta: float, *, upper: bool = True) -> float:
     """The smallest mu with R_{eps,delta} <= G_mu: inf if delta > 0, else
-    mu* = 2 Phi^-1(e^eps/(1+e^eps)) (Prop. F4) = 2 sqrt(2) erfinv(tanh(eps/2)).
+    mu* = 2 Phi^-1(e^eps/(1+e^eps)) (Prop. F4) = 2 sqrt(2) erfinv(tanh(eps/2)) for
+    eps <= 2, else -2 ndtri_exp(-log1p(e^eps)).
     Margin 2^-44 relative; ``upper=True`` (default) gives mu >= mu*."""
     owner = "approx_dp_gdp_mu"
     eps, delta = _eps(eps, owner), _delta(delta, owner)
@@ -398,8 +430,8 @@ def approx_dp_gdp_mu(eps: float, delta: float, *, upper: bool = True) -> float:
         return 0.0
     if eps <= 2.0:
         mu = 2.0 * math.sqrt(2.0) * float(special.erfinv(math.tanh(eps / 2.0)))
-    else:
-        mu = -2.0 * float(special.ndtri(special.expit(-eps)))
+    else:  # Phi^-1(1/(1+E)) from its logarithm: no underflow for large eps
+        mu = -2.0 * float(special.ndtri_exp(-np.logaddexp(0.0, eps)))
     return mu * (1.0 + _REL) if upper else mu * (1.0 - _REL)
 
 
@@ -427,10 +459,11 @@ def gdp_approx_dp_compose_hockey_stick(
     xs = _array("x", x, owner, 0.0, math.inf, "an array of floats >= 0")
     if eps == math.inf or delta == 1.0:
         return np.ones_like(xs)
-    p, q = 1.0 / (1.0 + math.exp(-eps)), 1.0 / (1.0 + math.exp(eps))
     with np.errstate(invalid="ignore", over="ignore"):
+        big = float(np.exp(eps))
+        p, q = 1.0 / (1.0 + math.exp(-eps)), 1.0 / (1.0 + big)
         inner = p * gdp_hockey_stick(mu, xs * math.exp(-eps)) + q * gdp_hockey_stick(
-            mu, xs * math.exp(eps)
+            mu, np.where(xs == 0.0, 0.0, xs * big)
         )
     inner = np.where(xs == 0.0, 1.0, np.where(np.isposinf(xs), 0.0, inner))
     return _nudge(delta + (1.0 - delta) * inner, upper, _REL, 2.0 * H_ABS_ERR)

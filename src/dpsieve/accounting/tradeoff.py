@@ -34,7 +34,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpsieve._validation import check_in_closed, check_int, check_nonnegative, fail
-from dpsieve.accounting.families import exp_bracket, round_fraction
+from dpsieve.accounting.families import exp_bracket, exp_bracket_fraction, round_fraction
 from dpsieve.errors import NumericalError
 
 __all__ = ["PiecewiseLinearTradeoff"]
@@ -67,8 +67,8 @@ def _exp_neg(z: float, upper: bool) -> Fraction:
     """A rational at or above (``upper``) / at or below e^-z (two ulps outward)."""
     if z == math.inf:
         return Fraction(0)
-    lo, hi = exp_bracket(-z)
-    return Fraction(hi if upper else lo)
+    lo, hi = exp_bracket_fraction(-z)
+    return hi if upper else lo
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,8 +164,8 @@ class PiecewiseLinearTradeoff:
         d = Fraction(check_in_closed("delta", delta, 0.0, 1.0, owner))
         if eps == math.inf or d == 1:
             return cls.infinity()
-        lo, hi = exp_bracket(eps)
-        big = Fraction(hi if pessimistic else lo)
+        lo, hi = exp_bracket_fraction(eps)
+        big = hi if pessimistic else lo
         c = (1 - d) / (1 + big)
         merged = _merge([(big, c), (1 / big, c * big), (Fraction(0), d)])
         return cls._build(merged)
