@@ -85,10 +85,10 @@ def _rr_rdp(eps: float, alpha: float) -> float:
     """RDP of R_{eps,0} at order alpha, exactly: log(p e^{(a-1)eps} + q e^{-(a-1)eps})/(a-1)."""
     if eps == 0.0:
         return 0.0
-    p = 1.0 / (1.0 + math.exp(-eps))
-    q = 1.0 - p
+    log_p = -math.log1p(math.exp(-eps))
+    log_q = -eps + log_p
     a1 = alpha - 1.0
-    lse = np.logaddexp(math.log(p) + a1 * eps, math.log(q) - a1 * eps)
+    lse = np.logaddexp(log_p + a1 * eps, log_q - a1 * eps)
     return float(lse) / a1
 
 

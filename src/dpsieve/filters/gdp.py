@@ -17,6 +17,7 @@ it, rounded down (:func:`dpsieve.accounting.gdp.gdp_mu_for`), i.e. optimisticall
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from typing import Any
@@ -98,7 +99,22 @@ def gdp_residue_update(mu: float, query: Any) -> float:
     if sa is None:
         return -1.0
     atoms, g = sa
-    return _strip_gauss(residue_mu(atoms, mu), g)
+    return _strip_gauss(residue_mu(atoms, mu, lower=_naive_residue(atoms, mu)), g)
+
+
+def _naive_residue(atoms: Atoms, mu: float) -> float:
+    """sqrt(mu^2 - nu_D^2) rounded down (certified: L <= G_nu exactly composes), or 0."""
+    if atoms.is_identity:
+        return mu
+    nu = _smallest_mu_cached(atoms.z.tobytes(), atoms.p.tobytes(), atoms.p_inf)
+    left = Fraction(mu) ** 2 - Fraction(nu) ** 2 if math.isfinite(nu) else Fraction(-1)
+    return sqrt_down(left) if left > 0 else 0.0
+
+
+@functools.lru_cache(maxsize=256)
+def _smallest_mu_cached(z: bytes, p: bytes, p_inf: float) -> float:
+    """smallest_gdp_mu_atoms, memoised on the atoms' value (a pure function of them)."""
+    return smallest_gdp_mu_atoms(Atoms(np.frombuffer(z), np.frombuffer(p), p_inf))
 
 
 def _budget_mu(mu: float | None, eps: float | None, delta: float | None, owner: str) -> float:
@@ -147,37 +163,58 @@ class NaiveGDPFilter(FilterBase):
 
 
 class GDPResidueFilter(FilterBase):
-    """The GDP residue filter (paper, Def. 7 and Thm. 1): budget G_mu, update to G_mu'."""
+    """The GDP residue filter (paper, Def. 7 and Thm. 1): budget G_mu, update to G_mu'.
+
+    The state is mu^2 as an exact ``Fraction``, so Gaussian queries subtract exactly
+    (G_sqrt(mu^2 - nu^2) (+) G_nu = G_mu); a discrete query's certified mu' enters as the
+    exact square of its float.
+    """
 
     KIND = "gdp_residue"
 
     def __init__(
         self, mu: float | None = None, *, eps: float | None = None, delta: float | None = None
     ) -> None:
-        self._mu = _budget_mu(mu, eps, delta, "GDPResidueFilter")
+        self._mu2 = Fraction(_budget_mu(mu, eps, delta, "GDPResidueFilter")) ** 2
 
     def _state(self) -> dict[str, Any]:
-        return {"mu": self._mu}
+        return {"mu2": frac_to_json(self._mu2)}
 
     def _load(self, state: dict[str, Any]) -> None:
-        self._mu = check_nonnegative("mu", state["mu"], "filter_from_json")
+        self._mu2 = frac_from_json(state["mu2"], "mu2")
 
     def remaining(self) -> dict[str, Any]:
-        return {"mu": self._mu}
+        return {"mu": sqrt_down(self._mu2)}
+
+    def residue_mu2(self, query: Any) -> Fraction | None:
+        """mu'^2 after this query (exact), or ``None`` if it is not admissible."""
+        sa = symmetric_atoms(as_query(query))
+        if sa is None:
+            return None
+        atoms, g = sa
+        if atoms.is_identity:
+            left = self._mu2 - Fraction(g) ** 2
+        else:
+            mu = sqrt_down(self._mu2)
+            m = _strip_gauss(residue_mu(atoms, mu, lower=_naive_residue(atoms, mu)), g)
+            left = Fraction(m) ** 2 if m >= 0 else Fraction(-1)
+        return left if left >= 0 else None
 
     def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
-        new_mu = gdp_residue_update(self._mu, q)
-        cost = {"mu_before": self._mu, "mu_after": new_mu, "query": query_to_dict(q)}
-        if new_mu < 0:
+        before = sqrt_down(self._mu2)
+        left = self.residue_mu2(q)
+        after = -1.0 if left is None else sqrt_down(left)
+        cost = {"mu_before": before, "mu_after": after, "query": query_to_dict(q)}
+        if left is None:
             return Decision(
                 False,
                 "no residue: the query is not dominated by the GDP budget",
                 self.remaining(),
                 cost,
             ), None
-        return Decision(True, f"admitted; budget G_{new_mu!r}", {"mu": new_mu}, cost), {
-            "mu": new_mu
+        return Decision(True, f"admitted; budget G_{after!r}", {"mu": after}, cost), {
+            "mu2": frac_to_json(left)
         }
 
 
@@ -221,7 +258,8 @@ class ApproxGDPResidueFilter(FilterBase):
                 {"delta": d, "query": qd},
             ), None
         finite = Atoms(atoms.z, np.asarray(atoms.p) / (1.0 - d), 0.0)
-        new_mu = _strip_gauss(residue_mu(finite, self._mu), g)
+        lower = _naive_residue(finite, self._mu)
+        new_mu = _strip_gauss(residue_mu(finite, self._mu, lower=lower), g)
         new_delta = _delta_residue(self._delta, d)
         cost = {"delta": d, "mu_after": new_mu, "query": qd}
         if new_mu < 0 or new_delta < 0:
