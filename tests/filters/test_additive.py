@@ -1,0 +1,76 @@
+"""Additive filters: closed forms (pure DP, zCDP, RDP), approximate zCDP sums."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dpsieve.accounting.events import GDP, RDP, ZCDP, ApproxDP, PureDP
+from dpsieve.filters import ApproxZCDPFilter, PureDPFilter, RDPFilter, ZCDPFilter, zcdp_rho_for
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(0.0, 2.0), min_size=1, max_size=30), st.floats(0.1, 10.0))
+def test_pure_dp_exact_sum(costs: list[float], budget: float) -> None:
+    from fractions import Fraction
+
+    f = PureDPFilter(budget)
+    spent = Fraction(0)
+    for c in costs:
+        d = f.try_spend(PureDP(c))
+        assert d.admitted == (spent + Fraction(c) <= Fraction(budget))
+        if d.admitted:
+            spent += Fraction(c)
+    assert (
+        f.remaining()["exact"]
+        == f"{(Fraction(budget) - spent).numerator}/{(Fraction(budget) - spent).denominator}"
+    )
+
+
+def test_zcdp_gaussian_queries() -> None:
+    f = ZCDPFilter(0.5)
+    # GDP(mu) is mu^2/2-zCDP: four GDP(0.5) cost 0.5 (each rounded up by 1e-12 relative)
+    assert sum(f.try_spend(GDP(0.5)).admitted for _ in range(5)) == 3
+    g = ZCDPFilter(0.5)
+    assert sum(g.try_spend(ZCDP(0.125)).admitted for _ in range(5)) == 4
+    assert not ZCDPFilter(1.0).try_spend(ApproxDP(0.1, 1e-9)).admitted
+
+
+def test_zcdp_rho_for() -> None:
+    rho = zcdp_rho_for(1.0, 1e-6)
+    assert rho + 2 * math.sqrt(rho * math.log(1e6)) <= 1.0
+    assert rho + 2 * math.sqrt(rho * math.log(1e6)) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_rdp_filter_pure_dp_is_tight_rr_rdp() -> None:
+    f = RDPFilter((2.0,), (1.0,))
+    d = f.dry_run(PureDP(1.0))
+    e = 1.0
+    p = 1 / (1 + math.exp(-e))
+    exact = math.log(p * math.exp(e) + (1 - p) * math.exp(-e))  # (a-1) = 1
+    assert d.cost["rdp"][0] == pytest.approx(exact, rel=1e-11)
+    assert d.cost["rdp"][0] >= exact
+
+
+def test_rdp_filter_all_orders() -> None:
+    f = RDPFilter((2.0, 10.0), (1.0, 1.0))
+    q = RDP((2.0, 10.0), (0.1, 0.5))
+    assert f.try_spend(q).admitted
+    assert f.try_spend(q).admitted
+    assert not f.try_spend(q).admitted  # order 10 would reach 1.5
+    g = RDPFilter.for_target(10.0, 1e-6, (2.0, 4.0, 8.0, 16.0, 32.0))
+    assert all(b > 0 for b in g.remaining()["rdp"])
+
+
+def test_approx_zcdp_sums() -> None:
+    f = ApproxZCDPFilter(1.0, 1e-5)
+    n = 0
+    while f.try_spend(ApproxDP(0.5, 1e-6)).admitted:
+        n += 1
+    # each is charged (1e-6, 0.125 (1 + 1e-12)) (eps^2/2 rounded up): the 8th exceeds rho = 1
+    assert n == 7
+    h = ApproxZCDPFilter.for_target(10.0, 1e-6)
+    assert h.remaining()["delta"] == pytest.approx(5e-7)
