@@ -512,3 +512,13 @@ def test_huge_eps_stays_finite_and_sound(eps: float) -> None:
     curve = T.from_approx_dp(eps, 0.0)
     assert curve.leq(T.infinity())
     assert T.from_approx_dp(eps, 0.0, pessimistic=False).leq(curve)
+
+
+def test_subnormal_results_still_bracket() -> None:
+    """delta = p (1 - e^-eps) ~ eps/2 is below the smallest float for eps = 5e-324."""
+    exact = _brute_compose([5e-324], [0.0], 0.0)
+    assert (
+        float(fam.approx_dp_compose_heterogeneous_delta([5e-324], [0.0], 0.0, upper=False)) <= exact
+    )
+    assert exact <= float(fam.approx_dp_compose_heterogeneous_delta([5e-324], [0.0], 0.0))
+    assert float(fam.approx_dp_compose_delta(5e-324, 0.0, 1, 0.0, upper=False)) <= exact

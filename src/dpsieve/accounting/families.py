@@ -92,10 +92,11 @@ def _array(name: str, value: Any, owner: str, lo: float, hi: float, what: str) -
 
 
 def _nudge(v: FloatArray, upper: bool, rel: Any, abs_: Any = 0.0) -> FloatArray:
-    """Move ``v`` by ``rel |v| + abs_`` up (``upper``) or down, clipped to [0, 1]."""
+    """Move ``v`` by ``rel |v| + abs_`` and one more ulp (so that subnormal results move
+    too) up (``upper``) or down, clipped to [0, 1]."""
     with np.errstate(invalid="ignore"):
         m = rel * np.abs(v) + abs_
-        out = v + m if upper else v - m
+        out = np.nextafter(v + m, np.inf) if upper else np.nextafter(v - m, -np.inf)
     res: FloatArray = np.clip(np.where(np.isfinite(v), out, v), 0.0, 1.0)
     return res
 
