@@ -97,3 +97,24 @@ def trim(offset: int, probs: FloatArray, tail_mass: float) -> tuple[int, FloatAr
             lo += k
     out = np.array(probs[lo : hi + 1], dtype=np.float64)
     return offset + lo, out, up_cut, low_cut
+
+
+def lift_negative_noise(offset: int, probs: FloatArray, grid: float, e: float) -> None:
+    """Lift FFT noise far in the lower tail so that E[e^{-Z}] stays within 1e-9 of exact.
+
+    Noise of size <= e at a loss z adds <= e e^{-z} to E[e^{-Z}]. Entries below
+    z_cut = log(N e / 1e-9) that are within 1e6 e of zero (noise-dominated) move up to z_cut:
+    moving mass up is pessimistic (only raises h) and lowers E[e^{-Z}]; entries kept there
+    have relative noise <= 1e-6, and entries at z >= z_cut add at most 1e-9 in total.
+    """
+    if not e > 0:
+        return
+    z_cut = min(0.0, math.log(max(probs.size, 1) * e / 1e-9))
+    cut = min(max(math.ceil(z_cut / grid) - offset, 0), probs.size - 1)
+    if cut <= 0:
+        return
+    part = probs[:cut]
+    small = part < 1e6 * e
+    moved = float(np.sum(part[small]))
+    part[small] = 0.0
+    probs[cut] += moved

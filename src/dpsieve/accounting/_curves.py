@@ -71,7 +71,8 @@ def h_pl(
     with np.errstate(invalid="ignore", over="ignore"):
         xb = np.where(bk > 0, x * bk, 0.0)
     h = np.clip(ak - xb, 0.0, None) + inf_mass
-    err = (np.count_nonzero(p) + 4) * U * (ak + xb + inf_mass)
+    # no active atom (A_k = 0): h = inf_mass exactly; else one more rounding of the sum
+    err = (np.count_nonzero(p) + 4) * U * (ak + xb) + np.where(ak > 0, 4 * U * inf_mass, 0.0)
     return np.minimum(h, 1.0 + err), err
 
 
@@ -220,28 +221,32 @@ def eps_pl(
     with np.errstate(divide="ignore"):
         yb = np.where(b[1:] > 0, np.exp(np.minimum(z + np.log(b[1:]), 709.0)), 0.0)
     hk = np.clip(a[1:] - yb, 0.0, None) + inf_mass
-    errk = (n + 4) * U * (a[1:] + yb + inf_mass)
+    errk = (np.count_nonzero(p) + 4) * U * (a[1:] + yb + inf_mass) + 8 * U * hk
     hk_up = hk + errk  # certified upper values at the knots (still decreasing up to round-off)
     hk_up = np.where(np.isfinite(hk_up), hk_up, np.inf)  # never certify from a NaN
     hk_up = np.maximum.accumulate(hk_up[::-1])[::-1]  # force monotone (only raises)
-    err_max = (n + 4) * U * 3.0 + 8 * U
+    m = np.count_nonzero(p) + 4
     d = np.asarray(deltas, dtype=np.float64)
-    target = d - err_max
     k1 = int(np.searchsorted(z, 0.0, side="right"))
     h1 = float(a[k1] - b[k1]) + inf_mass  # h(1)
+    err1 = m * U * (2.0 * float(a[k1]) + inf_mass) + 8 * U * h1
     j = np.searchsorted(-hk_up, -d, side="left")
     jc = np.minimum(j, n - 1)
-    bj = b[jc]
+    aj, bj = a[jc], b[jc]
+    # on the segment (y_{j-1}, y_j] the active atoms are i >= j, h = A_j - x B_j + inf, and
+    # x B_j <= A_j there, so the round-off of the line is at most m u (2 A_j + inf) (relative
+    # to the tail sums, not to 1: small deltas keep their precision)
+    target = d - m * U * (2.0 * aj + inf_mass) - 8 * U * d
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        xs = (a[jc] + inf_mass - target) / bj
+        xs = (aj + inf_mass - target) / bj * (1.0 + 4 * U)
     lower = y[np.maximum(jc - 1, 0)]
     xs = np.where((jc == 0) | ~(bj > 0), y[jc], np.clip(xs, lower, y[jc]))
     with np.errstate(divide="ignore"):
         e = np.maximum(np.log(xs), 0.0)
     e = np.where(e > 0, np.nextafter(e, math.inf), 0.0)
-    e = np.where(h1 + err_max <= d, 0.0, e)
+    e = np.where(h1 + err1 <= d, 0.0, e)
     e = np.where(np.isfinite(e), e, math.inf)
-    out: FloatArray = np.where((target > inf_mass) & (j < n), e, math.inf)
+    out: FloatArray = np.where(((target > inf_mass) | (jc == 0)) & (j < n), e, math.inf)
     # beyond the largest loss h = inf_mass exactly (no atom is active), so any delta >=
     # inf_mass is met there even when the error margin above cannot be afforded
     pos = np.flatnonzero(p)

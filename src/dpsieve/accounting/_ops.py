@@ -120,6 +120,7 @@ def compose(a: PLD, b: PLD, tail_mass: float) -> PLD:
     else:
         conv *= 1.0 + rel
         inf = inf * (1.0 + 4 * U)
+        _convolve.lift_negative_noise(a.offset + b.offset, conv, grid, err)
         if tail_mass > 0:  # tails are cut to +inf anyway: the l1 bound sqrt(N) * err goes there
             inf += math.sqrt(conv.size) * err
         else:  # keep the exact support and no +inf mass: raise every entry (Lemma A3)
