@@ -522,3 +522,19 @@ def test_subnormal_results_still_bracket() -> None:
     )
     assert exact <= float(fam.approx_dp_compose_heterogeneous_delta([5e-324], [0.0], 0.0))
     assert float(fam.approx_dp_compose_delta(5e-324, 0.0, 1, 0.0, upper=False)) <= exact
+
+
+def test_exp_bracket_never_crosses_one() -> None:
+    """For tiny eps > 0 a two-ulp bracket would dip below 1 (i.e. below e^0): clamped."""
+    for eps in [1e-300, 1e-17, 2.220446049250313e-16]:
+        lo, hi = fam.exp_bracket(eps)
+        assert 1.0 <= lo <= hi
+        lo, hi = fam.exp_bracket(-eps)
+        assert lo <= hi <= 1.0
+    assert (
+        fam.approx_leq(2.220446049250313e-16, 0.0, 1.749202852230281e-294, 2.220446049250313e-16)
+        is False
+    )
+    low = T.from_approx_dp(1e-17, 0.0, pessimistic=False)
+    assert low.leq(T.from_approx_dp(1e-17, 0.0))
+    assert low == T.identity()

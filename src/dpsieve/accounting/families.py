@@ -118,7 +118,8 @@ def exp_bracket(eps: float) -> tuple[float, float]:
     lo, hi = e, e
     for _ in range(2):
         lo, hi = math.nextafter(lo, 0.0), math.nextafter(hi, math.inf)
-    return lo, hi
+    # e^eps >= 1 exactly when eps >= 0 (a bracket crossing 1 would flip the sign of eps)
+    return (max(lo, 1.0), hi) if eps > 0 else (lo, min(hi, 1.0))
 
 
 def exp_bracket_fraction(eps: float) -> tuple[Fraction, Fraction]:
