@@ -28,6 +28,7 @@ _GROUPS: tuple[tuple[str, str | None], ...] = (
     ("dpsieve.cli.release", None),
     ("dpsieve.cli.account", "account"),
     ("dpsieve.cli.robust", "robust"),
+    ("dpsieve.cli.filter", "filter"),
 )
 
 
