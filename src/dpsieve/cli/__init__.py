@@ -29,6 +29,7 @@ _GROUPS: tuple[tuple[str, str | None], ...] = (
     ("dpsieve.cli.account", "account"),
     ("dpsieve.cli.robust", "robust"),
     ("dpsieve.cli.filter", "filter"),
+    ("dpsieve.cli.demo", None),
 )
 
 
