@@ -113,6 +113,14 @@ def main() -> None:
             err = float(np.max(np.abs(out - ref)))
             lines.append(f"| {k} | {name} | {t:.4f} | {t / base:.3g} | {err:.2e} |")
             print(lines[-1], flush=True)
+    lines += [
+        "",
+        "The closed form is the reference: its error bound is ~1e-13 relative and the tests",
+        "bracket it with 40-digit mpmath and exact enumeration. eps = 0.1 is a multiple of",
+        "dp_accounting's grid (1e-4), so its discretization is exact here and it agrees to",
+        "rounding; prv_accountant's column is its point estimate (its bounds are wider).",
+        "The exact rational PWL composition grows linearly in k (rationals of ~k*53 bits).",
+    ]
     OUT.parent.mkdir(exist_ok=True)
     OUT.write_text("\n".join(lines) + "\n")
     print(f"wrote {OUT}")
