@@ -30,6 +30,7 @@ _GROUPS: tuple[tuple[str, str | None], ...] = (
     ("dpsieve.cli.robust", "robust"),
     ("dpsieve.cli.filter", "filter"),
     ("dpsieve.cli.demo", None),
+    ("dpsieve.cli.figures", None),
 )
 
 
