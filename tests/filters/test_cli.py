@@ -31,9 +31,9 @@ def test_filter_run_prints_each_decision() -> None:
             "--budget",
             "gdp:mu=1",
             "--json",
-            "gdp:mu=0.6",
-            "gdp:mu=0.8",
-            "gdp:mu=0.1",
+            "gdp:mu=0.75",
+            "gdp:mu=0.5",
+            "gdp:mu=0.5",
         ],
     )
     assert res.exit_code == 0, res.output
