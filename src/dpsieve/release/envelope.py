@@ -246,6 +246,10 @@ def enumerate_envelope(cw: CollapsedWorkload, groups: Groups, params: PMWParams,
             f"{groups.size} groups), over the limit max_cost={max_cost:.3g}; lower the "
             "rounds, use the rejection sampler, or raise max_cost",
             estimated_cost=cost, limit=max_cost, estimated_seconds=cost * SECONDS_PER_UNIT)
+    if cw.signed_classes ** Jp >= 2**62:
+        raise InstanceTooLargeError(
+            f"{cw.signed_classes}^{Jp} transcripts do not fit the int64 transcript index",
+            estimated_cost=cost, limit=float(2**62))
     if keep_all and cw.signed_classes ** Jp > 5_000_000:
         raise InstanceTooLargeError("keep_all=True stores every transcript; too many",
                                     estimated_cost=float(cw.signed_classes ** Jp), limit=5e6)

@@ -9,7 +9,8 @@
 ``variant="drop-last"`` (default) takes the envelope of the first J - 1 selections' law: the
 decoder never reads the J-th selection, the result is again eps-DP (Proposition 4.1 applied
 to the (J-1)-round transcript, then post-processing) and keeps the utility bound; it is K'
-times cheaper (K' <= 2k signed-query classes; docs/proofs/release.md). ``variant="full"`` is the paper's J-selection law.
+times cheaper (K' <= 2k signed-query classes; docs/proofs/release.md). ``variant="full"``
+is the paper's J-selection law.
 
 Trivial regime: when eta <= eps n / (4 J' r) (r = largest query range, J' selections), every
 y's discounted likelihood is below x's own, so the envelope IS the PMW law (Z = 1) and we
