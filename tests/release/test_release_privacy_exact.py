@@ -13,6 +13,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dpsieve.release.baselines import blr_release, pmw_parameters
 from dpsieve.release.data import Dataset, Domain, Workload
@@ -145,3 +147,20 @@ def test_blr_output_law_is_eps_dp() -> None:
     f = wl.answers(Dataset.from_histogram(h))
     assert rel.expected_error == pytest.approx(
         float(np.exp(law(h)) @ np.abs(cand - f).max(axis=1)), rel=1e-12)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.integers(0, 2**31), st.floats(0.5, 40.0), st.floats(0.05, 1.0),
+       st.floats(0.2, 3.0), st.integers(1, 3))
+def test_random_real_valued_workloads_are_eps_dp(seed: int, eta: float, gamma: float,
+                                                 eps: float, sel: int) -> None:
+    """Queries with arbitrary values in [-1, 1] (not counting queries), random parameters."""
+    rng = np.random.default_rng(seed)
+    wl = Workload(np.round(rng.uniform(-1, 1, size=(2, 3)), 3))
+    p = PMWParams(sel + 1, eta, gamma)
+    env = _max_log_ratio(wl, 3, p, eps, sel)
+    assert env <= eps + 1e-9
+    if is_trivial_regime(p, eps, 3, wl.query_range, sel):
+        h = np.array([1, 2, 0])
+        np.testing.assert_allclose(_envelope_law(wl, h, p, eps, sel),
+                                   _envelope_law(wl, h, p, eps, sel, plain=True), atol=1e-12)
