@@ -115,3 +115,14 @@ def test_cli_refusal_is_clear() -> None:
     out = json.loads(res.output)
     assert out["error"] == "InstanceTooLargeError"
     assert "work units" in out["message"]
+
+
+def test_cli_release_theory() -> None:
+    res = CliRunner().invoke(app, ["release-theory", "-T", "2", "--k", "1", "--n", "5000000"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.output)
+    assert out["nontrivial"] is True
+    assert out["smallest_nontrivial_n"] <= 5_000_000
+    res = CliRunner().invoke(app, ["release-theory", "-T", "2", "--k", "1", "--n", "0"])
+    assert res.exit_code == 2
+    assert "'n'" in json.loads(res.output)["message"]

@@ -19,7 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
-__all__ = ["register", "release", "release_experiments"]
+__all__ = ["register", "release", "release_experiments", "release_theory"]
 
 MECHANISMS = ("envelope", "mwem", "pmw", "laplace", "blr")
 #: Exact expected error is computed when the enumeration costs at most this many units.
@@ -211,7 +211,31 @@ def release_experiments(
     module.main(out, quick=quick)
 
 
+def release_theory(
+    universe_size: Annotated[int, typer.Option("--universe-size", "-T", help="|D| = T")],
+    k: Annotated[int, typer.Option(help="Number of queries.")],
+    n: Annotated[int, typer.Option(help="Database size.")],
+    eps: Annotated[float, typer.Option(help="Privacy parameter.")] = 1.0,
+) -> None:
+    """Theorem 1.1 calculator: section 8 parameters, C min{1, tau}, nontrivial branch."""
+    from dataclasses import asdict
+
+    from dpsieve.errors import DPError
+    from dpsieve.release import smallest_nontrivial_n, theorem_parameters
+
+    try:
+        tp = theorem_parameters(universe_size, k, n, eps)
+        out = asdict(tp)
+        out["bound_below_one"] = tp.bound_below_one
+        out["smallest_nontrivial_n"] = smallest_nontrivial_n(universe_size, k, eps)
+    except DPError as e:
+        typer.echo(json.dumps({"error": type(e).__name__, "message": str(e)}))
+        raise typer.Exit(2) from None
+    typer.echo(json.dumps(out))
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``release`` and ``release-experiments`` to the top-level app."""
+    """Add ``release``, ``release-experiments`` and ``release-theory`` to the app."""
     app.command("release")(release)
     app.command("release-experiments")(release_experiments)
+    app.command("release-theory")(release_theory)
