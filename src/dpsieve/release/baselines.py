@@ -1,6 +1,8 @@
 """Baseline pure-DP query-release mechanisms (all eps-DP under replace-one neighbours).
 
-* :func:`laplace_release` - Laplace on all k answers, L1 sensitivity of the workload.
+* :func:`laplace_release` - Laplace on all k answers, L1 sensitivity of the workload
+  (:class:`dpsieve.mechanisms.LaplaceMechanism`: exact lattice noise, its reported eps is
+  at most the requested one).
 * :func:`pmw_release` - "pure PMW": the selection-only PMW transcript (Fitzsimons 2026,
   section 3) released directly with eta = eps n / (2 J' r), so each of the J' selections
   is (eps / J')-DP by the bounded log-ratio 2 eta r / n (proof of Prop. 3.1) and basic
@@ -25,12 +27,7 @@ from scipy.special import logsumexp
 
 from dpsieve._validation import check_int, check_positive
 from dpsieve.accounting.events import Neighbouring, PureDP
-from dpsieve.mechanisms import (
-    default_granularity,
-    discrete_laplace,
-    exponential_mechanism,
-    snap_to_lattice,
-)
+from dpsieve.mechanisms import LaplaceMechanism, exponential_mechanism
 from dpsieve.release.data import Dataset, Workload
 from dpsieve.release.envelope import DEFAULT_MAX_COST, enumerate_envelope
 from dpsieve.release.groups import enumerate_histograms, histogram_count
@@ -55,26 +52,17 @@ def _pure(eps: float) -> PureDP:
     return PureDP(eps, Neighbouring.REPLACE_ONE)
 
 
-def _lattice_laplace(values: FloatArray, l1_sensitivity: float, eps: float,
-                     rng: np.random.Generator | None) -> tuple[FloatArray, float]:
-    """values + Laplace(l1 / eps) per coordinate, on a power-of-two lattice g.
-
-    The values are snapped to g Z first (post-processing of x's answers); snapping can move
-    each coordinate's difference between neighbours by one lattice step, so the integer L1
-    sensitivity is taken as ceil(l1 / g) + k (pessimistic), and the discrete Laplace scale
-    is that over eps: exact eps-DP (Canonne, Kamath, Steinke 2020 for the integer noise).
-    Returns (noisy values, effective continuous scale)."""
-    k = values.size
-    g = default_granularity(l1_sensitivity / eps)
-    sens_int = math.ceil(l1_sensitivity / g) + k
-    z = snap_to_lattice(values, g) + discrete_laplace(sens_int / eps, k, rng)
-    out: FloatArray = z.astype(np.float64) * g
-    return out, sens_int * g / eps
+def _laplace(sensitivity: float, eps: float, dimension: int) -> LaplaceMechanism:
+    """:class:`dpsieve.mechanisms.LaplaceMechanism` with exact lattice eps <= ``eps`` for
+    L1 ``sensitivity`` under replace-one (exact integer noise on g Z; see there)."""
+    return LaplaceMechanism.for_epsilon(eps, sensitivity, neighbouring=Neighbouring.REPLACE_ONE,
+                                        dimension=dimension)
 
 
 def laplace_expected_max_error(scale: float, k: int) -> float:
-    """E max_i |Lap_i(scale)| = scale * H_k (max of k iid Exp(scale)); the lattice noise
-    differs from it by less than 1e-9 relative at the default granularity."""
+    """E max_i |Lap_i(scale)| = scale * H_k (max of k iid Exp(scale)). The lattice release
+    (step g, reported by :func:`laplace_release`) differs from this continuous value by at
+    most about g."""
     return scale * sum(1.0 / i for i in range(1, k + 1))
 
 
@@ -84,10 +72,11 @@ def laplace_release(workload: Workload, data: Dataset, eps: float,
     workload (:meth:`Workload.l1_sensitivity`); pure eps-DP (Dwork et al. 2006)."""
     e = check_positive("eps", eps, "laplace_release")
     sens = workload.l1_sensitivity(data.n)
-    noisy, scale = _lattice_laplace(workload.answers(data), sens, e, rng)
-    return Release("laplace", noisy, _pure(e),
-                   laplace_expected_max_error(scale, workload.k),
-                   {"l1_sensitivity": sens, "scale": scale})
+    mech = _laplace(sens, e, workload.k)
+    noisy = np.asarray(mech.release(workload.answers(data), rng), dtype=np.float64)
+    return Release("laplace", noisy, mech.privacy(),
+                   laplace_expected_max_error(mech.scale, workload.k),
+                   {"l1_sensitivity": sens, "scale": mech.scale, "lattice_step": mech.step})
 
 
 def pmw_parameters(universe_size: int, n: int, eps: float, query_range: float,
@@ -137,8 +126,8 @@ def mwem_release(workload: Workload, data: Dataset, eps: float, *, rounds: int =
     for _ in range(R):
         scores = np.abs(f - W @ A)
         i = exponential_mechanism(scores, e / (2 * R), sens, rng)
-        noisy, _ = _lattice_laplace(f[i:i + 1], sens, e / (2 * R), rng)
-        meas.append((i, float(noisy[0])))
+        noisy = float(_laplace(sens, e / (2 * R), 1).release(float(f[i]), rng))
+        meas.append((i, noisy))
         for j, m in meas:
             logA = np.log(A) + W[j] * (m - W[j] @ A) / 2.0
             A = np.exp(logA - logsumexp(logA))
