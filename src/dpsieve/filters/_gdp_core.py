@@ -288,73 +288,63 @@ def gdp_leq_mixture(atoms: Atoms, m: float, mu: float) -> bool:
 
 
 @_quiet
-def _node_search(atoms: Atoms, mu: float, t: FloatArray, lo: float, hi: float) -> FloatArray:
-    """Per node t_i, approximately the largest m in [lo, hi] with f_m(t_i) <= g(t_i).
+def _global_search(
+    atoms: Atoms, mu: float, t: FloatArray, lo: float, hi: float
+) -> tuple[float, int]:
+    """Approximately the largest m in [lo, hi] with f_m(t_i) <= g(t_i) at every node.
 
-    Safeguarded Newton on F(m) = log f_m(t) - log g(t) (increasing in m), with
-    dF/dm = sum_j p_j phi(a_j) / f_m(t) (d h_{G_m}(x)/dm = phi(-log x/m + m/2)).
-    Uncertified: only used to choose the value that is then certified.
+    Safeguarded Newton on G(m) = max_i [log f_m(t_i) - log g(t_i)] (increasing in m), with
+    the derivative of the maximising node: d/dm log f = sum_j p_j phi(a_j) / f_m
+    (d h_{G_m}(x)/dm = phi(-log x/m + m/2)). Returns (m, index of the binding node).
+    Uncertified: it only chooses the value that is then certified.
     """
     lg, _ = log_h(mu, t)
     logp = np.log(atoms.p)[None, :]
     s = t[:, None] - atoms.z[None, :]
-    m_lo = np.full(t.size, lo)
-    m_hi = np.full(t.size, hi)
-    m = m_hi.copy()
-    done = np.zeros(t.size, dtype=bool)
     half_log_2pi = 0.5 * math.log(2.0 * math.pi)
-    est = m_lo.copy()
-    for it in range(SEARCH_STEPS):
-        mm = m[:, None]
-        a = -s / mm + mm / 2.0
+    # start from the known feasible value when there is one: from the cap, the far-tail
+    # constraints (steep in m) bind first and Newton walks down them one by one
+    m, best_i = (lo if lo > 0.0 else hi), 0
+    for _ in range(SEARCH_STEPS):
+        a = -s / m + m / 2.0
         la = special.log_ndtr(a)
-        lb = special.log_ndtr(a - mm)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            lh = la + np.log(-np.expm1(np.minimum(s + lb - la, -1e-300)))
-        lf = _logsumexp_rows(logp + lh)
-        F = lf - lg
-        ok = F <= 0.0
-        if it == 0:
-            done = ok.copy()  # the cap itself is feasible at these nodes
-            est = np.where(ok, hi, est)
-        m_lo = np.where(ok, np.maximum(m_lo, m), m_lo)
-        m_hi = np.where(ok, m_hi, np.minimum(m_hi, m))
-        dlf = np.exp(_logsumexp_rows(logp - 0.5 * a * a - half_log_2pi) - lf)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            step = m - F / dlf
-        inside = np.isfinite(step) & (step > m_lo) & (step < m_hi)
-        m_new = np.where(inside, step, 0.5 * (m_lo + m_hi))
-        conv = ~done & ((np.abs(m_new - m) <= 1e-13 * hi) | (m_hi - m_lo <= 1e-12 * hi))
-        est = np.where(conv, m_new, est)
-        done |= conv
-        m = np.where(done, m, m_new)
-        # only the smallest m* matters: drop nodes that cannot be the minimum
-        drop = ~done & (m_lo >= np.min(np.where(done, est, m_hi)))
-        est = np.where(drop, m_lo, est)
-        done |= drop
-        if np.all(done):
+        lh = la + np.log(-np.expm1(np.minimum(s + special.log_ndtr(a - m) - la, -1e-300)))
+        lf = np.logaddexp.reduce(logp + lh, axis=1)
+        gap = lf - lg
+        i = int(np.argmax(gap))
+        if gap[i] <= 0.0:
+            lo, best_i = m, i
+            if m >= hi:
+                return m, i
+            if m == lo and lo >= hi * (1.0 - 1e-15):
+                return m, i
+        else:
+            hi, best_i = m, i
+        if hi - lo <= 1e-10 * hi:
             break
-    res: FloatArray = np.where(done, est, m_lo)
-    return res
+        dlf = math.exp(float(np.logaddexp.reduce(logp[0] - 0.5 * a[i] ** 2 - half_log_2pi)) - lf[i])
+        step = m - float(gap[i]) / dlf if dlf > 0 else math.nan
+        if lo < step < hi:
+            if abs(step - m) <= 1e-11 * hi:
+                return step, best_i  # Newton has converged (from either side)
+            m = step
+        else:
+            m = 0.5 * (lo + hi)
+    return lo, best_i
 
 
 def _search(atoms: Atoms, mu: float, lo: float) -> float:
-    """Approximate largest m (uncertified): coarse per-node search, then local refinement.
-
-    Constraints beyond T*(cap) hold for every m <= cap, so the grid stops there; the cap
-    is raised towards mu only if the answer reaches it.
+    """Approximate largest m (uncertified): coarse global search, then a fine one around
+    the binding node. Constraints beyond T*(cap) hold for every m <= cap, so the grid stops
+    there; the cap is raised towards mu only if the answer reaches it.
     """
     best = lo
     for k in (4, 8, 12):
         cap = mu * (1.0 - 10.0**-k)
         t = _grid(_tail_start(atoms, cap, mu), DT_MIN_SEARCH, DT_REL_SEARCH)
-        ms = _node_search(atoms, mu, t, lo, cap)
-        best = float(ms.min())
-        idx = np.argsort(ms)[:3]
-        fine = np.concatenate(
-            [np.linspace(t[max(i - 1, 0)], t[min(i + 1, t.size - 1)], 17) for i in idx]
-        )
-        best = min(best, float(_node_search(atoms, mu, fine, lo, best).min()))
+        best, i = _global_search(atoms, mu, t, lo, cap)
+        fine = np.linspace(t[max(i - 2, 0)], t[min(i + 2, t.size - 1)], 33)
+        best = min(best, _global_search(atoms, mu, fine, lo, best)[0])
         if best < cap * (1.0 - 1e-12):
             return best
     return best

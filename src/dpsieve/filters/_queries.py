@@ -128,8 +128,12 @@ def zcdp_of(q: Any) -> tuple[float, float] | None:
     if isinstance(q, RDP):
         return None
     if is_pld(q):
-        e = pure_eps_of(q)
-        return None if e is None else (e * e / 2.0 * _UP, 0.0)
+        # D (+) G_mu: D is eps_D-DP, so (eps_D^2/2)-zCDP; G_mu is (mu^2/2)-zCDP; they add
+        import dataclasses
+
+        mu = float(getattr(q, "mu", 0.0))
+        e = pure_eps_of(dataclasses.replace(q, mu=0.0)) if mu > 0.0 else pure_eps_of(q)
+        return None if e is None else ((e * e + mu * mu) / 2.0 * _UP, 0.0)
     return None
 
 

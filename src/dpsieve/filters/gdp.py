@@ -60,7 +60,11 @@ def naive_gdp_cost(query: Any) -> float:
     if sa is None:
         return math.inf
     atoms, g = sa
-    nu_d = 0.0 if atoms.is_identity else smallest_gdp_mu_atoms(atoms)
+    nu_d = (
+        0.0
+        if atoms.is_identity
+        else _smallest_mu_cached(atoms.z.tobytes(), atoms.p.tobytes(), atoms.p_inf)
+    )
     if not math.isfinite(nu_d):
         return math.inf
     if nu_d == 0.0:
