@@ -152,11 +152,21 @@ def _log_err(m: float, s: FloatArray) -> FloatArray:
 
 
 def _tail_start(atoms: Atoms, m: float, mu: float) -> float:
+    """T* of the tail argument (module docstring).
+
+    If the float masses sum to 1 + e > 1, stochastic dominance must hold with a factor
+    1/(1 + e): beyond y >= mu^2/2 + mu the standardised argument u is >= 1, the hazard rate of
+    the normal law is >= u, so Phi-bar(u + d) <= e^{-d} Phi-bar(u) for d >= 0, and the extra
+    gap d = 2e (>= log(1 + e)) is reached 2e / (1/m - 1/mu) further out.
+    """
     zmax = float(atoms.z.max()) if atoms.z.size else 0.0
     if m == 0.0:
         return max(0.0, zmax) * (1 + 1e-12) + 1e-12
     c = zmax + m * m / 2.0
     y = (c * mu - m * mu * mu / 2.0) / (mu - m)
+    excess = math.fsum(atoms.p.tolist()) - 1.0
+    if excess > 0.0:
+        y = max(y, mu * mu / 2.0 + mu) + 2.0 * excess / (1.0 / m - 1.0 / mu)
     return max(0.0, y) * (1 + 1e-9) + 1e-9
 
 
