@@ -227,3 +227,16 @@ def test_delta_zero_and_infinite_x() -> None:
     assert PLD.approx_dp(1.0, 0.01, grid=0.01).epsilon(0.0099) == math.inf
     assert PLD.gdp(1.0).hockey_stick(math.inf) == 0.0
     assert PLD.zero_delta(0.3).hockey_stick(math.inf) == 0.3
+
+
+def test_sparse_kernels_compose_exactly_without_fft_noise() -> None:
+    # 300 queries: the state reaches 40,001 points; the randomized-response kernel has two
+    # non-zero masses and is applied as shifted copies (no FFT floor in the far tail)
+    g = 1e-3
+    s = PLD.identity(grid=g)
+    qs = [PLD.laplace(10.0, grid=g), PLD.randomized_response(0.1, grid=g)]
+    for i in range(200):
+        s = s.compose(qs[i % 2])
+    p_top = 0.5**100 * (math.exp(0.1) / (1 + math.exp(0.1))) ** 100
+    assert s.losses[-1] == pytest.approx(20.0)
+    assert s.probs[-1] == pytest.approx(p_top, rel=1e-9)

@@ -117,10 +117,8 @@ def h_mixed(
                 b = np.exp(np.minimum(tt + special.log_ndtr(alpha - mu), 0.0))
         b = np.minimum(b, 1.0)
         out[s : s + rows] = _dot(np.clip(a - b, 0.0, 1.0), pp)
-        a2 = np.minimum(np.max(np.abs(alpha), axis=1, initial=0.0), 40.0) ** 2
-        s2 = np.max(tt * tt, axis=1, initial=0.0)
-        rel = G_TERM_REL + 8 * U * (1.0 + a2 + s2)
-        err[s : s + rows] = rel * _dot(a + b, pp) + PHI_SKIP * cum[start]
+        rel = G_TERM_REL + 8 * U * (1.0 + np.minimum(np.abs(alpha), 40.0) ** 2 + tt * tt)
+        err[s : s + rows] = _dot((a + b) * rel, pp) + PHI_SKIP * cum[start]
     h = out + inf_mass
     err = err + (np.count_nonzero(p) + 4) * U * h
     return h, err
@@ -164,10 +162,10 @@ def _gauss_terms(
     hg = np.clip(a - b, 0.0, 1.0)
     # flush values below TINY to 0 (subnormals make dot products slow); err adds TINY
     hg[hg < TINY] = 0.0
-    w = a + b
+    rel_i = G_TERM_REL + 8 * U * (1.0 + np.minimum(np.abs(alpha), 40.0) ** 2 + tt * tt)
+    w = (a + b) * rel_i  # per-term error weights, as in h_mixed
     w[w < TINY] = 0.0
-    a2 = min(float(np.max(np.abs(alpha))), 40.0) ** 2
-    rel = G_TERM_REL + 8 * U * (1.0 + a2 + float(np.max(tt * tt)))
+    rel = 1.0
     _TERMS[key] = (lo2, hg, w, rel)
     while len(_TERMS) > 8:
         _TERMS.popitem(last=False)
@@ -179,7 +177,7 @@ def _h_mixed_cached(
 ) -> tuple[FloatArray, FloatArray]:
     hg, w, rel = _gauss_terms(grid, mu, t, offset, offset + p.size)
     h = float(np.sum(hg * p)) + inf_mass
-    err = rel * float(np.sum(w * p)) + TINY + (np.count_nonzero(p) + 4) * U * h
+    err = rel * float(np.sum(w * p)) + 4 * TINY + (np.count_nonzero(p) + 4) * U * h
     return np.array([h]), np.array([err])
 
 
