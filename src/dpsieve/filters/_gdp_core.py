@@ -376,7 +376,7 @@ def residue_mu(atoms: Atoms, mu: float, *, lower: float = 0.0) -> float:
 
     ``lower`` is a value already known to be certified; the search never returns less.
     The result is at or below the true largest m. The estimate is lowered by the smaller of
-    a relative step in m (1e-5, 1e-4, ...) and one in the charge mu^2 - m^2 (0.3%, 1%, ...)
+    a relative step in m (1e-5, 1e-4, ...) and one in the charge mu^2 - m^2 (0.6%, 2%, ...)
     until the check certifies it.
     """
     if atoms.is_identity:
@@ -387,7 +387,7 @@ def residue_mu(atoms: Atoms, mu: float, *, lower: float = 0.0) -> float:
         return -1.0  # refusing needs no certificate
     m_hat = _search(atoms, mu, max(lower, 0.0))
     c_hat = max(mu * mu - m_hat * m_hat, 0.0)  # the charge mu^2 - mu'^2
-    for eta_m, eta_c in ((1e-5, 3e-3), (1e-4, 1e-2), (1e-3, 3e-2), (1e-2, 0.1), (0.1, 1.0)):
+    for eta_m, eta_c in ((1e-5, 6e-3), (1e-4, 2e-2), (1e-3, 6e-2), (1e-2, 0.2), (0.1, 1.0)):
         # back off by the smaller of a relative step in m and one in the charge
         cand = max(m_hat * (1.0 - eta_m), math.sqrt(max(mu * mu - c_hat * (1.0 + eta_c), 0.0)))
         if cand <= lower:
