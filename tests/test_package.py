@@ -29,6 +29,7 @@ PUBLIC_MODULES = [
     "dpsieve.filters.gdp",
     "dpsieve.filters.natural",
     "dpsieve.filters.profile",
+    "dpsieve.filters.residue",
     "dpsieve.filters.theorem9",
     "dpsieve.mechanisms",
     "dpsieve.mechanisms.additive",

@@ -28,6 +28,7 @@ from dpsieve.filters.gdp import (
 )
 from dpsieve.filters.natural import NaturalApproxFilter, NaturalGDPFilter, NaturalZeroDeltaFilter
 from dpsieve.filters.profile import AdditiveProfileFilter, discretized_profile
+from dpsieve.filters.residue import ResidueFilter, register_rule
 from dpsieve.filters.theorem9 import Theorem9, certified_epsilon, theorem9
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "PrivacyFilter",
     "PureDPFilter",
     "RDPFilter",
+    "ResidueFilter",
     "Theorem9",
     "ZCDPFilter",
     "audit_gdp_family",
@@ -55,6 +57,7 @@ __all__ = [
     "filter_from_json",
     "gdp_residue_update",
     "naive_gdp_cost",
+    "register_rule",
     "theorem9",
     "zcdp_rho_for",
 ]
