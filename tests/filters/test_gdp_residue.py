@@ -161,3 +161,28 @@ def test_adaptive_workload_counts() -> None:
     n_naive = sum(g.try_spend(qs[i % 3]).admitted for i in range(2000))
     assert n_res >= 340
     assert 245 <= n_naive <= 255
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    mu=st.floats(0.3, 3.0),
+    parts=st.lists(st.tuples(st.floats(0.01, 1.0), st.floats(0.02, 2.0)), min_size=1, max_size=4),
+)
+def test_residue_condition_random_symmetric_mixtures(
+    mu: float, parts: list[tuple[float, float]]
+) -> None:
+    """Random symmetric discrete queries (index-revealed mixtures of RR_e): the certified
+    residue satisfies G_mu' (+) L <= G_mu at a dense grid (mpmath)."""
+    tot = sum(w for w, _ in parts)
+    z, p = [], []
+    for w, e in parts:
+        z += [e, -e]
+        p += [w / tot / (1 + math.exp(-e)), w / tot / (1 + math.exp(e))]
+    atoms = Atoms(np.array(z), np.array(p), 0.0)
+    from dpsieve.filters._gdp_core import residue_mu
+
+    m = residue_mu(atoms, mu)
+    if m < 0:
+        assert not gdp_leq_mixture(atoms, 0.0, mu)
+        return
+    assert mixture_gap(atoms.z, atoms.p, m, mu, dense_ts(20.0, 100)) <= 0.0
