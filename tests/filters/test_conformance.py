@@ -100,3 +100,21 @@ def test_natural_approx_requires_opt_in() -> None:
 def test_bad_query_type() -> None:
     with pytest.raises(ValidationError, match="'query'"):
         GDPResidueFilter(1.0).try_spend("eps=1")
+
+
+def test_neighbouring_relation_is_enforced() -> None:
+    from dpsieve.accounting.events import Neighbouring
+    from dpsieve.errors import NeighbourRelationError
+
+    assert GDPResidueFilter(1.0).neighbouring is None  # undeclared: the caller's business
+    f = GDPResidueFilter(1.0).with_neighbouring(Neighbouring.ADD_REMOVE)
+    with pytest.raises(NeighbourRelationError):
+        f.try_spend(PureDP(0.1, Neighbouring.REPLACE_ONE))
+    with pytest.raises(NeighbourRelationError):
+        f.dry_run(GDP(0.1, Neighbouring.REPLACE_ONE))
+    g = PureDPFilter(1.0).with_neighbouring("replace_one")
+    assert g.try_spend(PureDP(0.1, Neighbouring.REPLACE_ONE)).admitted
+    h = filter_from_json(g.to_json())
+    assert h.neighbouring is Neighbouring.REPLACE_ONE
+    with pytest.raises(NeighbourRelationError):
+        h.try_spend(PureDP(0.1))

@@ -74,4 +74,7 @@ def filter_from_json(s: str) -> FilterBase:
     kinds = registered_kinds()
     if d["kind"] not in kinds:
         raise fail("kind", "filter_from_json", f"one of {sorted(kinds)}", d["kind"])
-    return kinds[d["kind"]].from_state(d["state"])
+    rel = d.get("neighbouring")
+    if rel not in (None, "add_remove", "replace_one"):
+        raise fail("neighbouring", "filter_from_json", "'add_remove' or 'replace_one'", rel)
+    return kinds[d["kind"]].from_state(d["state"], rel)

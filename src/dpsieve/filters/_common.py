@@ -17,9 +17,10 @@ import json
 import math
 from abc import ABC, abstractmethod
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from dpsieve._validation import fail
+from dpsieve.accounting.events import Neighbouring, check_same_relation
 from dpsieve.filters.base import Decision
 
 __all__ = [
@@ -68,6 +69,7 @@ class FilterBase(ABC):
     """
 
     KIND: ClassVar[str] = ""
+    _neighbouring: Neighbouring | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -77,6 +79,27 @@ class FilterBase(ABC):
     @property
     def kind(self) -> str:
         return self.KIND
+
+    @property
+    def neighbouring(self) -> Neighbouring | None:
+        """The budget's neighbouring relation, or ``None`` if not declared."""
+        return self._neighbouring
+
+    def with_neighbouring(self, neighbouring: Neighbouring | str) -> Self:
+        """Declare the budget's neighbouring relation (at creation); returns ``self``.
+
+        Once declared, queries stated under another relation raise
+        :class:`NeighbourRelationError` (a replace-one cost can be twice the add/remove one;
+        convert explicitly). PLD queries carry no relation and are taken to be under the
+        budget's. Undeclared (the default), the caller is responsible for the relation.
+        """
+        self._neighbouring = Neighbouring(neighbouring)
+        return self
+
+    def _check_relation(self, query: Any) -> None:
+        rel = getattr(query, "neighbouring", None)
+        if self._neighbouring is not None and isinstance(rel, Neighbouring):
+            check_same_relation(rel, self._neighbouring)
 
     # -- to implement ---------------------------------------------------------------
     @abstractmethod
@@ -98,11 +121,13 @@ class FilterBase(ABC):
     # -- the protocol ---------------------------------------------------------------
     def dry_run(self, query: Any) -> Decision:
         """The decision ``try_spend`` would return; never changes state."""
+        self._check_relation(query)
         decision, _ = self._decide(query)
         return decision
 
     def try_spend(self, query: Any) -> Decision:
         """Decide; on admission install the new state. A refusal changes nothing."""
+        self._check_relation(query)
         decision, new_state = self._decide(query)
         if decision.admitted and new_state is not None:
             self._load(new_state)
@@ -110,14 +135,16 @@ class FilterBase(ABC):
 
     def to_json(self) -> str:
         """Exact serialisation of the whole state, ``kind`` included (sorted keys)."""
-        return json.dumps(
-            {"kind": self.KIND, "state": self._state()}, sort_keys=True, allow_nan=False
-        )
+        d: dict[str, Any] = {"kind": self.KIND, "state": self._state()}
+        if self._neighbouring is not None:
+            d["neighbouring"] = self._neighbouring.value
+        return json.dumps(d, sort_keys=True, allow_nan=False)
 
     @classmethod
-    def from_state(cls, state: dict[str, Any]) -> FilterBase:
+    def from_state(cls, state: dict[str, Any], neighbouring: str | None = None) -> FilterBase:
         obj = cls.__new__(cls)
         obj._load(state)
+        obj._neighbouring = None if neighbouring is None else Neighbouring(neighbouring)
         return obj
 
     def __repr__(self) -> str:

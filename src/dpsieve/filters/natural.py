@@ -212,6 +212,7 @@ class NaturalApproxFilter(FilterBase):
 
     def try_spend(self, query: Any) -> Decision:
         """As the base class, keeping the composed curve cached across admissions."""
+        self._check_relation(query)
         decision, new_state = self._decide(query)
         if decision.admitted and new_state is not None:
             curve = self._composed().compose(_curve_of(as_query(query)))
