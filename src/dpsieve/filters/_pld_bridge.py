@@ -11,7 +11,6 @@ less utility than rounding losses up.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from typing import Any
 
@@ -19,7 +18,7 @@ import numpy as np
 
 from dpsieve.filters._gdp_core import Atoms, coarsen_up
 
-__all__ = ["MAX_ATOMS", "pld_symmetric_atoms"]
+__all__ = ["MAX_ATOMS", "pld_symmetric_atoms", "without_gauss"]
 
 #: Atoms kept for the residue check (the knots of the coarser grid).
 MAX_ATOMS = 9
@@ -34,6 +33,19 @@ def pld_symmetric_atoms(pld: Any) -> tuple[Atoms, float] | None:
         return _cached(pld)
     except TypeError:  # unhashable stand-in
         return _atoms_of(pld)
+
+
+def without_gauss(pld: Any, direction: str | None = None) -> Any:
+    """The discrete part D of D (+) G_mu as a new PLD (fresh cache; same masses)."""
+    return type(pld)(
+        pld.grid,
+        pld.offset,
+        pld.probs,
+        pld.inf_mass,
+        0.0,
+        pld.direction if direction is None else direction,
+        pld.symmetric,
+    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -52,8 +64,7 @@ def _atoms_of(pld: Any) -> tuple[Atoms, float] | None:
     if nz.size > MAX_ATOMS:
         z = np.asarray(pld.losses)
         span = float(z[nz[-1]] - z[nz[0]])
-        d = dataclasses.replace(pld, mu=0.0, direction="pessimistic")
-        d = d.discretize(span / (MAX_ATOMS - 3))
+        d = without_gauss(pld, "pessimistic").discretize(span / (MAX_ATOMS - 3))
     z = np.asarray(d.losses, dtype=np.float64)
     p = np.asarray(d.probs, dtype=np.float64)
     keep = p > 0

@@ -129,10 +129,10 @@ def zcdp_of(q: Any) -> tuple[float, float] | None:
         return None
     if is_pld(q):
         # D (+) G_mu: D is eps_D-DP, so (eps_D^2/2)-zCDP; G_mu is (mu^2/2)-zCDP; they add
-        import dataclasses
+        from dpsieve.filters._pld_bridge import without_gauss
 
         mu = float(getattr(q, "mu", 0.0))
-        e = pure_eps_of(dataclasses.replace(q, mu=0.0)) if mu > 0.0 else pure_eps_of(q)
+        e = pure_eps_of(without_gauss(q)) if mu > 0.0 else pure_eps_of(q)
         return None if e is None else ((e * e + mu * mu) / 2.0 * _UP, 0.0)
     return None
 
