@@ -138,3 +138,22 @@ def test_natural_admits_imply_profile_admits() -> None:
     for e in (0.3, 0.05, 0.6, 0.2, 0.01, 0.4, 0.1, 0.7):
         if nat.try_spend(PureDP(e)).admitted:
             assert add.try_spend(PureDP(e)).admitted
+
+
+def test_profile_of_plds_moves_mass_up() -> None:
+    from dpsieve.accounting.pld import PLD
+    from dpsieve.errors import UnsupportedError
+
+    t = theorem9(1.0, 1e-5, 5)
+    # Laplace(10): |loss| <= 0.1; bucketed with one grid step of slack, never lower
+    prof = discretized_profile(PLD.laplace(10.0), t.eps_grid)
+    assert 1 <= sum(prof) <= 1 + 1e-9  # the PLD's float masses may exceed 1 by rounding
+    top = max(i for i, x in enumerate(discretized_profile(PureDP(0.1001), t.eps_grid)) if x > 0)
+    assert sum(prof[top + 1 :]) == 0
+    assert prof[top] > 0
+    g = discretized_profile(PLD.gaussian(2.0), t.eps_grid)
+    assert g == discretized_profile(GDP(0.5), t.eps_grid)
+    with pytest.raises(UnsupportedError):
+        discretized_profile(PLD.laplace(10.0).compose(PLD.gdp(0.5)), t.eps_grid)
+    with pytest.raises(UnsupportedError):
+        discretized_profile(PLD.laplace(10.0, pessimistic=False), t.eps_grid)

@@ -26,7 +26,7 @@ from scipy import special
 from dpsieve.accounting.events import GDP, ApproxDP, PureDP
 from dpsieve.errors import UnsupportedError
 from dpsieve.filters._common import FilterBase, frac_from_json, frac_to_json
-from dpsieve.filters._queries import as_query, query_to_dict, symmetric_atoms
+from dpsieve.filters._queries import as_query, is_pld, query_to_dict
 from dpsieve.filters.base import Decision
 from dpsieve.filters.theorem9 import Theorem9, certified_epsilon, theorem9
 
@@ -61,23 +61,47 @@ def discretized_profile(query: Any, grid: tuple[float, ...]) -> list[Fraction]:
         hi = np.array(grid[1:n])
         pos = special.ndtr((hi - m) / s) - special.ndtr((lo - m) / s)
         neg = special.ndtr((-lo - m) / s) - special.ndtr((-hi - m) / s)
-        # round each finite bucket down (relative 1e-12 + 1e-300); the rest goes to bucket n
-        vals = np.clip((pos + neg) * (1.0 - 1e-12) - 1e-300, 0.0, None)
+        # round each finite bucket down (relative 1e-12 + absolute 1e-15, above the ~1e-16
+        # error of a difference of ndtr values); the rest goes to bucket n (moved up)
+        vals = np.clip((pos + neg) * (1.0 - 1e-12) - 1e-15, 0.0, None)
         for i in range(n - 1):
             out[i] = Fraction(float(vals[i]))
         out[n - 1] = Fraction(1) - sum(out[: n - 1], Fraction(0))
         return out
-    sa = symmetric_atoms(q)
-    if sa is None:
-        raise UnsupportedError("discretized_profile(): the query has no symmetric discrete form")
-    atoms, g = sa
-    if g > 0.0:
-        if atoms.is_identity:
-            return discretized_profile(GDP(g), grid)
-        return discretized_profile(q.discretize(), grid)
-    for z, p in zip(atoms.z, atoms.p, strict=True):
-        out[_bucket(grid, abs(float(z)))] += Fraction(float(p))
-    out[n - 1] += Fraction(atoms.p_inf)
+    if is_pld(q):
+        return _pld_profile(q, grid)
+    raise UnsupportedError("discretized_profile(): the query has no symmetric discrete form")
+
+
+def _pld_profile(q: Any, grid: tuple[float, ...]) -> list[Fraction]:
+    """Profile of a symmetric, non-optimistic PLD D (+) G_mu (mu = 0, or D = Id).
+
+    The accounting layer's pessimistic discretization splits each unit of true loss mass
+    between the two neighbouring knots, so the true |loss| of mass at knot z is at most
+    |z| + grid: bucketing by |z| + grid only moves mass up (docs/proofs/filters.md).
+    """
+    if not bool(getattr(q, "symmetric", False)) or q.direction == "optimistic":
+        raise UnsupportedError("discretized_profile(): the PLD must be symmetric, not optimistic")
+    z = np.asarray(q.losses, dtype=np.float64)
+    p = np.asarray(q.probs, dtype=np.float64)
+    keep = p > 0
+    z, p = z[keep], p[keep]
+    if q.mu > 0.0:
+        if z.size == 1 and z[0] == 0.0:
+            return discretized_profile(GDP(float(q.mu)), grid)
+        raise UnsupportedError(
+            "discretized_profile(): a PLD with both a discrete and a Gaussian part has no "
+            "additive profile; discretize() it first"
+        )
+    n = len(grid) - 1
+    out = [Fraction(0)] * n
+    for zi, pi in zip(z, p, strict=True):
+        out[_bucket(grid, abs(float(zi)) + float(q.grid))] += Fraction(float(pi))
+    out[n - 1] += Fraction(float(q.inf_mass))
+    total = sum(out, Fraction(0))
+    if total < 1:
+        out[n - 1] += 1 - total  # float shortfall goes to the top bucket (moved up)
+    return out
     return out
 
 
