@@ -30,7 +30,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m slow
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check src tests benchmarks experiments
