@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dpsieve.accounting.tradeoff import PiecewiseLinearTradeoff as PL  # noqa: N814
+from dpsieve.errors import ValidationError
 from dpsieve.filters import GaussianBudget, audit_gdp_family, audit_natural
 from dpsieve.filters._budgets import approx_curve, pl_leq_budget, pl_supremum
 
@@ -151,3 +152,12 @@ def test_eps_delta_queries_not_free_with_approx_gdp_budget() -> None:
     res = audit_natural({"L1": l1, "L2": l2}, GaussianBudget(hi, delta), 2)
     assert not res.free
     assert res.max_gap > 0.01
+
+
+def test_pld_family_members() -> None:
+    from dpsieve.accounting.pld import PLD
+
+    fam = {"RR1": PLD.randomized_response(1.0), "RR0.1": PLD.randomized_response(0.1)}
+    assert audit_natural(fam, approx_curve(3.0, 0.1), 2).free  # pure family, k = 2
+    with pytest.raises(ValidationError):
+        audit_natural({"G": PLD.gdp(1.0)}, approx_curve(1.0), 2)

@@ -157,3 +157,11 @@ def test_profile_of_plds_moves_mass_up() -> None:
         discretized_profile(PLD.laplace(10.0).compose(PLD.gdp(0.5)), t.eps_grid)
     with pytest.raises(UnsupportedError):
         discretized_profile(PLD.laplace(10.0, pessimistic=False), t.eps_grid)
+
+
+def test_natural_gdp_accepts_gaussian_plds() -> None:
+    from dpsieve.accounting.pld import PLD
+
+    f = NaturalGDPFilter(1.0)
+    assert f.try_spend(PLD.gaussian(2.0)).admitted  # exactly G_0.5
+    assert not f.try_spend(PLD.laplace(2.0)).admitted  # not a GDP query

@@ -42,6 +42,7 @@ from dpsieve.filters._budgets import MARGIN, GaussianBudget, pl_leq_budget, pl_s
 __all__ = [
     "AuditResult",
     "GaussianBudget",
+    "as_curve",
     "audit_gdp_family",
     "audit_natural",
     "overspend",
@@ -164,21 +165,35 @@ class _Natural:
         return {"query": name, "then": then}
 
 
+def as_curve(q: Any) -> PL:
+    """A family member as a tradeoff curve: a curve as is; a PLD without Gaussian part via
+    its atoms (``from_pld_atoms``, pessimistic: the curve is on or below the PLD's)."""
+    if isinstance(q, PiecewiseLinearTradeoff):
+        return q
+    if hasattr(q, "losses") and hasattr(q, "probs") and float(getattr(q, "mu", 0.0)) == 0.0:
+        keep = np.asarray(q.probs) > 0
+        losses = list(np.asarray(q.losses)[keep]) + ([math.inf] if q.inf_mass > 0 else [])
+        probs = list(np.asarray(q.probs)[keep]) + ([q.inf_mass] if q.inf_mass > 0 else [])
+        return PiecewiseLinearTradeoff.from_pld_atoms(losses, probs)
+    raise fail("family", "audit_natural", "tradeoff curves or PLDs without Gaussian part", q)
+
+
 def audit_natural(
-    family: dict[str, PL],
+    family: dict[str, Any],
     budget: PL | GaussianBudget,
     rounds: int,
     *,
     eps_grid: np.ndarray | None = None,
 ) -> AuditResult:
-    """Worst case of the natural filter with queries ``family`` (+ Id), budget, k rounds."""
+    """Worst case of the natural filter with queries ``family`` (+ Id), budget, k rounds.
+
+    Family members are tradeoff curves or PLDs (converted pessimistically by :func:`as_curve`).
+    """
     k = check_int("rounds", rounds, "audit_natural", minimum=1)
     if not family:
         raise fail("family", "audit_natural", "a non-empty dict name -> tradeoff curve", family)
-    for name, q in family.items():
-        if not isinstance(q, PiecewiseLinearTradeoff):
-            raise fail("family", "audit_natural", "tradeoff curves", (name, q))
-    nat = _Natural(family, budget)
+    fam = {name: as_curve(q) for name, q in family.items()}
+    nat = _Natural(fam, budget)
     worst = nat.value(_ID, k)
     if pl_leq_budget(worst, budget):
         return AuditResult(True, k, worst)

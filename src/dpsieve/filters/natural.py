@@ -30,7 +30,7 @@ from dpsieve.accounting.tradeoff import PiecewiseLinearTradeoff
 from dpsieve.errors import UnsupportedError
 from dpsieve.filters._budgets import approx_curve
 from dpsieve.filters._common import FilterBase, frac_from_json, frac_to_json
-from dpsieve.filters._queries import as_query, query_to_dict
+from dpsieve.filters._queries import as_query, is_pld, query_to_dict
 from dpsieve.filters.base import Decision
 from dpsieve.filters.gdp import sqrt_down
 from dpsieve.filters.theorem9 import certified_epsilon, theorem9
@@ -69,6 +69,8 @@ class NaturalGDPFilter(FilterBase):
     def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         qd = query_to_dict(q)
+        if is_pld(q) and q.probs.size == 1 and q.offset == 0 and q.inf_mass == 0.0:
+            q = GDP(float(q.mu))  # a PLD that is exactly G_mu (no discrete part)
         if not isinstance(q, GDP):
             return Decision(
                 False,
