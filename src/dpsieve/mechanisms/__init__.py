@@ -11,7 +11,7 @@ privacy (``pld()``, ``privacy()``, ``pure_eps()``, ``gdp_mu()``, ``zcdp_rho()``,
 
 from __future__ import annotations
 
-from dpsieve.mechanisms._random import RNG, RandomSource
+from dpsieve.mechanisms._random import RNG, RandomSource, as_source
 from dpsieve.mechanisms.additive import GaussianMechanism, LaplaceMechanism
 from dpsieve.mechanisms.base import Mechanism, compose_plds, convert_sensitivity, privacy_of
 from dpsieve.mechanisms.calibrate import (
@@ -68,6 +68,7 @@ __all__ = [
     "ReportNoisyMax",
     "above_threshold",
     "analytic_gaussian_sigma",
+    "as_source",
     "compose_plds",
     "convert_sensitivity",
     "default_granularity",

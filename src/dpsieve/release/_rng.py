@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from dpsieve.mechanisms._random import RandomSource, as_source
+from dpsieve.mechanisms import RandomSource, as_source
 
 __all__ = ["RandomSource", "gumbel", "source"]
 
