@@ -7,7 +7,7 @@ Workload (shared/notes/accounting.md): 2,000 queries added one at a time, cyclin
 (scale 10), Gaussian (sigma 10), randomized response (eps 0.1), sensitivity 1; target
 (eps, delta) = (10, 1e-6). Valid filters only (the natural filter is not one, see
 docs/filters.md): GDP residue and naive GDP against G_mu0 with delta_mu0(10) = 1e-6; RDP
-(every listed order, budgets from Mironov's conversion; and the best single order,
+(every listed order, budgets from the Canonne-Kamath-Steinke conversion; and the best single order,
 chosen in hindsight); zCDP and approximate zCDP (budgets from Bun & Steinke's conversion);
 OpenDP's privacy filter over a zCDP fully adaptive composition (Laplace and randomized
 response charged through OpenDP's pure-DP-to-zCDP map, eps^2/2 each, as OpenDP has no
@@ -38,7 +38,7 @@ from dpsieve.filters import (
 OUT = Path(__file__).resolve().parent / "results" / "filters.md"
 EPS, DELTA, N = 10.0, 1e-6, 2000
 NOTES = [
-    "Notes. The RDP filters use Mironov's conversion eps = rho_a + log(1/delta)/(a - 1); a",
+    "Notes. The RDP filters use the conversion of Canonne, Kamath, Steinke (2020, Prop. 12); a",
     "query is admitted only if it fits at every listed order, which is what makes a multi-order",
     "filter valid (Feldman & Zrnic at each order) and is why 12 orders admit only 60: the low",
     "orders have tiny budgets. The notes' 'RDP 314' is autodp's optimal conversion over orders",

@@ -74,3 +74,16 @@ def test_approx_zcdp_sums() -> None:
     assert n == 7
     h = ApproxZCDPFilter.for_target(10.0, 1e-6)
     assert h.remaining()["delta"] == pytest.approx(5e-7)
+
+
+def test_rdp_for_target_against_dp_accounting() -> None:
+    """Each order's budget converts back to at most the target (dp_accounting's conversion)."""
+    from dp_accounting.rdp.rdp_privacy_accountant import compute_epsilon
+
+    orders = (1.5, 2.0, 4.0, 8.0, 16.0, 64.0)
+    f = RDPFilter.for_target(3.0, 1e-6, orders)
+    rem = f.remaining()
+    for a, r in zip(rem["orders"], rem["rdp"], strict=True):
+        eps, _ = compute_epsilon([a], [r], 1e-6)
+        assert eps <= 3.0
+        assert eps == pytest.approx(3.0, rel=1e-9)

@@ -212,17 +212,27 @@ class RDPFilter(FilterBase):
 
     @classmethod
     def for_target(cls, eps: float, delta: float, orders: tuple[float, ...]) -> RDPFilter:
-        """Budgets rho_a = eps - log(1/delta)/(a-1) (Mironov 2017, Prop. 3), orders with rho_a > 0.
+        """Budgets rho_a = eps - log(1 - 1/a) + log(delta a)/(a - 1), orders with rho_a > 0.
 
-        Every admitted interaction is (a, rho_a)-RDP at all kept orders, so (eps, delta)-DP.
+        (a, rho)-RDP implies (rho + log(1 - 1/a) - log(delta a)/(a - 1), delta)-DP
+        (Canonne, Kamath, Steinke 2020, Prop. 12; the conversion dp_accounting uses), so
+        every admitted interaction, being (a, rho_a)-RDP at all kept orders, is
+        (eps, delta)-DP. Budgets are rounded down.
         """
-        ld = math.log(1.0 / check_in_open("delta", delta, 0.0, 1.0, "RDPFilter.for_target"))
-        kept = [(a, eps - ld / (a - 1.0)) for a in orders if eps - ld / (a - 1.0) > 0]
+        check_in_open("delta", delta, 0.0, 1.0, "RDPFilter.for_target")
+
+        def budget(a: float) -> float:
+            return eps - math.log1p(-1.0 / a) + math.log(delta * a) / (a - 1.0)
+
+        kept = [(a, budget(a)) for a in orders if a > 1.01 and budget(a) > 0]
         if not kept:
             raise fail(
-                "orders", "RDPFilter.for_target", "orders with eps > log(1/delta)/(a-1)", orders
+                "orders", "RDPFilter.for_target", "orders > 1.01 with a positive budget", orders
             )
-        return cls(tuple(a for a, _ in kept), tuple(math.nextafter(b, 0.0) for _, b in kept))
+        return cls(
+            tuple(a for a, _ in kept),
+            tuple(math.nextafter(b * (1 - 1e-12), 0.0) for _, b in kept),
+        )
 
     def _state(self) -> dict[str, Any]:
         return {
