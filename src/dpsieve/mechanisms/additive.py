@@ -28,18 +28,17 @@ used exactly as stored.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from dpsieve._validation import check_int, check_positive, fail
-from dpsieve.accounting.events import RDP, ZCDP, Neighbouring, PureDP
+from dpsieve.accounting.events import Neighbouring
 from dpsieve.accounting.families import round_fraction
-from dpsieve.errors import UnsupportedError
+from dpsieve.mechanisms._families import DiscreteGaussianAccounting, DiscreteLaplaceAccounting
 from dpsieve.mechanisms._random import RNG, as_source
 from dpsieve.mechanisms.base import as_relation, convert_sensitivity
 from dpsieve.mechanisms.noise import (
@@ -49,9 +48,6 @@ from dpsieve.mechanisms.noise import (
     sampled_sigma2,
     snap_to_lattice,
 )
-
-if TYPE_CHECKING:
-    from dpsieve.accounting.pld import PLD
 
 __all__ = [
     "SENSITIVITY_LATTICE_BITS",
@@ -93,7 +89,7 @@ def _sqrt_up(x: Fraction) -> Fraction:
 
 
 @dataclass(frozen=True, slots=True)
-class LaplaceMechanism:
+class LaplaceMechanism(DiscreteLaplaceAccounting):
     """Real values + Laplace noise of ``scale``, realised exactly on the lattice ``g Z``.
 
     eps = k g / scale (module docstring), not ``sensitivity / scale``: the lattice adds at
@@ -142,29 +138,9 @@ class LaplaceMechanism:
         """t = scale / g (exact: g is a power of two)."""
         return self.scale / self.step
 
-    def pure_eps(self) -> float:
-        return round_fraction(
-            Fraction(self.lattice_sensitivity) / Fraction(self.lattice_scale), upper=True
-        )
-
-    def gdp_mu(self) -> float | None:
-        return None
-
-    def zcdp_rho(self) -> float | None:
-        return None
-
-    def rdp(self, orders: Sequence[float]) -> RDP | None:
-        return None
-
-    def privacy(self) -> PureDP:
-        return PureDP(self.pure_eps(), self.neighbouring)
-
-    def pld(self) -> PLD:
-        from dpsieve.accounting.pld import PLD
-
-        if self.dimension == 1:
-            return PLD.discrete_laplace(self.lattice_scale, self.lattice_sensitivity)
-        return PLD.pure_dp(self.pure_eps())
+    def _dlap_parameters(self) -> tuple[float, int]:
+        """(t, k) = (lattice_scale, lattice_sensitivity): eps = k / t (module docstring)."""
+        return self.lattice_scale, self.lattice_sensitivity
 
     def under(self, neighbouring: Neighbouring) -> LaplaceMechanism:
         nb = as_relation(neighbouring, "under")
@@ -198,7 +174,7 @@ class LaplaceMechanism:
 
 
 @dataclass(frozen=True, slots=True)
-class GaussianMechanism:
+class GaussianMechanism(DiscreteGaussianAccounting):
     """Real values + Gaussian noise ``sigma``, realised exactly as a discrete Gaussian on
     ``g Z`` (L2 ``sensitivity``). zCDP and, for d = 1, the exact discrete-Gaussian PLD."""
 
@@ -207,6 +183,11 @@ class GaussianMechanism:
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
     dimension: int = 1
     granularity: float | None = None
+
+    _NO_MULTIVARIATE_PLD: ClassVar[str] = (
+        "GaussianMechanism.pld(): no exact PLD of the multivariate discrete Gaussian "
+        "is implemented; use privacy() (zCDP) for dimension > 1."
+    )
 
     def __post_init__(self) -> None:
         o = "GaussianMechanism"
@@ -238,33 +219,9 @@ class GaussianMechanism:
             return Fraction(math.ceil(k))
         return k + _sqrt_up(Fraction(self.dimension))
 
-    def zcdp_rho(self) -> float:
-        k = self.lattice_sensitivity
-        return round_fraction(k * k / (2 * self.lattice_sigma2), upper=True)
-
-    def pure_eps(self) -> float | None:
-        return None
-
-    def gdp_mu(self) -> float | None:
-        return None
-
-    def rdp(self, orders: Sequence[float]) -> RDP:
-        rho = self.zcdp_rho()
-        return RDP(tuple(orders), tuple(a * rho for a in orders), self.neighbouring)
-
-    def privacy(self) -> ZCDP:
-        return ZCDP(self.zcdp_rho(), self.neighbouring)
-
-    def pld(self) -> PLD:
-        from dpsieve.accounting.pld import PLD
-
-        if self.dimension != 1:
-            raise UnsupportedError(
-                "GaussianMechanism.pld(): no exact PLD of the multivariate discrete Gaussian "
-                "is implemented; use privacy() (zCDP) for dimension > 1."
-            )
-        sigma_z = math.sqrt(float(self.lattice_sigma2))
-        return PLD.discrete_gaussian(sigma_z, int(self.lattice_sensitivity))
+    def _dgauss_parameters(self) -> tuple[Fraction, Fraction]:
+        """(k_2, s^2) = (lattice_sensitivity, lattice_sigma2) (module docstring)."""
+        return self.lattice_sensitivity, self.lattice_sigma2
 
     def under(self, neighbouring: Neighbouring) -> GaussianMechanism:
         nb = as_relation(neighbouring, "under")

@@ -20,19 +20,23 @@ k-ary randomized response.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
 from dpsieve._validation import check_int, check_nonnegative, check_positive, fail
-from dpsieve.accounting.events import RDP, ZCDP, Neighbouring, PureDP
+from dpsieve.accounting.events import Neighbouring
 from dpsieve.accounting.families import round_fraction
 from dpsieve.errors import UnsupportedError
 from dpsieve.mechanisms import _scalar
+from dpsieve.mechanisms._families import (
+    DiscreteGaussianAccounting,
+    DiscreteLaplaceAccounting,
+    PureDPPrivacy,
+)
 from dpsieve.mechanisms._random import RNG, as_source
 from dpsieve.mechanisms.base import as_relation, convert_sensitivity
 from dpsieve.mechanisms.noise import (
@@ -64,7 +68,7 @@ def _values(value: npt.ArrayLike, d: int, owner: str) -> tuple[npt.NDArray[Any],
 
 
 @dataclass(frozen=True, slots=True)
-class DiscreteLaplaceMechanism:
+class DiscreteLaplaceMechanism(DiscreteLaplaceAccounting):
     """Integer values + discrete Laplace noise (the two-sided geometric mechanism of Ghosh,
     Roughgarden, Sundararajan 2009): pure eps = sensitivity / scale (L1, integer)."""
 
@@ -88,27 +92,9 @@ class DiscreteLaplaceMechanism:
         e = Fraction(check_positive("eps", eps, "for_epsilon"))
         return cls(round_fraction(Fraction(sensitivity) / e, upper=True), sensitivity, **kw)
 
-    def pure_eps(self) -> float:
-        return round_fraction(Fraction(self.sensitivity) / Fraction(self.scale), upper=True)
-
-    def gdp_mu(self) -> float | None:
-        return None
-
-    def zcdp_rho(self) -> float | None:
-        return None
-
-    def rdp(self, orders: Sequence[float]) -> RDP | None:
-        return None
-
-    def privacy(self) -> PureDP:
-        return PureDP(self.pure_eps(), self.neighbouring)
-
-    def pld(self) -> PLD:
-        from dpsieve.accounting.pld import PLD
-
-        if self.dimension == 1:
-            return PLD.discrete_laplace(self.scale, self.sensitivity)
-        return PLD.pure_dp(self.pure_eps())
+    def _dlap_parameters(self) -> tuple[float, int]:
+        """(t, k) = (scale, sensitivity): eps = k / t, PLD of DLap(t) for d = 1."""
+        return self.scale, self.sensitivity
 
     def under(self, neighbouring: Neighbouring) -> DiscreteLaplaceMechanism:
         nb = as_relation(neighbouring, "under")
@@ -135,7 +121,7 @@ class DiscreteLaplaceMechanism:
 
 
 @dataclass(frozen=True, slots=True)
-class DiscreteGaussianMechanism:
+class DiscreteGaussianMechanism(DiscreteGaussianAccounting):
     """Integer values + discrete Gaussian noise (CKS 2020). ``sensitivity`` is the L2 bound
     on integer shift vectors (for d = 1 only ``floor(sensitivity)`` matters)."""
 
@@ -143,6 +129,11 @@ class DiscreteGaussianMechanism:
     sensitivity: float = 1.0
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
     dimension: int = 1
+
+    _NO_MULTIVARIATE_PLD: ClassVar[str] = (
+        "DiscreteGaussianMechanism.pld(): no exact multivariate PLD is implemented; "
+        "use privacy() (zCDP) for dimension > 1."
+    )
 
     def __post_init__(self) -> None:
         o = "DiscreteGaussianMechanism"
@@ -158,37 +149,11 @@ class DiscreteGaussianMechanism:
         """The exact variance parameter sampled (>= sigma^2; see :func:`sampled_sigma2`)."""
         return sampled_sigma2(self.sigma, "DiscreteGaussianMechanism")
 
-    def _k(self) -> Fraction:
+    def _dgauss_parameters(self) -> tuple[Fraction, Fraction]:
+        """(k, s^2): k = floor(sensitivity) for d = 1 (integer shifts), else sensitivity."""
         s = Fraction(self.sensitivity)
-        return Fraction(math.floor(s)) if self.dimension == 1 else s
-
-    def zcdp_rho(self) -> float:
-        k = self._k()
-        return round_fraction(k * k / (2 * self.sampled_sigma2), upper=True)
-
-    def pure_eps(self) -> float | None:
-        return None
-
-    def gdp_mu(self) -> float | None:
-        return None
-
-    def rdp(self, orders: Sequence[float]) -> RDP:
-        rho = self.zcdp_rho()
-        return RDP(tuple(orders), tuple(a * rho for a in orders), self.neighbouring)
-
-    def privacy(self) -> ZCDP:
-        return ZCDP(self.zcdp_rho(), self.neighbouring)
-
-    def pld(self) -> PLD:
-        from dpsieve.accounting.pld import PLD
-
-        if self.dimension != 1:
-            raise UnsupportedError(
-                "DiscreteGaussianMechanism.pld(): no exact multivariate PLD is implemented; "
-                "use privacy() (zCDP) for dimension > 1."
-            )
-        sigma_z = math.sqrt(float(self.sampled_sigma2))
-        return PLD.discrete_gaussian(sigma_z, int(self._k()))
+        k = Fraction(math.floor(s)) if self.dimension == 1 else s
+        return k, self.sampled_sigma2
 
     def under(self, neighbouring: Neighbouring) -> DiscreteGaussianMechanism:
         nb = as_relation(neighbouring, "under")
@@ -236,7 +201,7 @@ def randomized_response(value: int, k: int, eps: float, rng: RNG = None) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class RandomizedResponse:
+class RandomizedResponse(PureDPPrivacy):
     """k-ary randomized response: eps-DP under replace-one (any two inputs). Its PLD is the
     randomized-response PLD, exactly (two atoms +-eps after the k-2 uninformative outputs
     cancel); it is not defined under add/remove (a local report reveals presence)."""
@@ -259,18 +224,6 @@ class RandomizedResponse:
 
     def pure_eps(self) -> float:
         return self.eps
-
-    def gdp_mu(self) -> float | None:
-        return None
-
-    def zcdp_rho(self) -> float | None:
-        return None
-
-    def rdp(self, orders: Sequence[float]) -> RDP | None:
-        return None
-
-    def privacy(self) -> PureDP:
-        return PureDP(self.eps, self.neighbouring)
 
     def pld(self) -> PLD:
         from dpsieve.accounting.pld import PLD

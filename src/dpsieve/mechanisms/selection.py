@@ -13,7 +13,6 @@ Rogers 2019); that ``rho`` is reported by ``zcdp_rho()`` for non-monotonic score
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
@@ -21,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 import numpy.typing as npt
 
 from dpsieve._validation import check_positive, fail
-from dpsieve.accounting.events import RDP, Neighbouring, PureDP
+from dpsieve.accounting.events import Neighbouring
 from dpsieve.accounting.families import round_fraction
+from dpsieve.mechanisms._families import PureDPPrivacy
 from dpsieve.mechanisms._random import RNG
 from dpsieve.mechanisms.base import as_relation, convert_sensitivity
 from dpsieve.mechanisms.select import (
@@ -44,7 +44,7 @@ __all__ = [
 
 
 @dataclass(frozen=True, slots=True)
-class _PureSelection:
+class _PureSelection(PureDPPrivacy):
     eps: float
     sensitivity: float = 1.0
     neighbouring: Neighbouring = Neighbouring.ADD_REMOVE
@@ -60,18 +60,6 @@ class _PureSelection:
 
     def pure_eps(self) -> float:
         return self.eps
-
-    def gdp_mu(self) -> float | None:
-        return None
-
-    def zcdp_rho(self) -> float | None:
-        return None
-
-    def rdp(self, orders: Sequence[float]) -> RDP | None:
-        return None
-
-    def privacy(self) -> PureDP:
-        return PureDP(self.eps, self.neighbouring)
 
     def pld(self) -> PLD:
         from dpsieve.accounting.pld import PLD

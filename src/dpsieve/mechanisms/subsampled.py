@@ -29,7 +29,6 @@ mixture that we have not implemented.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any, cast
@@ -38,8 +37,9 @@ import numpy as np
 import numpy.typing as npt
 
 from dpsieve._validation import check_in_closed, check_positive, fail
-from dpsieve.accounting.events import RDP, Neighbouring, PrivacyDescription
+from dpsieve.accounting.events import Neighbouring, PrivacyDescription
 from dpsieve.errors import UnsupportedError
+from dpsieve.mechanisms._families import NoFamilyParameters
 from dpsieve.mechanisms._random import RNG, as_source
 from dpsieve.mechanisms.base import as_relation
 from dpsieve.mechanisms.noise import discrete_gaussian, sampled_sigma2, snap_to_lattice
@@ -81,7 +81,7 @@ def poisson_sample(n: int, rate: float, rng: RNG = None) -> npt.NDArray[np.bool_
 
 
 @dataclass(frozen=True, slots=True)
-class PoissonSubsampledGaussian:
+class PoissonSubsampledGaussian(NoFamilyParameters):
     """Poisson subsampling at ``rate`` followed by a lattice Gaussian sum (module doc)."""
 
     sigma: float
@@ -121,18 +121,6 @@ class PoissonSubsampledGaussian:
     @property
     def lattice_sigma2(self) -> Fraction:
         return sampled_sigma2(self.sigma / self.step, "PoissonSubsampledGaussian")
-
-    def pure_eps(self) -> float | None:
-        return None
-
-    def gdp_mu(self) -> float | None:
-        return None
-
-    def zcdp_rho(self) -> float | None:
-        return None
-
-    def rdp(self, orders: Sequence[float]) -> RDP | None:
-        return None
 
     def privacy(self) -> PrivacyDescription:
         raise UnsupportedError(
