@@ -21,7 +21,7 @@ from dpsieve.filters._gdp_core import Atoms, coarsen_up
 __all__ = ["MAX_ATOMS", "pld_symmetric_atoms", "without_gauss"]
 
 #: Atoms kept for the residue check (the knots of the coarser grid).
-MAX_ATOMS = 9
+MAX_ATOMS = 7
 
 
 def pld_symmetric_atoms(pld: Any) -> tuple[Atoms, float] | None:
