@@ -48,30 +48,24 @@ __all__ = [
 ]
 
 
-class _PureLike(Protocol):
+class _Related(Protocol):
     @property
     def neighbouring(self) -> Neighbouring: ...
 
+
+class _PureLike(_Related, Protocol):
     def pure_eps(self) -> float: ...
 
 
-class _DLapLike(Protocol):
-    @property
-    def neighbouring(self) -> Neighbouring: ...
-
+class _DLapLike(_PureLike, Protocol):
     @property
     def dimension(self) -> int: ...
 
     def _dlap_parameters(self) -> tuple[float, int]: ...
 
-    def pure_eps(self) -> float: ...
 
-
-class _DGaussLike(Protocol):
+class _DGaussLike(_Related, Protocol):
     _NO_MULTIVARIATE_PLD: ClassVar[str]
-
-    @property
-    def neighbouring(self) -> Neighbouring: ...
 
     @property
     def dimension(self) -> int: ...

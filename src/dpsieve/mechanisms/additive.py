@@ -80,6 +80,22 @@ def _values(value: npt.ArrayLike, d: int, owner: str) -> tuple[npt.NDArray[Any],
     return flat, scalar
 
 
+def _on_lattice(z: I64, g: float, scalar: bool) -> float | F64:
+    """``g z`` as floats (post-processing of the integer release); a float if ``scalar``."""
+    out = z.astype(np.float64) * g
+    return float(out[0]) if scalar else out
+
+
+def _check_lattice_mechanism(m: LaplaceMechanism | GaussianMechanism, owner: str) -> float:
+    """Validate ``m``'s sensitivity, dimension and relation (stored as the enum); return the
+    lattice step g requested or defaulted (:func:`_lattice`, before any class-specific
+    adjustment)."""
+    check_positive("sensitivity", m.sensitivity, owner)
+    check_int("dimension", m.dimension, owner, minimum=1)
+    object.__setattr__(m, "neighbouring", as_relation(m.neighbouring, owner))
+    return _lattice(m.granularity, m.sensitivity, owner)
+
+
 def _sqrt_up(x: Fraction) -> Fraction:
     """A rational >= sqrt(x)."""
     r = Fraction(math.sqrt(float(x)))
@@ -105,10 +121,7 @@ class LaplaceMechanism(DiscreteLaplaceAccounting):
     def __post_init__(self) -> None:
         o = "LaplaceMechanism"
         check_positive("scale", self.scale, o)
-        check_positive("sensitivity", self.sensitivity, o)
-        check_int("dimension", self.dimension, o, minimum=1)
-        object.__setattr__(self, "neighbouring", as_relation(self.neighbouring, o))
-        g = _lattice(self.granularity, self.sensitivity, o)
+        g = _check_lattice_mechanism(self, o)
         object.__setattr__(self, "granularity", g)
         if not self.scale / g <= MAX_DISCRETE_SCALE:
             raise fail("scale", o, f"at most {MAX_DISCRETE_SCALE} * granularity", self.scale)
@@ -150,8 +163,7 @@ class LaplaceMechanism(DiscreteLaplaceAccounting):
     def sample(self, size: int | None = None, rng: RNG = None) -> float | F64:
         """Noise only: ``g * DLap(scale / g)`` (a float if ``size`` is None)."""
         z = discrete_laplace(self.lattice_scale, 1 if size is None else size, rng)
-        out = z.astype(np.float64) * self.step
-        return float(out[0]) if size is None else out
+        return _on_lattice(z, self.step, size is None)
 
     def release(self, value: npt.ArrayLike, rng: RNG = None) -> float | F64:
         """``g (snap(value) + Z)``: the private release (``value`` has ``dimension`` entries)."""
@@ -159,8 +171,7 @@ class LaplaceMechanism(DiscreteLaplaceAccounting):
         z = snap_to_lattice(flat, self.step) + discrete_laplace(
             self.lattice_scale, self.dimension, as_source(rng, "release").gen
         )
-        out = z.astype(np.float64) * self.step
-        return float(out[0]) if scalar else out
+        return _on_lattice(z, self.step, scalar)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -192,10 +203,7 @@ class GaussianMechanism(DiscreteGaussianAccounting):
     def __post_init__(self) -> None:
         o = "GaussianMechanism"
         check_positive("sigma", self.sigma, o)
-        check_positive("sensitivity", self.sensitivity, o)
-        check_int("dimension", self.dimension, o, minimum=1)
-        object.__setattr__(self, "neighbouring", as_relation(self.neighbouring, o))
-        g = _lattice(self.granularity, self.sensitivity, o)
+        g = _check_lattice_mechanism(self, o)
         if self.granularity is None:  # keep sigma / g <= 2^25 (the exact sampler's range)
             g = max(g, math.ldexp(1.0, math.frexp(self.sigma)[1] - 1 - 24))
         object.__setattr__(self, "granularity", g)
@@ -231,8 +239,7 @@ class GaussianMechanism(DiscreteGaussianAccounting):
     def sample(self, size: int | None = None, rng: RNG = None) -> float | F64:
         """Noise only: ``g * N_Z(0, lattice_sigma2)``."""
         z = discrete_gaussian(self.sigma / self.step, 1 if size is None else size, rng)
-        out = z.astype(np.float64) * self.step
-        return float(out[0]) if size is None else out
+        return _on_lattice(z, self.step, size is None)
 
     def release(self, value: npt.ArrayLike, rng: RNG = None) -> float | F64:
         """``g (snap(value) + Z)``: the private release (``value`` has ``dimension`` entries)."""
@@ -240,8 +247,7 @@ class GaussianMechanism(DiscreteGaussianAccounting):
         z = snap_to_lattice(flat, self.step) + discrete_gaussian(
             self.sigma / self.step, self.dimension, as_source(rng, "release").gen
         )
-        out = z.astype(np.float64) * self.step
-        return float(out[0]) if scalar else out
+        return _on_lattice(z, self.step, scalar)
 
     def to_dict(self) -> dict[str, Any]:
         return {
