@@ -115,21 +115,24 @@ def filter_for_budget(budget: PrivacyDescription) -> PrivacyFilter:
     """
     from dpsieve import filters
 
+    f: filters.FilterBase
     if isinstance(budget, GDP):
-        return filters.GDPResidueFilter(budget.mu)
-    if isinstance(budget, ApproxDP):
-        if budget.delta > 0:
-            return filters.GDPResidueFilter(eps=budget.eps, delta=budget.delta)
-        return filters.PureDPFilter(budget.eps)
-    if isinstance(budget, PureDP):
-        return filters.PureDPFilter(budget.eps)
-    if isinstance(budget, ZCDP):
-        return filters.ZCDPFilter(budget.rho)
-    if isinstance(budget, ApproxZCDP):
-        return filters.ApproxZCDPFilter(budget.rho, budget.delta)
-    if isinstance(budget, RDP):
-        return filters.RDPFilter(budget.orders, budget.values)
-    raise fail("budget", "filter_for_budget", "a privacy description", budget)
+        f = filters.GDPResidueFilter(budget.mu)
+    elif isinstance(budget, ApproxDP) and budget.delta > 0:
+        f = filters.GDPResidueFilter(eps=budget.eps, delta=budget.delta)
+    elif isinstance(budget, (ApproxDP, PureDP)):
+        f = filters.PureDPFilter(budget.eps)
+    elif isinstance(budget, ZCDP):
+        f = filters.ZCDPFilter(budget.rho)
+    elif isinstance(budget, ApproxZCDP):
+        f = filters.ApproxZCDPFilter(budget.rho, budget.delta)
+    elif isinstance(budget, RDP):
+        f = filters.RDPFilter(budget.orders, budget.values)
+    else:
+        raise fail("budget", "filter_for_budget", "a privacy description", budget)
+    # The filter enforces the budget's relation: a query stated under the other one is an
+    # error unless converted (a replace-one cost can be twice the add/remove one).
+    return f.with_neighbouring(budget.neighbouring)
 
 
 def load_frame(data: Any) -> Frame:
