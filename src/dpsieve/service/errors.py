@@ -22,6 +22,7 @@ from dpsieve.errors import (
     ValidationError,
 )
 from dpsieve.ledger.base import BudgetNotFoundError, IdempotencyKeyReuseError
+from dpsieve.release.errors import InstanceTooLargeError
 
 __all__ = ["BodyLimit", "install_error_handlers"]
 
@@ -44,6 +45,9 @@ def _dp_error(_: Request, exc: Exception) -> JSONResponse:
         return _error(503, "busy", str(exc) + " Retrying is safe.")
     if isinstance(exc, LedgerError):
         return _error(409, "ledger_conflict", str(exc))
+    if isinstance(exc, InstanceTooLargeError):  # refused before any spend
+        return _error(422, "instance_too_large", str(exc), estimated_cost=exc.estimated_cost,
+                      limit=exc.limit)
     if isinstance(exc, ValidationError):
         return _error(422, "invalid_parameter", str(exc), parameter=exc.parameter)
     if isinstance(exc, UnsupportedError | NeighbourRelationError):

@@ -33,9 +33,11 @@ class PrivacyIn(_Strict):
 
 
 class QueryIn(_Strict):
-    """A query: count, sum, mean, histogram, robust_mean, robust_median (docs/session.md)."""
+    """A query: count, sum, mean, histogram, linear, robust_mean, robust_median, release
+    (docs/session.md). ``workload`` is a matrix for ``linear`` and a name such as
+    ``"marginals:1"`` for ``release``."""
 
-    type: Literal["count", "sum", "mean", "histogram", "linear", "robust_mean",
+    type: Literal["count", "sum", "mean", "histogram", "linear", "release", "robust_mean",
                   "robust_median"]
     privacy: PrivacyIn
     column: Column | None = None
@@ -43,8 +45,17 @@ class QueryIn(_Strict):
     upper: Finite | None = None
     bound: Finite | None = None
     categories: Annotated[list[Category], Field(max_length=10_000)] | None = None
-    workload: Annotated[list[Annotated[list[Finite], Field(max_length=1000)]],
-                        Field(max_length=1000)] | None = None
+    workload: (Annotated[list[Annotated[list[Finite], Field(max_length=1000)]],
+                         Field(max_length=1000)]
+               | Annotated[str, Field(min_length=1, max_length=64)] | None) = None
+    mechanism: Literal["envelope", "pmw", "mwem", "laplace", "blr"] | None = None
+    columns: Annotated[list[Column], Field(min_length=1, max_length=16)] | None = None
+    domain: Annotated[dict[Column, Annotated[list[Category], Field(max_length=4096)]],
+                      Field(max_length=16)] | None = None
+    n: Annotated[int, Field(ge=1)] | None = None
+    rounds: Annotated[int, Field(ge=1)] | None = None
+    eta: Finite | None = None
+    gamma: Finite | None = None
 
     def spec(self) -> dict[str, Any]:
         out = self.model_dump(exclude_none=True)
