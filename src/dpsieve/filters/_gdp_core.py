@@ -64,13 +64,17 @@ MAX_ATOMS = 16
 #: Cell width of the certified grid: max(DT_MIN, DT_REL * t).
 DT_MIN = 0.004
 DT_REL = 0.01
-#: Failing cells are split REFINE_SPLIT ways, at most REFINE_DEPTH times.
-REFINE_DEPTH = 1
-REFINE_SPLIT = 8
+#: Failing cells are split (into as many parts as their estimated slack asks for, at most
+#: REFINE_MAX_SPLIT) at most REFINE_DEPTH times.
+REFINE_DEPTH = 2
+REFINE_MAX_SPLIT = 64
+#: Cells are cut so the estimated slack is 1/SPLIT_SAFETY of the estimated gap.
+SPLIT_SAFETY = 1.2
 #: Coarse grid and bisection steps of the (uncertified) search.
 DT_MIN_SEARCH = 0.05
 DT_REL_SEARCH = 0.08
 SEARCH_STEPS = 40
+SEARCH_TOL = 1e-10
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,38 +192,77 @@ def _grid(t_end: float, dt_min: float, dt_rel: float) -> FloatArray:
 
 @_quiet
 def _logsumexp_rows(x: FloatArray) -> FloatArray:
-    res: FloatArray = np.logaddexp.reduce(x, axis=1)
+    """log sum_j exp(x[:, j]) (a column loop: few columns, many rows)."""
+    res: FloatArray = x[:, 0].copy()
+    for j in range(1, x.shape[1]):
+        res = np.logaddexp(res, x[:, j])
+    return res
+
+
+@_quiet
+def _log_g_low(mu: float, t: FloatArray) -> FloatArray:
+    """log g(t) minus its error allowance: a certified lower bound on log H_mu(t)."""
+    lg, _ = log_h(mu, t)
+    res: FloatArray = lg - _log_err(mu, t)
     return res
 
 
 @_quiet
 def _cells_ok(
-    atoms: Atoms, m: float, mu: float, ta: FloatArray, tb: FloatArray
-) -> npt.NDArray[np.bool_]:
+    atoms: Atoms,
+    m: float,
+    mu: float,
+    ta: FloatArray,
+    tb: FloatArray,
+    lga: FloatArray,
+    lgb: FloatArray,
+) -> tuple[npt.NDArray[np.bool_], FloatArray, FloatArray]:
     """Per cell [ta, tb]: the certified tangent/chord comparison (module docstring).
 
+    ``lga``, ``lgb`` are certified lower bounds on log g at the cell ends (:func:`_log_g_low`).
     The tangents of log H_m(t - z_j) are taken at the cell's midpoint c (any point of the
     cell gives an upper bound; the midpoint gives a 4x smaller slack), so with
     l the chord slope of log g, f(t)/g(t) <= sum_j F_j(c) e^{k_j (t - c)} / (G_a e^{l (t-ta)}),
     a convex function of t, checked at both ends.
+
+    Returns (ok, excess, log f(c)): the verdict per cell, by how much the larger end
+    comparison failed (<= 0 where it held), and the uncertified log f at the midpoint
+    (both only steer the refinement).
     """
-    dt = tb - ta
-    half = 0.5 * dt
+    half = 0.5 * (tb - ta)
     s = (ta + half)[:, None] - atoms.z[None, :]
     lf, kf = log_h(m, s)
     ef = _log_err(m, s) * (1.0 + np.abs(np.where(np.isfinite(kf), kf, 0.0)) * half[:, None])
     logp = np.log(atoms.p)[None, :]
-    lga, _ = log_h(mu, ta)
-    lgb, _ = log_h(mu, tb)
-    lga = lga - _log_err(mu, ta)
-    lgb = lgb - _log_err(mu, tb)
     live = np.isfinite(lf)
-    base = np.where(live, logp + lf + ef, -np.inf)
+    central = np.where(live, logp + lf, -np.inf)
+    base = central + ef
     shift = kf * half[:, None]
     at_a = _logsumexp_rows(np.where(live, base - shift, -np.inf))
     at_b = _logsumexp_rows(np.where(live, base + shift, -np.inf))
     ok: npt.NDArray[np.bool_] = (at_a <= lga) & (at_b <= lgb) & np.isfinite(lgb)
-    return ok
+    excess: FloatArray = np.maximum(at_a - lga, at_b - lgb)
+    return ok, excess, _logsumexp_rows(central)
+
+
+def _split_counts(
+    mu: float, ta: FloatArray, tb: FloatArray, excess: FloatArray, lfc: FloatArray
+) -> npt.NDArray[np.int64] | None:
+    """How many equal parts each failing cell is cut into (uncertified; ``None``: give up).
+
+    The estimated gap D = log g(c) - log f(c) at the midpoint is what the bound must fit
+    under; the bound's slack at the ends (~ excess + D) shrinks like the square of the
+    width (tangent and chord errors are second order), so k parts leave ~ slack / k^2.
+    D <= 0 means f >= g at c to working precision: no refinement can certify the cell.
+    """
+    gap = _log_g_low(mu, 0.5 * (ta + tb)) - lfc
+    if not bool(np.all(gap > 0.0)):
+        return None
+    ratio = (np.where(np.isfinite(excess), excess, np.inf) + gap) / gap
+    need = np.ceil(np.sqrt(SPLIT_SAFETY * np.minimum(ratio, 1e12)))
+    if bool(np.any(need > REFINE_MAX_SPLIT)):
+        return None
+    return np.maximum(need, 2.0).astype(np.int64)
 
 
 @_quiet
@@ -268,7 +311,8 @@ def gdp_leq_mixture(atoms: Atoms, m: float, mu: float) -> bool:
 
     Returns True only if the inequality holds; may return False when it holds by a
     margin below the numerical resolution. Cells that fail are split (up to
-    ``REFINE_DEPTH`` times, by ``REFINE_SPLIT``) before giving up.
+    ``REFINE_DEPTH`` times, each into as many parts as :func:`_split_counts` estimates)
+    before giving up; every final cell passes the same certified comparison.
     """
     if not (m >= 0.0) or not (mu >= 0.0) or not math.isfinite(mu):
         return False
@@ -284,29 +328,44 @@ def gdp_leq_mixture(atoms: Atoms, m: float, mu: float) -> bool:
     if not math.isfinite(t_star) or t_star > 1e12:
         return False
     t = _grid(t_star, DT_MIN, DT_REL)
-    ta, tb = t[:-1], t[1:]
-    for _ in range(REFINE_DEPTH + 1):
-        ok = _cells_ok(atoms, m, mu, ta, tb)
+    lg = _log_g_low(mu, t)
+    ta, tb, lga, lgb = t[:-1], t[1:], lg[:-1], lg[1:]
+    for depth in range(REFINE_DEPTH + 1):
+        ok, excess, lfc = _cells_ok(atoms, m, mu, ta, tb, lga, lgb)
         if np.all(ok):
             return True
-        ta, tb = ta[~ok], tb[~ok]
-        frac = np.linspace(0.0, 1.0, REFINE_SPLIT + 1)
-        pts = ta[:, None] + (tb - ta)[:, None] * frac[None, :]
-        pts[:, -1] = tb
-        ta, tb = pts[:, :-1].reshape(-1), pts[:, 1:].reshape(-1)
+        if depth == REFINE_DEPTH:
+            return False
+        bad = ~ok
+        ta, tb, lgb = ta[bad], tb[bad], lgb[bad]
+        k = _split_counts(mu, ta, tb, excess[bad], lfc[bad])
+        if k is None:
+            return False
+        # cut cell i at ta_i + (tb_i - ta_i) j / k_i, j = 0..k_i (its last node is tb_i itself)
+        group = np.repeat(np.arange(k.size), k + 1)
+        first = np.concatenate([[0], np.cumsum(k + 1)[:-1]])
+        j = np.arange(group.size) - first[group]
+        nodes = ta[group] + (tb - ta)[group] * (j / k[group])
+        last = j == k[group]
+        nodes[last] = tb
+        lg_nodes = _log_g_low(mu, nodes)
+        lg_nodes[last] = lgb
+        ta, tb = nodes[~last], nodes[np.roll(~last, 1)]
+        lga, lgb = lg_nodes[~last], lg_nodes[np.roll(~last, 1)]
     return False
 
 
 @_quiet
 def _global_search(
-    atoms: Atoms, mu: float, t: FloatArray, lo: float, hi: float
+    atoms: Atoms, mu: float, t: FloatArray, lo: float, hi: float, *, from_hi: bool = False
 ) -> tuple[float, int]:
     """Approximately the largest m in [lo, hi] with f_m(t_i) <= g(t_i) at every node.
 
     Safeguarded Newton on G(m) = max_i [log f_m(t_i) - log g(t_i)] (increasing in m), with
     the derivative of the maximising node: d/dm log f = sum_j p_j phi(a_j) / f_m
-    (d h_{G_m}(x)/dm = phi(-log x/m + m/2)). Returns (m, index of the binding node).
-    Uncertified: it only chooses the value that is then certified.
+    (d h_{G_m}(x)/dm = phi(-log x/m + m/2)). It stops once a feasible m is within
+    SEARCH_TOL (relative) of Newton's next step or of an infeasible one. Returns (m, index
+    of the binding node). Uncertified: it only chooses the value that is then certified.
     """
     lg, _ = log_h(mu, t)
     logp = np.log(atoms.p)[None, :]
@@ -314,32 +373,30 @@ def _global_search(
     half_log_2pi = 0.5 * math.log(2.0 * math.pi)
     # start from the known feasible value when there is one: from the cap, the far-tail
     # constraints (steep in m) bind first and Newton walks down them one by one
-    m, best_i = (lo if lo > 0.0 else hi), 0
+    m = hi if from_hi or lo <= 0.0 else lo
+    best_i = 0
+    tol = SEARCH_TOL * hi
     for _ in range(SEARCH_STEPS):
         a = -s / m + m / 2.0
         la = special.log_ndtr(a)
         lh = la + np.log(-np.expm1(np.minimum(s + special.log_ndtr(a - m) - la, -1e-300)))
-        lf = np.logaddexp.reduce(logp + lh, axis=1)
+        lf = _logsumexp_rows(logp + lh)
         gap = lf - lg
         i = int(np.argmax(gap))
-        if gap[i] <= 0.0:
+        feasible = bool(gap[i] <= 0.0)
+        if feasible:
             lo, best_i = m, i
-            if m >= hi:
-                return m, i
-            if m == lo and lo >= hi * (1.0 - 1e-15):
+            if m >= hi * (1.0 - 1e-15):
                 return m, i
         else:
             hi, best_i = m, i
-        if hi - lo <= 1e-10 * hi:
+        if hi - lo <= tol:
             break
         dlf = math.exp(float(np.logaddexp.reduce(logp[0] - 0.5 * a[i] ** 2 - half_log_2pi)) - lf[i])
         step = m - float(gap[i]) / dlf if dlf > 0 else math.nan
-        if lo < step < hi:
-            if abs(step - m) <= 1e-11 * hi:
-                return step, best_i  # Newton has converged (from either side)
-            m = step
-        else:
-            m = 0.5 * (lo + hi)
+        if feasible and step - m <= tol:
+            return m, i  # feasible, and Newton asks for (almost) no increase
+        m = step if lo < step < hi else 0.5 * (lo + hi)
     return lo, best_i
 
 
@@ -351,10 +408,12 @@ def _search(atoms: Atoms, mu: float, lo: float) -> float:
     best = lo
     for k in (4, 8, 12):
         cap = mu * (1.0 - 10.0**-k)
+        if cap <= lo:
+            continue  # the certified lower value already exceeds this cap
         t = _grid(_tail_start(atoms, cap, mu), DT_MIN_SEARCH, DT_REL_SEARCH)
         best, i = _global_search(atoms, mu, t, lo, cap)
         fine = np.linspace(t[max(i - 2, 0)], t[min(i + 2, t.size - 1)], 33)
-        best = min(best, _global_search(atoms, mu, fine, lo, best)[0])
+        best = min(best, _global_search(atoms, mu, fine, lo, best, from_hi=True)[0])
         if best < cap * (1.0 - 1e-12):
             return best
     return best
