@@ -20,7 +20,9 @@ scale Delta_1/eps (Dwork et al. 2006, Thm. 1); ``GDP(mu)`` adds Gaussian noise o
 Delta_2/mu (Dong, Roth, Su 2022, Thm. 2.7); ``ZCDP(rho)`` Gaussian noise of sigma
 Delta_2/sqrt(2 rho) (Bun & Steinke 2016, Prop. 1.6). Sensitivities are those of the
 budget's neighbouring relation. The budget and its filter must be a valid pair
-(:func:`filter_for_budget` builds one; see docs/session.md).
+(:func:`filter_for_budget` builds one; see docs/session.md). ``release`` queries run a
+:mod:`dpsieve.release` mechanism over a public categorical domain and are charged
+PureDP(eps, replace-one) (:func:`_release_plan`).
 """
 
 from __future__ import annotations
