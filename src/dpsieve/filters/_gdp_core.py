@@ -20,6 +20,19 @@ one). Proofs: docs/proofs/filters.md, "GDP residue check".
   f(t) <= sum_j F_j e^{k_j (t - c)} and g(t) >= G_a e^{l (t - t_a)}; dividing, the
   difference is a convex sum of exponentials, checked at both cell ends.
   Slopes: d/ds log H_m(s) = -e^s Phi(-s/m - m/2) / H_m(s).
+* **Quadratic cell bound (checked first).** H_m is a Gaussian convolution, so
+  log H_m(s) + s^2/(2 m^2) is convex (a log-Laplace transform), and likewise for g with mu.
+  Chord of the first, tangent of the second at the midpoint c, tangent of the concave
+  leftover quadratic: at a cell end e the bound is log f_j(e) - [log g(c) + k_g (e - c)]
+  + (e - c)^2/(2 m^2), and the sum over j is again convex in t. Its slack is
+  (1/m^2 - kappa_g) w^2/8 against kappa_f w^2/8 above; in the Gaussian-like tail kappa
+  tends to 1/mu^2, so it is far tighter where the curves are close (m near mu). Cells it
+  leaves after the last refinement get the tangent/chord bound. Either bound is sound on
+  its own, so any cell-wise choice is.
+* **Refinement.** A failing cell is cut into k equal parts, k from its estimated slack and
+  gap (slack ~ width^2); a midpoint where f >= g to working precision, or a k above
+  REFINE_MAX_SPLIT, stops the cutting. Only the choice of cuts is heuristic; every final
+  cell is certified.
 * **Tail t >= T*.** h(e^t) = int_0^inf e^{-s} S(t+s) ds with S the survival function of the
   privacy loss; atom j of G_m (+) L has loss z_j + N(m^2/2, m^2), G_mu has N(mu^2/2, mu^2).
   For m < mu and y >= Y_j = (c_j mu - m mu^2/2)/(mu - m), c_j = z_j + m^2/2, the standardised
@@ -29,9 +42,11 @@ one). Proofs: docs/proofs/filters.md, "GDP residue check".
 * **Floating point.** Every computed log H carries an error allowance
   ``_log_err`` (relative error of log_ndtr ~ 1e-16 times the exponent size, amplified by
   the cancellation in Phi(a) - e^s Phi(b), at most ~ |s|/m^2); margins are added on the
-  refusing side, and to the tangent slopes (times the cell width).
+  refusing side, and to the tangent slopes (times the cell width); the quadratic bound
+  adds twice the error allowance to g's slope, the rounding of c and e - c, and 1e-14
+  relative on (e - c)^2/(2 m^2).
 
-:func:`residue_mu` locates the largest m approximately (per-node bisection in m on a
+:func:`residue_mu` locates the largest m approximately (safeguarded Newton in m on a
 coarse grid, not certified), then certifies m (1 - eta) for growing eta, so the returned
 value is at or below the true largest m (the GDP residue filter, paper Def. 7).
 """
@@ -63,7 +78,7 @@ FloatArray = npt.NDArray[np.float64]
 MAX_ATOMS = 16
 #: Cell width of the certified grid: max(DT_MIN, DT_REL * t).
 DT_MIN = 0.004
-DT_REL = 0.01
+DT_REL = 0.02
 #: Failing cells are split (into as many parts as their estimated slack asks for, at most
 #: REFINE_MAX_SPLIT) at most REFINE_DEPTH times.
 REFINE_DEPTH = 2
@@ -245,17 +260,69 @@ def _cells_ok(
     return ok, excess, _logsumexp_rows(central)
 
 
+@_quiet
+def _log_f_up(atoms: Atoms, m: float, t: FloatArray) -> FloatArray:
+    """A certified upper bound on log f_m(t) = log sum_j p_j H_m(t - z_j) at the nodes t."""
+    s = t[:, None] - atoms.z[None, :]
+    lf, _ = log_h(m, s)
+    live = np.isfinite(lf)
+    terms = np.where(live, np.log(atoms.p)[None, :] + lf + _log_err(m, s), -np.inf)
+    return _logsumexp_rows(terms)
+
+
+@_quiet
+def _log_f_mid(atoms: Atoms, m: float, t: FloatArray) -> FloatArray:
+    """log f_m(t), uncertified (it only steers the refinement)."""
+    lf, _ = log_h(m, t[:, None] - atoms.z[None, :])
+    return _logsumexp_rows(np.log(atoms.p)[None, :] + lf)
+
+
+@_quiet
+def _cells_ok_quadratic(
+    m: float, mu: float, ta: FloatArray, tb: FloatArray, lfa: FloatArray, lfb: FloatArray
+) -> tuple[npt.NDArray[np.bool_], FloatArray, FloatArray]:
+    """Per cell [ta, tb]: the certified comparison with the Gaussian factors split off.
+
+    log H_m(s) + s^2/(2 m^2) is convex (a log-Laplace transform; docs/proofs/filters.md,
+    Sec. 1, "Quadratic cell bound"), and so is log g(t) + t^2/(2 mu^2). With the chord of
+    the first, the tangent of the second at the midpoint c and the tangent of the concave
+    quadratic left over, log f_j / g on the cell is below a linear function whose value at
+    an end e is log H_m(e - z_j) - [log g(c) + k_g (e - c)] + (e - c)^2 / (2 m^2); the sum
+    over j of exponentials of linear functions is convex, so the two ends decide.
+    ``lfa``, ``lfb`` are certified upper bounds on log f at the ends (:func:`_log_f_up`).
+
+    Returns (ok, excess, log g(c)) as :func:`_cells_ok` does (the last uncertified).
+    """
+    c = ta + 0.5 * (tb - ta)
+    lg, kg = log_h(mu, c)
+    eg = _log_err(mu, c)
+    kabs = np.abs(kg)
+    inv2m2 = 0.5 / (m * m)
+
+    def rhs(e: FloatArray) -> FloatArray:
+        d = e - c
+        # slope error (relative 2 eg) and the rounding of c and of e - c, times |k_g|
+        slack = kabs * (2.0 * eg * np.abs(d) + 1e-15 * (np.abs(c) + np.abs(d)))
+        res: FloatArray = lg - eg + kg * d - slack - d * d * inv2m2 * (1.0 + 1e-14) - 1e-15
+        return res
+
+    ra, rb = rhs(ta), rhs(tb)
+    ok: npt.NDArray[np.bool_] = (lfa <= ra) & (lfb <= rb) & np.isfinite(ra) & np.isfinite(rb)
+    excess: FloatArray = np.maximum(lfa - ra, lfb - rb)
+    return ok, excess, lg
+
+
 def _split_counts(
-    mu: float, ta: FloatArray, tb: FloatArray, excess: FloatArray, lfc: FloatArray
+    excess: FloatArray, lgc: FloatArray, lfc: FloatArray
 ) -> npt.NDArray[np.int64] | None:
-    """How many equal parts each failing cell is cut into (uncertified; ``None``: give up).
+    """How many equal parts each failing cell is cut into (uncertified; ``None``: stop cutting).
 
     The estimated gap D = log g(c) - log f(c) at the midpoint is what the bound must fit
     under; the bound's slack at the ends (~ excess + D) shrinks like the square of the
-    width (tangent and chord errors are second order), so k parts leave ~ slack / k^2.
+    width (both cell bounds err to second order), so k parts leave ~ slack / k^2.
     D <= 0 means f >= g at c to working precision: no refinement can certify the cell.
     """
-    gap = _log_g_low(mu, 0.5 * (ta + tb)) - lfc
+    gap = lgc - lfc
     if not bool(np.all(gap > 0.0)):
         return None
     ratio = (np.where(np.isfinite(excess), excess, np.inf) + gap) / gap
@@ -328,30 +395,32 @@ def gdp_leq_mixture(atoms: Atoms, m: float, mu: float) -> bool:
     if not math.isfinite(t_star) or t_star > 1e12:
         return False
     t = _grid(t_star, DT_MIN, DT_REL)
-    lg = _log_g_low(mu, t)
-    ta, tb, lga, lgb = t[:-1], t[1:], lg[:-1], lg[1:]
+    lf = _log_f_up(atoms, m, t)
+    ta, tb, lfa, lfb = t[:-1], t[1:], lf[:-1], lf[1:]
     for depth in range(REFINE_DEPTH + 1):
-        ok, excess, lfc = _cells_ok(atoms, m, mu, ta, tb, lga, lgb)
+        ok, excess, lgc = _cells_ok_quadratic(m, mu, ta, tb, lfa, lfb)
         if np.all(ok):
             return True
-        if depth == REFINE_DEPTH:
-            return False
         bad = ~ok
-        ta, tb, lgb = ta[bad], tb[bad], lgb[bad]
-        k = _split_counts(mu, ta, tb, excess[bad], lfc[bad])
-        if k is None:
-            return False
+        ta, tb, lfa, lfb, excess, lgc = (x[bad] for x in (ta, tb, lfa, lfb, excess, lgc))
+        k = _split_counts(excess, lgc, _log_f_mid(atoms, m, ta + 0.5 * (tb - ta)))
+        if depth == REFINE_DEPTH or k is None:
+            # last resort on what is left: the tangent/chord bound (tighter near t = 0)
+            lga, lgb = _log_g_low(mu, ta), _log_g_low(mu, tb)
+            return bool(np.all(_cells_ok(atoms, m, mu, ta, tb, lga, lgb)[0]))
         # cut cell i at ta_i + (tb_i - ta_i) j / k_i, j = 0..k_i (its last node is tb_i itself)
         group = np.repeat(np.arange(k.size), k + 1)
         first = np.concatenate([[0], np.cumsum(k + 1)[:-1]])
         j = np.arange(group.size) - first[group]
         nodes = ta[group] + (tb - ta)[group] * (j / k[group])
         last = j == k[group]
+        inner = (j > 0) & ~last
         nodes[last] = tb
-        lg_nodes = _log_g_low(mu, nodes)
-        lg_nodes[last] = lgb
-        ta, tb = nodes[~last], nodes[np.roll(~last, 1)]
-        lga, lgb = lg_nodes[~last], lg_nodes[np.roll(~last, 1)]
+        lf_nodes = np.empty_like(nodes)
+        lf_nodes[j == 0], lf_nodes[last] = lfa, lfb
+        lf_nodes[inner] = _log_f_up(atoms, m, nodes[inner])
+        ta, tb = nodes[~last], nodes[j > 0]
+        lfa, lfb = lf_nodes[~last], lf_nodes[j > 0]
     return False
 
 
