@@ -146,20 +146,23 @@ def coarsen_up(atoms: Atoms, max_atoms: int = MAX_ATOMS) -> Atoms:
 @_quiet
 def log_h(m: float, s: FloatArray) -> tuple[FloatArray, FloatArray]:
     """(log H_m(s), d/ds log H_m(s)) with H_m(s) = h_{G_m}(e^s); -inf / -inf where H = 0."""
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        if m == 0.0:
-            es = np.exp(np.minimum(s, 0.0))
-            lh = np.where(s < 0.0, np.log(-np.expm1(np.minimum(s, -1e-300))), -np.inf)
-            slope = np.where(s < 0.0, -es / (-np.expm1(np.minimum(s, -1e-300))), -np.inf)
-            return lh, slope
-        a = -s / m + m / 2.0
-        b = a - m
-        la = special.log_ndtr(a)
-        lb = special.log_ndtr(b)
-        r = s + lb - la  # log of e^s Phi(b) / Phi(a) < 0
-        lh = la + np.log(-np.expm1(np.minimum(r, -1e-300)))
-        slope = -np.exp(s + lb - lh)
+    if m == 0.0:
+        es = np.exp(np.minimum(s, 0.0))
+        lh = np.where(s < 0.0, np.log(-np.expm1(np.minimum(s, -1e-300))), -np.inf)
+        slope = np.where(s < 0.0, -es / (-np.expm1(np.minimum(s, -1e-300))), -np.inf)
         return lh, slope
+    lh, lb = _log_h_parts(m, s)
+    return lh, -np.exp(s + lb - lh)
+
+
+def _log_h_parts(m: float, s: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """(log H_m(s), log Phi(-s/m - m/2)) for m > 0, as :func:`log_h` computes them."""
+    a = -s / m + m / 2.0
+    la = special.log_ndtr(a)
+    lb = special.log_ndtr(a - m)
+    r = s + lb - la  # log of e^s Phi(b) / Phi(a) < 0
+    lh: FloatArray = la + np.log(-np.expm1(np.minimum(r, -1e-300)))
+    return lh, lb
 
 
 def _log_err(m: float, s: FloatArray) -> FloatArray:
@@ -264,7 +267,7 @@ def _cells_ok(
 def _log_f_up(atoms: Atoms, m: float, t: FloatArray) -> FloatArray:
     """A certified upper bound on log f_m(t) = log sum_j p_j H_m(t - z_j) at the nodes t."""
     s = t[:, None] - atoms.z[None, :]
-    lf, _ = log_h(m, s)
+    lf, _ = _log_h_parts(m, s)
     live = np.isfinite(lf)
     terms = np.where(live, np.log(atoms.p)[None, :] + lf + _log_err(m, s), -np.inf)
     return _logsumexp_rows(terms)
@@ -273,7 +276,7 @@ def _log_f_up(atoms: Atoms, m: float, t: FloatArray) -> FloatArray:
 @_quiet
 def _log_f_mid(atoms: Atoms, m: float, t: FloatArray) -> FloatArray:
     """log f_m(t), uncertified (it only steers the refinement)."""
-    lf, _ = log_h(m, t[:, None] - atoms.z[None, :])
+    lf, _ = _log_h_parts(m, t[:, None] - atoms.z[None, :])
     return _logsumexp_rows(np.log(atoms.p)[None, :] + lf)
 
 
