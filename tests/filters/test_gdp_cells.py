@@ -27,8 +27,8 @@ from dpsieve.filters._gdp_core import (
     _log_f_up,
     _tail_start,
     gdp_leq_mixture,
-    residue_mu,
 )
+from dpsieve.filters._gdp_search import residue_mu
 from dpsieve.filters._queries import rr_atoms
 
 

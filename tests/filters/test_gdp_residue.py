@@ -179,7 +179,7 @@ def test_residue_condition_random_symmetric_mixtures(
         z += [e, -e]
         p += [w / tot / (1 + math.exp(-e)), w / tot / (1 + math.exp(e))]
     atoms = Atoms(np.array(z), np.array(p), 0.0)
-    from dpsieve.filters._gdp_core import residue_mu
+    from dpsieve.filters._gdp_search import residue_mu
 
     m = residue_mu(atoms, mu)
     if m < 0:

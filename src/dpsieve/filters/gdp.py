@@ -5,7 +5,7 @@
   G_sqrt(mu^2 - nu^2) (paper, Sec. 4).
 * GDP residue filter (paper, Def. 7): U(G_mu, L) = G_mu' with mu' the largest value such
   that G_mu' (+) L <= G_mu. Never worse than naive. mu' is found by a sound search
-  (:func:`dpsieve.filters._gdp_core.residue_mu`): the returned mu' is at or below the true
+  (:func:`dpsieve.filters._gdp_search.residue_mu`): the returned mu' is at or below the true
   largest value, so the residue condition holds. Gaussian queries compose in closed form.
 * Approximate-GDP residue filter (ours, docs/proofs/filters.md): budget R_{0,delta} (+) G_mu.
   A query with mass d at +inf and finite part L_f is admitted with residue
@@ -27,7 +27,8 @@ import numpy as np
 from dpsieve._validation import check_in_closed, check_nonnegative
 from dpsieve.accounting.gdp import gdp_mu_for
 from dpsieve.filters._common import FilterBase, frac_from_json, frac_to_json
-from dpsieve.filters._gdp_core import Atoms, residue_mu, smallest_gdp_mu_atoms
+from dpsieve.filters._gdp_core import Atoms
+from dpsieve.filters._gdp_search import residue_mu, smallest_gdp_mu_atoms
 from dpsieve.filters._queries import as_query, query_to_dict, symmetric_atoms
 from dpsieve.filters.base import Decision
 
