@@ -320,7 +320,8 @@ def _split_counts(
     gap = lgc - lfc
     if not bool(np.all(gap > 0.0)):
         return None
-    ratio = (np.where(np.isfinite(excess), excess, np.inf) + gap) / gap
+    ratio = (np.where(np.isnan(excess), np.inf, excess) + gap) / gap
+    ratio = np.where(np.isnan(ratio), 1.0, ratio)  # inf / inf: f(c) = 0, cut minimally
     need = np.ceil(np.sqrt(SPLIT_SAFETY * np.minimum(ratio, 1e12)))
     if bool(np.any(need > REFINE_MAX_SPLIT)):
         return None
