@@ -36,6 +36,7 @@ import numpy.typing as npt
 from scipy import special
 
 from dpsieve._validation import check_in_closed, check_int, check_nonnegative, fail
+from dpsieve.accounting._bisect import bracket
 from dpsieve.accounting.gdp import H_ABS_ERR, gdp_delta, gdp_hockey_stick
 from dpsieve.errors import UnsupportedError
 
@@ -322,13 +323,7 @@ def approx_dp_compose_epsilon(
     hi = k * eps
     if not math.isfinite(hi) or not ok(hi):
         return math.inf
-    lo = 0.0
-    while hi - lo > 1e-12 * max(1.0, hi):
-        mid = 0.5 * (lo + hi)
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
+    lo, hi = bracket(ok, 0.0, hi, 1e-12)
     return hi if upper else lo
 
 

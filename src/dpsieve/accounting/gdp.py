@@ -22,6 +22,7 @@ import numpy.typing as npt
 from scipy import special
 
 from dpsieve._validation import check_in_open, check_nonnegative, check_positive
+from dpsieve.accounting._bisect import bracket
 
 __all__ = [
     "H_ABS_ERR",
@@ -101,12 +102,7 @@ def gdp_epsilon(mu: float, delta: float, *, upper: bool = True) -> float:
         lo, hi = hi, hi * 2.0
         if hi > 1e6:
             return math.inf
-    while hi - lo > 1e-13 * max(1.0, hi):
-        mid = 0.5 * (lo + hi)
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
+    lo, hi = bracket(ok, lo, hi, 1e-13)
     return hi if upper else lo
 
 
@@ -130,10 +126,5 @@ def gdp_mu_for(eps: float, delta: float, *, upper: bool = False) -> float:
         lo, hi = hi, hi * 2.0
         if hi > 1e6:
             return math.inf
-    while hi - lo > 1e-13 * max(1.0, hi):
-        mid = 0.5 * (lo + hi)
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
+    lo, hi = bracket(lambda m: not ok(m), lo, hi, 1e-13)
     return hi if upper else lo
