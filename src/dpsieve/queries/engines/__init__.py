@@ -1,0 +1,12 @@
+"""Engines that compute a :class:`~dpsieve.queries.engine.BoundingSpec`: DuckDB (files),
+pandas and polars (frames in memory), and the pure-Python reference.
+
+Engines import their library lazily: importing this package needs none of them.
+"""
+
+from __future__ import annotations
+
+from dpsieve.queries.engines.duckdb import DuckDBEngine, compile_sql
+from dpsieve.queries.engines.reference import ReferenceEngine
+
+__all__ = ["DuckDBEngine", "ReferenceEngine", "compile_sql"]
