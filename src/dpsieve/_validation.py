@@ -18,6 +18,7 @@ import numpy.typing as npt
 from dpsieve.errors import ValidationError
 
 __all__ = [
+    "Redacted",
     "check_finite",
     "check_in_closed",
     "check_in_open",
@@ -26,6 +27,8 @@ __all__ = [
     "check_positive",
     "check_probability_vector",
     "fail",
+    "fail_private",
+    "redacted",
 ]
 
 
@@ -38,6 +41,36 @@ def fail(name: str, owner: str, constraint: str, value: Any) -> ValidationError:
         constraint=constraint,
         value=value,
     )
+
+
+class Redacted(str):
+    """A redacted description (a str whose ``repr`` is itself, so messages read cleanly)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def redacted(value: Any) -> Redacted:
+    """A description of a value that may hold private data -- its type and size, never
+    its contents -- for error messages (issue 10: errors never echo data values)."""
+    if isinstance(value, Redacted):
+        return value
+    if isinstance(value, np.ndarray):
+        return Redacted(f"<array of shape {tuple(value.shape)}, values withheld>")
+    if isinstance(value, list | tuple | dict | set | frozenset):
+        return Redacted(f"<{type(value).__name__} of {len(value)} entries, values withheld>")
+    if value is None:
+        return Redacted("None")
+    return Redacted(f"<{type(value).__name__}, value withheld>")
+
+
+def fail_private(name: str, owner: str, constraint: str, value: Any) -> ValidationError:
+    """:func:`fail` for a parameter that holds private data: the message and the error's
+    ``value`` carry :func:`redacted` (type and shape), never the data. ``constraint``
+    must itself be free of data values."""
+    return fail(name, owner, constraint, redacted(value))
 
 
 def _as_float(name: str, owner: str, value: Any, constraint: str) -> float:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -38,6 +38,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from dpsieve._columns import (
+    NUMERIC_KINDS,
+    canonical_categories,
+    category_counts,
+    require_kind,
+)
 from dpsieve._session_release import (
     _release_plan,
 )
@@ -62,6 +68,7 @@ if TYPE_CHECKING:
 __all__ = [
     "QueryResult",
     "Session",
+    "data_column_kinds",
     "data_columns",
     "filter_for_budget",
     "load_frame",
@@ -206,6 +213,27 @@ def data_columns(data: Any) -> list[str]:
     return [str(c) for c in load_frame(data).columns]
 
 
+def data_column_kinds(data: Any) -> dict[str, str]:
+    """The kind of each column (public schema, :mod:`dpsieve._columns`): a frame's dtypes,
+    or the file's column types as DuckDB describes them. No value is released."""
+    from dpsieve._columns import frame_kinds, kind_of_sql
+
+    if isinstance(data, str | Path):
+        import duckdb
+
+        path = str(data)
+        reader = "read_parquet" if path.lower().endswith((".parquet", ".pq")) else "read_csv_auto"
+        if not Path(path).is_file():
+            raise fail("data", "data_column_kinds", "an existing .csv or .parquet file", path)
+        con = duckdb.connect()
+        try:
+            rows = con.execute(f"DESCRIBE SELECT * FROM {reader}(?)", [path]).fetchall()
+        finally:
+            con.close()
+        return {str(r[0]): kind_of_sql(str(r[1])) for r in rows}
+    return frame_kinds(load_frame(data))
+
+
 def _privacy(p: Any, nb: Neighbouring, robust: bool = False,
              release: bool = False) -> PrivacyDescription:
     if isinstance(p, dict):
@@ -333,22 +361,23 @@ def _additive(p: PrivacyDescription, sens: Fraction, *, integer: bool) -> _Addit
     return _Additive(kind, g, k, sigma, p)
 
 
-def _linear(p: PrivacyDescription, spec: dict[str, Any], rr: bool) -> tuple[
+def _linear(p: PrivacyDescription, spec: dict[str, Any], rr: bool, kind: str) -> tuple[
         _Additive, npt.NDArray[np.int64], list[Any]]:
     """Plan a linear workload W (m x K) over the counts of K public categories.
 
     W is rounded to the lattice g Z (g = 2^(floor(log2 max|W|) - 20)); the answers are to the
-    rounded workload g W_int, computed exactly in integers. One row adds e_j to the counts
-    (add/remove), so the integer sensitivities are k1 = max_j sum_i |W_int[i, j]| and
-    k2^2 = max_j sum_i W_int[i, j]^2; replace-one doubles both norms (2 k1, 4 k2^2), which
-    errs safe. Noise: discrete Laplace per answer (k1/t-DP) or discrete Gaussian
-    (k2^2/(2 sigma^2)-zCDP, CKS 2020 Thm. 14), the scale raised until the exact check holds.
+    rounded workload g W_int, computed exactly in integers. The categories are canonical
+    values of the column's kind, pairwise distinct (:func:`canonical_categories`), so one
+    row adds e_j for at most one j to the counts (add/remove), and the integer
+    sensitivities are k1 = max_j sum_i |W_int[i, j]| and k2^2 = max_j sum_i W_int[i, j]^2;
+    replace-one doubles both norms (2 k1, 4 k2^2), which errs safe. Noise: discrete
+    Laplace per answer (k1/t-DP) or discrete Gaussian (k2^2/(2 sigma^2)-zCDP, CKS 2020
+    Thm. 14), the scale raised until the exact check holds.
     """
     from dpsieve.mechanisms import default_granularity, snap_to_lattice
 
-    cats, w = spec.get("categories"), spec.get("workload")
-    if not isinstance(cats, list) or not cats or len(cats) > 1000:
-        raise fail("categories", "linear", "a non-empty list of <= 1000 values", cats)
+    cats = canonical_categories(spec.get("categories"), kind, "linear", limit=1000)
+    w = spec.get("workload")
     try:
         arr = np.asarray(w, dtype=np.float64)
     except (TypeError, ValueError):
@@ -397,8 +426,12 @@ class Session:
     ``Session(data, budget=GDP(1.0))`` builds the filter with :func:`filter_for_budget` in
     a :class:`~dpsieve.ledger.MemoryStore`; pass ``filter=`` for a filter you built, and
     ``store=``/``budget_id=`` to keep the ledger in SQLite or PostgreSQL (an existing
-    budget there is reused). ``columns`` is the public schema (column names); without it
-    the names are read from the frame or the file header (never values) before a spend.
+    budget there is reused). ``columns`` is the public schema (column names) and
+    ``column_types`` maps names to kinds (``integer``, ``float``, ``boolean``, ``text``,
+    ``other``; :mod:`dpsieve._columns`); without them they are read from the frame's dtypes
+    or the file header (never values) before a spend. A lazy loader (a callable) without
+    ``column_types`` is loaded to read its dtypes before its first typed query (nothing is
+    released; give ``column_types`` to keep a refused query from loading the data).
     """
 
     def __init__(
@@ -414,6 +447,7 @@ class Session:
         neighbouring: Neighbouring | None = None,
         after_spend: Callable[[str], None] | None = None,
         columns: Sequence[str] | None = None,
+        column_types: Mapping[str, str] | None = None,
     ) -> None:
         from dpsieve.ledger.base import BudgetNotFoundError
         from dpsieve.ledger.memory import MemoryStore
@@ -423,6 +457,7 @@ class Session:
         self._data = data
         self._frame: Frame | None = None
         self._columns = list(columns) if columns is not None else None
+        self._kinds = dict(column_types) if column_types is not None else None
         self.store: BudgetStore = store if store is not None else MemoryStore()
         self.budget_id = budget_id
         self.principal = principal
@@ -552,25 +587,26 @@ class Session:
         if t == "release":
             return _release_plan(spec, p, self._schema(), rng)
         col = self._column(spec)
+        kind = self._kind(col)
+        if t in ROBUST_TYPES or t in ("sum", "mean"):
+            require_kind(col, kind, NUMERIC_KINDS, t)
         if t in ROBUST_TYPES:
             return self._robust(spec, p, col)
         if t == "linear":
-            lm, wint, lcats = _linear(p, spec, rr)
+            lm, wint, lcats = _linear(p, spec, rr, kind)
 
             def linear(df: Frame) -> tuple[Any, dict[str, Any]]:
-                counts = df[col].value_counts()
-                h = np.array([int(counts.get(c, 0)) for c in lcats], dtype=object)
+                h = np.array(category_counts(df[col], lcats, kind), dtype=object)
                 exact = wint.dot(h)  # Python integers: exact
                 z = lm.draw(len(exact), rng)
                 out = [float((int(a) + int(b)) * lm.g) for a, b in zip(exact, z, strict=True)]
                 return {"answers": out}, {**lm.describe(), "workload_rounded_to": lm.g}
             return lm.cost, linear
         if t == "histogram":
-            cats = spec.get("categories")
-            if not isinstance(cats, list) or not cats or len(cats) > 10_000:
-                raise fail("categories", "histogram", "a non-empty list of <= 10000 values", cats)
-            if len({repr(c) for c in cats}) != len(cats):
-                raise fail("categories", "histogram", "a list without repeats", cats)
+            # canonical values of the column's kind, pairwise distinct: a row moves at
+            # most one count (add/remove), whatever the spelling of the categories
+            cats = canonical_categories(spec.get("categories"), kind, "histogram",
+                                        limit=10_000)
             if rr and not isinstance(p, PureDP | ZCDP):
                 raise UnsupportedError("GDP histograms are offered under add/remove only.")
             # one row moves one count by 1 (add/remove) or two counts (replace-one):
@@ -581,8 +617,7 @@ class Session:
                 m = _Additive(m.kind, m.g, m.k, m.param, p)
 
             def histogram(df: Frame) -> tuple[Any, dict[str, Any]]:
-                counts = df[col].value_counts()
-                exact = np.array([int(counts.get(c, 0)) for c in cats], dtype=np.int64)
+                exact = np.array(category_counts(df[col], cats, kind), dtype=np.int64)
                 noisy = exact + m.draw(len(cats), rng)
                 return {"categories": cats, "counts": noisy.astype(float).tolist()}, m.describe()
             return m.cost, histogram
@@ -663,6 +698,18 @@ class Session:
         if col not in self._schema():
             raise fail("column", spec["type"], "a column of the data set", col)
         return col
+
+    def _kind(self, col: str) -> str:
+        """The column's kind (public schema; see :mod:`dpsieve._columns`), before a spend."""
+        from dpsieve._columns import KINDS
+
+        if self._kinds is None or col not in self._kinds:
+            src = self._frame if self._frame is not None else self._data
+            self._kinds = {**data_column_kinds(src), **(self._kinds or {})}
+        kind = self._kinds.get(col, "other")
+        if kind not in KINDS:
+            raise fail("column_types", "Session", f"kinds among {', '.join(KINDS)}", kind)
+        return kind
 
     def _schema(self) -> list[str]:
         """The column names (public metadata; see :meth:`_column`)."""

@@ -71,7 +71,12 @@ def set_budget(
 
     from dpsieve.errors import DPError
     from dpsieve.ledger import open_store
-    from dpsieve.session import data_columns, filter_for_budget, parse_description
+    from dpsieve.session import (
+        data_column_kinds,
+        data_columns,
+        filter_for_budget,
+        parse_description,
+    )
 
     try:
         desc = parse_description(json.loads(budget), "budget")
@@ -86,7 +91,8 @@ def set_budget(
             p = Path(path).expanduser().resolve()
             if not p.is_file():
                 raise _fail(f"--path {path!r} is not a file.")
-            src = {**(src or {}), "path": str(p), "columns": data_columns(p)}
+            src = {**(src or {}), "path": str(p), "columns": data_columns(p),
+                   "column_types": data_column_kinds(p)}
         if src is None:
             raise _fail(f"No data set named {dataset!r}; give --path to register it.")
         store.register_dataset(dataset, {**src, "neighbouring": desc.neighbouring.value,

@@ -24,7 +24,7 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
         if src is None:
             raise typer.BadParameter(f"No data set named {dataset!r} in {database_url}.")
         session = Session(src["path"], store=store, budget_id=dataset, principal="cli",
-                          columns=src.get("columns"),
+                          columns=src.get("columns"), column_types=src.get("column_types"),
                           neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))
         out = []
         for i, spec in _progress(specs):

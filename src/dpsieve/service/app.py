@@ -32,6 +32,7 @@ from dpsieve.service.schemas import AnalystIn, BudgetIn, DatasetIn, GrantIn, Que
 from dpsieve.service.settings import Settings
 from dpsieve.session import (
     Session,
+    data_column_kinds,
     data_columns,
     filter_for_budget,
     load_frame,
@@ -172,9 +173,11 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         old = st.dataset(body.name) or {}
         try:
             columns = data_columns(path)
+            kinds = data_column_kinds(path)  # public schema: names and kinds, no values
         except Exception as e:  # an unreadable file is the owner's input error
             raise HTTPException(422, f"'path' could not be read as a table: {e}") from None
-        st.register_dataset(body.name, {**old, "path": str(path), "columns": columns})
+        st.register_dataset(body.name, {**old, "path": str(path), "columns": columns,
+                                        "column_types": kinds})
         out: dict[str, Any] = {"dataset": body.name, "path": str(path)}
         if body.budget is not None:
             out.update(set_budget(body.name, body.budget))
@@ -234,8 +237,10 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         if not budget_of(name):
             raise HTTPException(409, f"The data set {name!r} has no budget yet.")
         path = str(src["path"])
+        kinds = src.get("column_types") or data_column_kinds(path)  # schema, not values
         session = Session(lambda: frames.get(path), store=st, budget_id=name,
                           principal=p.name, after_spend=hook, columns=src.get("columns"),
+                          column_types=kinds,
                           neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))
         key = f"{p.name}/{idempotency_key}" if idempotency_key else None
         return {"dataset": name, **session.run(body.spec(), key=key).to_dict()}

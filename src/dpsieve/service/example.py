@@ -9,7 +9,7 @@ from typing import Any
 from dpsieve.accounting.events import GDP
 from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore
 from dpsieve.service.auth import hash_key, new_key
-from dpsieve.session import data_columns, filter_for_budget
+from dpsieve.session import data_column_kinds, data_columns, filter_for_budget
 
 __all__ = ["EXAMPLE_BUDGET", "EXAMPLE_DATASET", "example_path", "setup_example", "usage"]
 
@@ -29,6 +29,7 @@ def setup_example(store: BudgetStore) -> dict[str, Any]:
     store.register_dataset(EXAMPLE_DATASET, {
         **src, "path": str(example_path()), "neighbouring": "add_remove",
         "columns": data_columns(example_path()),
+        "column_types": data_column_kinds(example_path()),
         "budget": EXAMPLE_BUDGET.to_dict()})
     try:
         store.load_filter(EXAMPLE_DATASET)

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 __all__ = ["AnalystIn", "BudgetIn", "DatasetIn", "GrantIn", "PrivacyIn", "QueryIn"]
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 Column = Annotated[str, Field(min_length=1, max_length=256)]
-Category = str | int | float
+#: A category keeps its JSON type (true stays a boolean, 1 an integer, "1" a string): the
+#: session canonicalises it against the column's public kind (dpsieve._columns).
+Category = StrictBool | StrictInt | StrictFloat | StrictStr
 
 
 class _Strict(BaseModel):
