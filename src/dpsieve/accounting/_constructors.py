@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Self
 import numpy as np
 import numpy.typing as npt
 
+from dpsieve._rounding import div_up
 from dpsieve._validation import (
     check_in_closed,
     check_int,
@@ -75,11 +76,12 @@ class PLDConstructors:
     ) -> Self:
         """Gaussian mechanism N(0, sigma^2) with l2 sensitivity D: exactly G_{D/sigma}.
 
-        Exact (closed form, so ``pessimistic`` has nothing to round).
+        Exact (closed form); mu = D/sigma is rounded *up* (:func:`dpsieve._rounding.div_up`),
+        so the PLD dominates the mechanism whatever ``pessimistic`` says.
         """
         sigma = check_positive("sigma", sigma, "gaussian")
         sensitivity = check_positive("sensitivity", sensitivity, "gaussian")
-        return cls.gdp(sensitivity / sigma, grid=grid)
+        return cls.gdp(div_up(sensitivity, sigma), grid=grid)
 
     @classmethod
     def laplace(

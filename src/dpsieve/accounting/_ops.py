@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
+from dpsieve._rounding import hypot_down, hypot_up, sqrt_down, sqrt_up
 from dpsieve.accounting import _construct, _convolve, _curves
 from dpsieve.errors import UnsupportedError
 
@@ -28,6 +30,11 @@ def _direction(a: str, b: str) -> str:
             "neither an upper nor a lower bound."
         )
     return ds.pop() if ds else "exact"
+
+
+def _mu(direction: str, a: float, b: float) -> float:
+    """mu of G_a (+) G_b = G_hypot(a, b), rounded up (down for optimistic compositions)."""
+    return hypot_down(a, b) if direction == "optimistic" else hypot_up(a, b)
 
 
 def is_unit(p: PLD) -> bool:
@@ -93,7 +100,7 @@ def compose(a: PLD, b: PLD, tail_mass: float) -> PLD:
             keep.offset,
             keep.probs.copy(),
             keep.inf_mass,
-            math.hypot(a.mu, b.mu),
+            _mu(direction, a.mu, b.mu),
             direction,
             a.symmetric and b.symmetric,
             tail_mass,
@@ -125,7 +132,7 @@ def compose(a: PLD, b: PLD, tail_mass: float) -> PLD:
             inf += math.sqrt(conv.size) * err
         else:  # keep the exact support and no +inf mass: raise every entry (Lemma A3)
             _convolve.add_entry_bound(a.offset + b.offset, conv, grid, err)
-    mu = math.hypot(a.mu, b.mu)
+    mu = _mu(direction, a.mu, b.mu)
     return _finish(
         a,
         grid,
@@ -142,7 +149,9 @@ def compose(a: PLD, b: PLD, tail_mass: float) -> PLD:
 def self_compose(p: PLD, k: int, tail_mass: float) -> PLD:
     from dpsieve.accounting.pld import PLD as _PLD
 
-    mu = math.sqrt(k) * p.mu
+    # sqrt(k) mu, rounded in p's direction (up unless optimistic)
+    mu2 = k * Fraction(p.mu) ** 2
+    mu = sqrt_down(mu2) if p.direction == "optimistic" else sqrt_up(mu2)
     disc = _new(p, p.grid, p.offset, p.probs.copy(), p.inf_mass, 0.0, p.direction, p.symmetric)
     result = _PLD.identity(grid=p.grid)
     while k:

@@ -26,7 +26,6 @@ accurate to < 1 ulp (glibc); brackets of e^eps use two ulps.
 from __future__ import annotations
 
 import math
-import sys
 from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
@@ -35,6 +34,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
+from dpsieve import _rounding
 from dpsieve._validation import check_in_closed, check_int, check_nonnegative, fail
 from dpsieve.accounting._bisect import bracket
 from dpsieve.accounting.gdp import H_ABS_ERR, gdp_delta, gdp_hockey_stick
@@ -109,39 +109,20 @@ def _max_finite_abs(terms: FloatArray) -> FloatArray:
 
 
 def exp_bracket(eps: float) -> tuple[float, float]:
-    """(lo, hi) floats with lo <= e^eps <= hi (two ulps either side; exact for eps = 0;
-    (max float, inf) beyond the float range, (0, tiny) below it)."""
-    if eps == 0.0:
-        return 1.0, 1.0
-    if eps > 709.0:
-        return sys.float_info.max, math.inf
-    e = math.exp(eps)
-    lo, hi = e, e
-    for _ in range(2):
-        lo, hi = math.nextafter(lo, 0.0), math.nextafter(hi, math.inf)
-    # e^eps >= 1 exactly when eps >= 0 (a bracket crossing 1 would flip the sign of eps)
-    return (max(lo, 1.0), hi) if eps > 0 else (lo, min(hi, 1.0))
+    """(lo, hi) floats with lo <= e^eps <= hi (:func:`dpsieve._rounding.exp_bracket`)."""
+    return _rounding.exp_bracket(eps)
 
 
 def exp_bracket_fraction(eps: float) -> tuple[Fraction, Fraction]:
-    """Rationals (lo, hi) with lo <= e^eps <= hi for any finite eps: the float bracket
-    where it is finite and positive, else powers of two 2^(floor(eps/ln 2) - 2) and
-    2^(ceil(eps/ln 2) + 2) (the +-2 covers the rounding of eps/ln 2)."""
-    if abs(eps) <= 700.0:
-        lo, hi = exp_bracket(eps)
-        return Fraction(lo), Fraction(hi)
-    k = eps / math.log(2.0)
-    return Fraction(2) ** (math.floor(k) - 2), Fraction(2) ** (math.ceil(k) + 2)
+    """Rationals (lo, hi) with lo <= e^eps <= hi
+    (:func:`dpsieve._rounding.exp_bracket_fraction`)."""
+    return _rounding.exp_bracket_fraction(eps)
 
 
 def round_fraction(q: Fraction, upper: bool) -> float:
-    """The float next to the exact rational ``q`` on the requested side (directed rounding)."""
-    f = float(q)
-    if upper and Fraction(f) < q:
-        f = math.nextafter(f, math.inf)
-    elif not upper and Fraction(f) > q:
-        f = math.nextafter(f, -math.inf)
-    return f
+    """The float next to the exact rational ``q`` on the requested side (directed rounding,
+    :func:`dpsieve._rounding.round_up` / :func:`~dpsieve._rounding.round_down`)."""
+    return _rounding.round_up(q) if upper else _rounding.round_down(q)
 
 
 # ----------------------------------------------------------------------------- one R_{eps,delta}

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
+from dpsieve._rounding import hypot_up
 from dpsieve._validation import check_in_open, check_nonnegative, check_positive
 from dpsieve.accounting._bisect import bracket
 
@@ -77,8 +78,8 @@ def gdp_tradeoff(mu: float, alpha: npt.ArrayLike) -> FloatArray:
 
 
 def gdp_compose(*mus: float) -> float:
-    """G_{mu_1} (+) ... (+) G_{mu_k} = G_sqrt(sum mu_i^2), exactly (closed under composition)."""
-    return math.sqrt(math.fsum(check_nonnegative("mu", m, "gdp_compose") ** 2 for m in mus))
+    """G_{mu_1} (+) ... (+) G_{mu_k} = G_sqrt(sum mu_i^2) (closed under composition), rounded up."""
+    return hypot_up(*(check_nonnegative("mu", m, "gdp_compose") for m in mus))
 
 
 def gdp_epsilon(mu: float, delta: float, *, upper: bool = True) -> float:

@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
 
+from dpsieve._rounding import sqrt_down
 from dpsieve._validation import check_in_closed, check_nonnegative, fail
 from dpsieve.accounting import _curves, _ops
 from dpsieve.accounting.pld import PLD
@@ -202,8 +204,7 @@ def _upper(L: PLD, B: PLD) -> bool:
 
 def _reduce(L: PLD, B: PLD) -> tuple[PLD, PLD]:
     if L.mu > 0 and B.mu >= L.mu:
-        r = math.sqrt(max(B.mu * B.mu - L.mu * L.mu, 0.0))
-        r = max(0.0, float(np.nextafter(r * (1.0 - 4 * U), 0.0)))  # rounded down: B shrinks
+        r = sqrt_down(Fraction(B.mu) ** 2 - Fraction(L.mu) ** 2)  # rounded down: B shrinks
         return _strip_mu(L, 0.0), _strip_mu(B, r)
     return L, B
 

@@ -1,0 +1,356 @@
+"""Directed rounding: the one home of every "round up" / "round down" on a privacy parameter.
+
+Soundness asks each privacy parameter to be rounded in a stated direction: a query's cost
+(eps, delta, mu, rho, a loss) *up*, a budget *down*. Round-to-nearest is wrong half of the
+time (``1.0 / 3.0`` is below 1/3, so ``PLD.gaussian(3.0)`` would get a mu below the truth).
+Every function here returns a float on the requested side of the exact real result:
+
+* exact rationals (``Fraction``): :func:`round_up` / :func:`round_down` (also accept ints
+  and floats), and the exact operations :func:`div_up`, :func:`div_down`, :func:`mul_up`,
+  :func:`mul_down`, :func:`add_up`, :func:`add_down`, :func:`sub_up`, :func:`sub_down`,
+  :func:`sqrt_up`, :func:`sqrt_down`, :func:`hypot_up`, :func:`hypot_down` -- computed in
+  exact rational arithmetic, then rounded once (tight: the result is the adjacent float);
+* transcendental functions: :func:`exp_up`, :func:`exp_down`, :func:`log_up`,
+  :func:`log_down`, :func:`expm1_up`, :func:`log1p_up`, ... -- libm (glibc) is accurate to
+  < 1 ulp, so two ulps of margin are taken (an assumption, stated once, here);
+  :func:`exp_bracket` / :func:`exp_bracket_fraction` bracket e^x as floats / rationals;
+* one ulp: :func:`next_up` / :func:`next_down` (``math.nextafter``), and
+  :func:`ulps_up` / :func:`ulps_down` for n ulps; :func:`rel_up` / :func:`rel_down` move a
+  value by a relative margin (and one more ulp) -- for results with a known error bound.
+
+Conventions: ``up(x) >= x`` and ``down(x) <= x`` for every input, including 0, subnormals and
+infinities (inf stays inf, -inf stays -inf; NaN is refused with ``ValueError``). Nothing here
+imports the rest of dpsieve, so every layer may use it.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from fractions import Fraction
+from numbers import Rational
+
+__all__ = [
+    "add_down",
+    "add_up",
+    "div_down",
+    "div_up",
+    "exp_bracket",
+    "exp_bracket_fraction",
+    "exp_down",
+    "exp_up",
+    "expm1_down",
+    "expm1_up",
+    "hypot_down",
+    "hypot_up",
+    "log1p_down",
+    "log1p_up",
+    "log_down",
+    "log_up",
+    "mul_down",
+    "mul_up",
+    "next_down",
+    "next_up",
+    "rel_down",
+    "rel_up",
+    "round_down",
+    "round_up",
+    "sqrt_down",
+    "sqrt_up",
+    "sub_down",
+    "sub_up",
+    "ulps_down",
+    "ulps_up",
+]
+
+Number = Fraction | int | float
+#: Ulps of margin taken around a libm result (glibc: < 1 ulp for exp, log, expm1, log1p).
+LIBM_ULPS = 2
+
+
+def _exact(x: Number) -> Fraction:
+    if isinstance(x, float):
+        if math.isnan(x) or math.isinf(x):
+            raise ValueError(f"directed rounding needs a finite number, got {x!r}")
+        return Fraction(x)
+    if isinstance(x, (Fraction, int, Rational)):
+        return Fraction(x)
+    raise TypeError(f"directed rounding needs a Fraction, int or float, got {x!r}")
+
+
+def _check(x: float) -> float:
+    x = float(x)
+    if math.isnan(x):
+        raise ValueError("directed rounding of NaN")
+    return x
+
+
+# ----------------------------------------------------------------------------- ulps
+def next_up(x: float) -> float:
+    """The least float > x (inf stays inf)."""
+    return math.nextafter(_check(x), math.inf)
+
+
+def next_down(x: float) -> float:
+    """The greatest float < x (-inf stays -inf)."""
+    return math.nextafter(_check(x), -math.inf)
+
+
+def ulps_up(x: float, n: int) -> float:
+    """x moved up by n ulps."""
+    x = _check(x)
+    for _ in range(n):
+        x = math.nextafter(x, math.inf)
+    return x
+
+
+def ulps_down(x: float, n: int) -> float:
+    """x moved down by n ulps."""
+    x = _check(x)
+    for _ in range(n):
+        x = math.nextafter(x, -math.inf)
+    return x
+
+
+def rel_up(x: float, rel: float, abs_: float = 0.0) -> float:
+    """A float >= x + rel |x| + abs_ (for a value whose error is at most that)."""
+    x = _check(x)
+    if math.isinf(x):
+        return x
+    return math.nextafter(x + rel * abs(x) + abs_, math.inf)
+
+
+def rel_down(x: float, rel: float, abs_: float = 0.0) -> float:
+    """A float <= x - rel |x| - abs_."""
+    x = _check(x)
+    if math.isinf(x):
+        return x
+    return math.nextafter(x - rel * abs(x) - abs_, -math.inf)
+
+
+# ----------------------------------------------------------------------------- exact rationals
+def round_up(q: Number) -> float:
+    """The least float >= q (q exact: Fraction, int or float). Overflow gives inf."""
+    if isinstance(q, float):
+        return _check(q)
+    e = _exact(q)
+    try:
+        f = float(e)
+    except OverflowError:
+        return math.inf if e > 0 else -sys.float_info.max
+    if Fraction(f) < e:
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+def round_down(q: Number) -> float:
+    """The greatest float <= q (q exact). Overflow gives -inf / max float."""
+    if isinstance(q, float):
+        return _check(q)
+    e = _exact(q)
+    try:
+        f = float(e)
+    except OverflowError:
+        return sys.float_info.max if e > 0 else -math.inf
+    if Fraction(f) > e:
+        f = math.nextafter(f, -math.inf)
+    return f
+
+
+def div_up(a: Number, b: Number) -> float:
+    """a / b rounded up (exact rational division; b != 0)."""
+    return round_up(_exact(a) / _exact(b))
+
+
+def div_down(a: Number, b: Number) -> float:
+    """a / b rounded down."""
+    return round_down(_exact(a) / _exact(b))
+
+
+def mul_up(a: Number, b: Number) -> float:
+    """a * b rounded up."""
+    return round_up(_exact(a) * _exact(b))
+
+
+def mul_down(a: Number, b: Number) -> float:
+    """a * b rounded down."""
+    return round_down(_exact(a) * _exact(b))
+
+
+def add_up(*xs: Number) -> float:
+    """The sum rounded up (exact)."""
+    return round_up(sum((_exact(x) for x in xs), Fraction(0)))
+
+
+def add_down(*xs: Number) -> float:
+    """The sum rounded down (exact)."""
+    return round_down(sum((_exact(x) for x in xs), Fraction(0)))
+
+
+def sub_up(a: Number, b: Number) -> float:
+    """a - b rounded up."""
+    return round_up(_exact(a) - _exact(b))
+
+
+def sub_down(a: Number, b: Number) -> float:
+    """a - b rounded down."""
+    return round_down(_exact(a) - _exact(b))
+
+
+def _sqrt_bracket(e: Fraction) -> tuple[Fraction, Fraction]:
+    """Rationals lo <= sqrt(e) <= hi with hi - lo <= 2^-80 sqrt(e) (integer square root)."""
+    n, d = e.numerator, e.denominator
+    k = 82 - (n.bit_length() - d.bit_length()) // 2
+    if k >= 0:
+        f = math.isqrt((n << (2 * k)) // d)
+        return Fraction(f, 1 << k), Fraction(f + 1, 1 << k)
+    f = math.isqrt(n // (d << (-2 * k)))
+    return Fraction(f << -k), Fraction((f + 1) << -k)
+
+
+def sqrt_up(q: Number) -> float:
+    """The least float s with s^2 >= q (q >= 0, exact)."""
+    e = _exact(q)
+    if e < 0:
+        raise ValueError(f"sqrt_up of a negative number: {q!r}")
+    if e == 0:
+        return 0.0
+    s = round_up(_sqrt_bracket(e)[1])
+    while s > 0 and Fraction(math.nextafter(s, 0.0)) ** 2 >= e:
+        s = math.nextafter(s, 0.0)
+    return s
+
+
+def sqrt_down(q: Number) -> float:
+    """The greatest float s with s^2 <= q (q >= 0, exact)."""
+    e = _exact(q)
+    if e < 0:
+        raise ValueError(f"sqrt_down of a negative number: {q!r}")
+    if e == 0:
+        return 0.0
+    s = round_down(_sqrt_bracket(e)[0])
+    while math.isfinite(s) and Fraction(math.nextafter(s, math.inf)) ** 2 <= e:
+        s = math.nextafter(s, math.inf)
+    return s
+
+
+def hypot_up(*xs: Number) -> float:
+    """sqrt(sum x_i^2) rounded up (e.g. composing Gaussian mus: G_a (+) G_b = G_hypot)."""
+    return sqrt_up(sum((_exact(x) ** 2 for x in xs), Fraction(0)))
+
+
+def hypot_down(*xs: Number) -> float:
+    """sqrt(sum x_i^2) rounded down."""
+    return sqrt_down(sum((_exact(x) ** 2 for x in xs), Fraction(0)))
+
+
+# ----------------------------------------------------------------------------- libm with margin
+def exp_bracket(x: float) -> tuple[float, float]:
+    """(lo, hi) floats with lo <= e^x <= hi: two ulps either side, exact for x = 0;
+    (max float, inf) beyond the float range, (0, least subnormal) below it."""
+    x = _check(x)
+    if x == 0.0:
+        return 1.0, 1.0
+    if x == math.inf:
+        return sys.float_info.max, math.inf
+    if x == -math.inf:
+        return 0.0, 0.0
+    if x > 709.0:
+        e = math.exp(x) if x < 709.78 else math.inf
+        if math.isinf(e):
+            return sys.float_info.max, math.inf
+    else:
+        e = math.exp(x)
+    lo, hi = e, e
+    for _ in range(LIBM_ULPS):
+        lo, hi = math.nextafter(lo, 0.0), math.nextafter(hi, math.inf)
+    # e^x >= 1 exactly when x >= 0 (a bracket crossing 1 would flip the sign of x)
+    return (max(lo, 1.0), hi) if x > 0 else (max(lo, 0.0), min(hi, 1.0))
+
+
+def exp_bracket_fraction(x: float) -> tuple[Fraction, Fraction]:
+    """Rationals (lo, hi) with lo <= e^x <= hi for any finite x: the float bracket where it
+    is finite and positive, else powers of two 2^(floor(x/ln 2) - 2) and 2^(ceil(x/ln 2) + 2)
+    (the +-2 covers the rounding of x/ln 2)."""
+    x = _check(x)
+    if abs(x) <= 700.0:
+        lo, hi = exp_bracket(x)
+        return Fraction(lo), Fraction(hi)
+    k = x / math.log(2.0)
+    return Fraction(2) ** (math.floor(k) - 2), Fraction(2) ** (math.ceil(k) + 2)
+
+
+def exp_up(x: float) -> float:
+    """A float >= e^x (inf beyond the float range)."""
+    return exp_bracket(x)[1]
+
+
+def exp_down(x: float) -> float:
+    """A float <= e^x (max float beyond the range, 0 below it)."""
+    return exp_bracket(x)[0]
+
+
+def log_up(x: float) -> float:
+    """A float >= log(x) for x > 0 (exact 0 at x = 1; inf at inf)."""
+    x = _check(x)
+    if not x > 0:
+        raise ValueError(f"log_up needs x > 0, got {x!r}")
+    if x == 1.0 or math.isinf(x):
+        return 0.0 if x == 1.0 else math.inf
+    v = ulps_up(math.log(x), LIBM_ULPS)
+    return min(v, 0.0) if x < 1.0 else v
+
+
+def log_down(x: float) -> float:
+    """A float <= log(x) for x > 0 (exact 0 at x = 1)."""
+    x = _check(x)
+    if not x > 0:
+        raise ValueError(f"log_down needs x > 0, got {x!r}")
+    if x == 1.0 or math.isinf(x):
+        return 0.0 if x == 1.0 else math.inf
+    v = ulps_down(math.log(x), LIBM_ULPS)
+    return max(v, 0.0) if x > 1.0 else v
+
+
+def expm1_up(x: float) -> float:
+    """A float >= e^x - 1."""
+    x = _check(x)
+    if x == 0.0:
+        return 0.0
+    try:
+        v = math.expm1(x)
+    except OverflowError:
+        return math.inf
+    return ulps_up(v, LIBM_ULPS)
+
+
+def expm1_down(x: float) -> float:
+    """A float <= e^x - 1 (>= -1)."""
+    x = _check(x)
+    if x == 0.0:
+        return 0.0
+    try:
+        v = math.expm1(x)
+    except OverflowError:
+        return sys.float_info.max
+    return max(ulps_down(v, LIBM_ULPS), -1.0)
+
+
+def log1p_up(x: float) -> float:
+    """A float >= log(1 + x) for x > -1."""
+    x = _check(x)
+    if not x > -1.0:
+        raise ValueError(f"log1p_up needs x > -1, got {x!r}")
+    if x == 0.0 or math.isinf(x):
+        return x
+    return ulps_up(math.log1p(x), LIBM_ULPS)
+
+
+def log1p_down(x: float) -> float:
+    """A float <= log(1 + x) for x > -1."""
+    x = _check(x)
+    if not x > -1.0:
+        raise ValueError(f"log1p_down needs x > -1, got {x!r}")
+    if x == 0.0 or math.isinf(x):
+        return x
+    return ulps_down(math.log1p(x), LIBM_ULPS)
