@@ -1,7 +1,7 @@
 """Column kinds (public schema) and categories canonicalised against them.
 
 A column's *kind* is public schema, like its name: ``integer``, ``float``, ``boolean``,
-``text`` or ``other`` (dates, times, ...). It comes from the schema the data owner
+``string`` or ``other`` (dates, times, ...). It comes from the schema the data owner
 registered (the service and the ledger store it with the column names), from
 ``Session(column_types=...)``, or else from the frame's dtypes or the file's header as
 DuckDB describes it -- never from a private decision at query time. Everything checkable
@@ -20,6 +20,9 @@ pairwise distinct, so **each row adds 1 to at most one category** -- the fact th
 sensitivities of histograms and linear workloads rest on (docs/session.md). This holds
 whatever pandas does with mixed types, because matching uses Python's exact equality of
 canonical keys, never the frame's index lookup.
+
+The kind names are those of :class:`dpsieve.queries.schema.ColumnType`; this module serves
+the session's current query path until it moves onto :mod:`dpsieve.queries`.
 """
 
 from __future__ import annotations
@@ -42,14 +45,14 @@ __all__ = [
     "require_kind",
 ]
 
-KINDS = ("integer", "float", "boolean", "text", "other")
+KINDS = ("integer", "float", "boolean", "string", "other")
 #: Kinds a sum, mean or robust estimator may read (booleans count as 0/1).
 NUMERIC_KINDS = ("integer", "float", "boolean")
 _INT64 = 2**63
 
 
 def kind_of_sql(type_name: str) -> str:
-    """The kind of a DuckDB column type (``BIGINT`` -> integer, ``VARCHAR`` -> text, ...)."""
+    """The kind of a DuckDB column type (``BIGINT`` -> integer, ``VARCHAR`` -> string, ...)."""
     t = type_name.upper().split("(")[0].strip()
     if t in ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
              "UINTEGER", "UBIGINT", "UHUGEINT", "INT1", "INT2", "INT4", "INT8", "INT", "LONG"):
@@ -59,7 +62,7 @@ def kind_of_sql(type_name: str) -> str:
     if t in ("BOOLEAN", "BOOL"):
         return "boolean"
     if t in ("VARCHAR", "TEXT", "STRING", "CHAR", "BPCHAR"):
-        return "text"
+        return "string"
     return "other"
 
 
@@ -76,7 +79,7 @@ def _kind_of_dtype(dtype: Any) -> str:
     if api.is_float_dtype(dtype):
         return "float"
     if api.is_string_dtype(dtype) or api.is_object_dtype(dtype):
-        return "text"
+        return "string"
     return "other"
 
 
@@ -102,7 +105,7 @@ def _canonical(c: Any, kind: str) -> Any:
     of that kind (the caller refuses it)."""
     if kind == "boolean":
         return bool(c) if isinstance(c, bool | np.bool_) else None
-    if kind in ("text", "other"):
+    if kind in ("string", "other"):
         return str(c) if isinstance(c, str) else None
     if not _number(c):
         return None
@@ -128,7 +131,7 @@ def canonical_categories(cats: Any, kind: str, owner: str, *, limit: int) -> lis
                    redacted(cats))
     want = {"integer": "integers (or integral floats) in the int64 range",
             "float": "finite numbers exactly representable as floats",
-            "boolean": "booleans", "text": "strings", "other": "strings"}[kind]
+            "boolean": "booleans", "string": "strings", "other": "strings"}[kind]
     out: list[Any] = []
     first: dict[Any, int] = {}
     for i, c in enumerate(cats):
@@ -149,7 +152,7 @@ def _row_key(v: Any, kind: str) -> Any:
     """The canonical key of one data value (None: missing or not a value of the kind)."""
     if kind == "boolean":
         return bool(v) if isinstance(v, bool | np.bool_) else None
-    if kind == "text":
+    if kind == "string":
         return v if isinstance(v, str) else str(v)
     if kind == "other":
         return str(v)

@@ -427,7 +427,7 @@ class Session:
     a :class:`~dpsieve.ledger.MemoryStore`; pass ``filter=`` for a filter you built, and
     ``store=``/``budget_id=`` to keep the ledger in SQLite or PostgreSQL (an existing
     budget there is reused). ``columns`` is the public schema (column names) and
-    ``column_types`` maps names to kinds (``integer``, ``float``, ``boolean``, ``text``,
+    ``column_types`` maps names to kinds (``integer``, ``float``, ``boolean``, ``string``,
     ``other``; :mod:`dpsieve._columns`); without them they are read from the frame's dtypes
     or the file header (never values) before a spend. A lazy loader (a callable) without
     ``column_types`` is loaded to read its dtypes before its first typed query (nothing is

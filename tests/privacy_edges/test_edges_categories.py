@@ -73,7 +73,7 @@ def test_numeric_queries_on_a_text_column_are_refused_before_any_spend(
         for label, spec in TEXT_NUMERIC:
             out = e.run({**spec, "privacy": PURE})
             assert out.kind == "refused", (label, out)
-            assert "text" in out.message, (label, out.message)
+            assert "string" in out.message, (label, out.message)
         assert e.spends() == 0
 
 

@@ -38,7 +38,7 @@ class Loader:
 def test_refused_query_never_reads_the_data() -> None:
     data = Loader(_frame())
     s = Session(data, budget=PureDP(1.0), columns=["x", "c"],
-                column_types={"x": "float", "c": "text"})
+                column_types={"x": "float", "c": "string"})
     with pytest.raises(BudgetExceededError) as ei:
         s.sum("x", lower=0, upper=10, privacy=PureDP(2.0))
     assert ei.value.requested["eps"] == 2.0
