@@ -16,18 +16,20 @@ from typing import Any
 
 import typer
 
+from dpsieve.cli._specs import SpecKind, parse_spec
+
 __all__ = ["app", "parse_mechanism"]
 
 app = typer.Typer(help="Privacy accounting of composed mechanisms (PLDs).", no_args_is_help=True)
 
-_SPECS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    # kind: (required keys, optional keys)
-    "gaussian": (("sigma",), ("sensitivity",)),
-    "laplace": (("scale",), ("sensitivity",)),
-    "rr": (("eps",), ("k",)),
-    "approx": (("eps", "delta"), ()),
-    "pure": (("eps",), ()),
-    "gdp": (("mu",), ()),
+#: The mechanism specs this command takes (parsed by the one strict parser, cli._specs).
+MECHANISMS: dict[str, SpecKind] = {
+    "gaussian": SpecKind(("sigma",), ("sensitivity",)),
+    "laplace": SpecKind(("scale",), ("sensitivity",)),
+    "rr": SpecKind(("eps",), ("k",), integers=("k",)),
+    "approx": SpecKind(("eps", "delta")),
+    "pure": SpecKind(("eps",)),
+    "gdp": SpecKind(("mu",)),
 }
 
 MECH = typer.Option(
@@ -49,39 +51,17 @@ def _fail(message: str) -> typer.Exit:
 
 
 def parse_mechanism(spec: str, grid: float) -> Any:
-    """Build the (pessimistic) PLD of one mechanism spec; ValueError on a bad spec."""
+    """Build the (pessimistic) PLD of one mechanism spec; ValueError (SpecError) on a bad
+    spec: unknown kind or key, a key given twice, a missing key (cli._specs)."""
     from dpsieve.accounting import PLD
 
-    kind, _, rest = spec.partition(":")
-    kind = kind.strip().lower()
-    if kind not in _SPECS:
-        raise ValueError(f"unknown mechanism {kind!r} in {spec!r}; known: {sorted(_SPECS)}")
-    req, opt = _SPECS[kind]
-    params: dict[str, float] = {}
-    for item in filter(None, (s.strip() for s in rest.split(","))):
-        key, eq, val = item.partition("=")
-        if not eq or key not in req + opt:
-            raise ValueError(
-                f"bad parameter {item!r} in {spec!r}; {kind} takes "
-                f"{', '.join(req)}" + (f" [, {', '.join(opt)}]" if opt else "")
-            )
-        try:
-            params[key] = float(val)
-        except ValueError:
-            msg = f"parameter {key!r} of {spec!r} must be a number, got {val!r}"
-            raise ValueError(msg) from None
-    missing = [k for k in req if k not in params]
-    if missing:
-        raise ValueError(f"{spec!r} is missing {', '.join(missing)}")
+    kind, params = parse_spec(spec, MECHANISMS, "mechanism")
     if kind == "gaussian":
         return PLD.gaussian(params["sigma"], params.get("sensitivity", 1.0), grid=grid)
     if kind == "laplace":
         return PLD.laplace(params["scale"], params.get("sensitivity", 1.0), grid=grid)
     if kind == "rr":
-        k = params.get("k", 2.0)
-        if not float(k).is_integer():
-            raise ValueError(f"parameter 'k' of {spec!r} must be an integer, got {k!r}")
-        return PLD.randomized_response(params["eps"], int(k), grid=grid)
+        return PLD.randomized_response(params["eps"], int(params.get("k", 2.0)), grid=grid)
     if kind == "approx":
         return PLD.approx_dp(params["eps"], params["delta"], grid=grid)
     if kind == "pure":

@@ -1,11 +1,13 @@
 """``dpsieve filter``: the GDP residue update of one query, and replays against any filter.
 
-Specs are ``kind:key=value,key=value``::
+Specs are ``kind:key=value,key=value``, parsed strictly (:mod:`dpsieve.cli._specs`: an
+unknown kind or key, a key given twice or a missing key is refused with the accepted keys)::
 
-    queries  rr:eps=2   laplace:scale=10   gaussian:sigma=10   pure:eps=0.5
+    queries  rr:eps=2[,k=K]   laplace:scale=10   gaussian:sigma=10[,sensitivity=D]   pure:eps=0.5
              approx:eps=1,delta=1e-6   gdp:mu=0.3   zcdp:rho=0.1   zero_delta:delta=1e-6
     budgets  gdp:mu=3   approx:eps=10,delta=1e-6   pure:eps=1   zcdp:rho=0.5
-             approx_gdp:mu=1,delta=1e-6
+             approx_gdp:mu=1,delta=1e-6   zero_delta:delta=1e-6 (each filter takes the
+             kinds in FILTER_BUDGETS)
 
 The CLI is thin: it parses, calls :mod:`dpsieve.filters` and prints.
 """
@@ -17,6 +19,9 @@ import math
 from typing import Annotated, Any
 
 import typer
+
+from dpsieve.cli._specs import SpecError, SpecKind
+from dpsieve.cli._specs import parse_spec as _parse
 
 __all__ = ["app", "make_filter", "parse_query", "parse_spec"]
 
@@ -38,19 +43,51 @@ FILTERS = (
 RDP_ORDERS = (1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0, 48.0, 64.0, 128.0, 256.0)
 
 
-def parse_spec(spec: str) -> tuple[str, dict[str, float]]:
-    """``"kind:a=1,b=2"`` -> ``("kind", {"a": 1.0, "b": 2.0})``."""
-    kind, _, rest = spec.partition(":")
-    params: dict[str, float] = {}
-    for part in filter(None, rest.split(",")):
-        key, eq, val = part.partition("=")
-        if not eq:
-            raise typer.BadParameter(f"{spec!r}: expected key=value, got {part!r}.")
-        try:
-            params[key.strip()] = float(val)
-        except ValueError:
-            raise typer.BadParameter(f"{spec!r}: {val!r} is not a number.") from None
-    return kind.strip(), params
+#: Query specs (cli._specs: one strict parser for every command).
+QUERIES: dict[str, SpecKind] = {
+    "rr": SpecKind(("eps",), ("k",), integers=("k",)),
+    "laplace": SpecKind(("scale",), ("sensitivity",)),
+    "gaussian": SpecKind(("sigma",), ("sensitivity",)),
+    "pure": SpecKind(("eps",)),
+    "approx": SpecKind(("eps", "delta")),
+    "zero_delta": SpecKind(("delta",)),
+    "gdp": SpecKind(("mu",)),
+    "zcdp": SpecKind(("rho",)),
+}
+#: Budget specs.
+BUDGETS: dict[str, SpecKind] = {
+    "gdp": SpecKind(("mu",)),
+    "approx": SpecKind(("eps", "delta")),
+    "pure": SpecKind(("eps",)),
+    "zcdp": SpecKind(("rho",)),
+    "approx_gdp": SpecKind(("mu", "delta")),
+    "zero_delta": SpecKind(("delta",)),
+}
+#: The budget kinds each filter is built from (any other is refused, never reinterpreted).
+FILTER_BUDGETS: dict[str, tuple[str, ...]] = {
+    "gdp_residue": ("gdp", "approx"),
+    "gdp_naive": ("gdp", "approx"),
+    "approx_gdp_residue": ("approx_gdp",),
+    "pure_dp": ("pure",),
+    "zcdp": ("zcdp", "approx"),
+    "approx_zcdp": ("approx",),
+    "rdp": ("approx",),
+    "natural_gdp": ("gdp", "approx"),
+    "natural_zero_delta": ("zero_delta",),
+    "natural_approx": ("approx",),
+    "additive_profile": ("approx",),
+}
+
+
+def parse_spec(spec: str, kinds: dict[str, SpecKind] | None = None,
+               what: str = "query") -> tuple[str, dict[str, float]]:
+    """``"kind:a=1,b=2"`` -> ``("kind", {"a": 1.0, "b": 2.0})`` by the strict parser
+    (:func:`dpsieve.cli._specs.parse_spec`; query kinds by default), as a
+    ``typer.BadParameter`` listing the accepted keys."""
+    try:
+        return _parse(spec, QUERIES if kinds is None else kinds, what)
+    except SpecError as e:
+        raise typer.BadParameter(str(e)) from None
 
 
 def parse_query(spec: str) -> Any:
@@ -59,49 +96,35 @@ def parse_query(spec: str) -> Any:
     from dpsieve.accounting.pld import PLD
 
     kind, p = parse_spec(spec)
-    try:
-        if kind == "rr":
-            return PLD.randomized_response(p["eps"])
-        if kind == "laplace":
-            return PLD.laplace(p["scale"], p.get("sensitivity", 1.0))
-        if kind == "gaussian":
-            return PLD.gaussian(p["sigma"], p.get("sensitivity", 1.0))
-        if kind == "pure":
-            return PureDP(p["eps"])
-        if kind == "approx":
-            return ApproxDP(p["eps"], p["delta"])
-        if kind == "zero_delta":
-            return ApproxDP(0.0, p["delta"])
-        if kind == "gdp":
-            return GDP(p["mu"])
-        if kind == "zcdp":
-            return ZCDP(p["rho"])
-    except KeyError as err:
-        raise typer.BadParameter(f"{spec!r}: missing parameter {err}.") from None
-    raise typer.BadParameter(
-        f"{spec!r}: query kind must be rr, laplace, gaussian, pure, approx, zero_delta, gdp "
-        "or zcdp."
-    )
-
-
-def _target(p: dict[str, float], spec: str) -> tuple[float, float]:
-    if "eps" not in p or "delta" not in p:
-        raise typer.BadParameter(f"{spec!r}: this filter needs eps and delta.")
-    return p["eps"], p["delta"]
+    if kind == "rr":
+        return PLD.randomized_response(p["eps"], int(p.get("k", 2.0)))
+    if kind == "laplace":
+        return PLD.laplace(p["scale"], p.get("sensitivity", 1.0))
+    if kind == "gaussian":
+        return PLD.gaussian(p["sigma"], p.get("sensitivity", 1.0))
+    if kind == "pure":
+        return PureDP(p["eps"])
+    if kind == "approx":
+        return ApproxDP(p["eps"], p["delta"])
+    if kind == "zero_delta":
+        return ApproxDP(0.0, p["delta"])
+    if kind == "gdp":
+        return GDP(p["mu"])
+    return ZCDP(p["rho"])
 
 
 def make_filter(name: str, budget: str, *, rounds: int = 10, allow_general: bool = False) -> Any:
-    """Build filter ``name`` from a budget spec (an (eps, delta) target where it applies)."""
+    """Build filter ``name`` from a budget spec of a kind it takes (:data:`FILTER_BUDGETS`)."""
     from dpsieve import filters as flt
     from dpsieve.accounting.gdp import gdp_mu_for
 
-    kind, p = parse_spec(budget)
+    if name not in FILTER_BUDGETS:
+        raise typer.BadParameter(f"--filter must be one of {', '.join(FILTERS)}; got {name!r}.")
+    kinds = {k: BUDGETS[k] for k in FILTER_BUDGETS[name]}
+    kind, p = parse_spec(budget, kinds, f"budget (for --filter {name})")
 
     def gdp_mu() -> float:
-        if kind == "gdp":
-            return p["mu"]
-        eps, delta = _target(p, budget)
-        return gdp_mu_for(eps, delta)
+        return p["mu"] if kind == "gdp" else gdp_mu_for(p["eps"], p["delta"])
 
     if name == "gdp_residue":
         return flt.GDPResidueFilter(gdp_mu())
@@ -114,23 +137,18 @@ def make_filter(name: str, budget: str, *, rounds: int = 10, allow_general: bool
     if name == "pure_dp":
         return flt.PureDPFilter(p["eps"])
     if name == "zcdp":
-        return (
-            flt.ZCDPFilter(p["rho"])
-            if kind == "zcdp"
-            else flt.ZCDPFilter.for_target(*_target(p, budget))
-        )
+        if kind == "zcdp":
+            return flt.ZCDPFilter(p["rho"])
+        return flt.ZCDPFilter.for_target(p["eps"], p["delta"])
     if name == "approx_zcdp":
-        return flt.ApproxZCDPFilter.for_target(*_target(p, budget))
+        return flt.ApproxZCDPFilter.for_target(p["eps"], p["delta"])
     if name == "rdp":
-        return flt.RDPFilter.for_target(*_target(p, budget), RDP_ORDERS)
+        return flt.RDPFilter.for_target(p["eps"], p["delta"], RDP_ORDERS)
     if name == "natural_zero_delta":
         return flt.NaturalZeroDeltaFilter(p["delta"])
     if name == "natural_approx":
-        eps, delta = _target(p, budget)
-        return flt.NaturalApproxFilter(eps, delta, rounds, allow_general=allow_general)
-    if name == "additive_profile":
-        return flt.AdditiveProfileFilter(*_target(p, budget), rounds)
-    raise typer.BadParameter(f"--filter must be one of {', '.join(FILTERS)}; got {name!r}.")
+        return flt.NaturalApproxFilter(p["eps"], p["delta"], rounds, allow_general=allow_general)
+    return flt.AdditiveProfileFilter(p["eps"], p["delta"], rounds)
 
 
 @app.command("residue")
@@ -142,12 +160,16 @@ def residue(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
 ) -> None:
     """Remaining GDP budget after one query: naive update vs the GDP residue filter."""
+    from dpsieve.errors import DPError
     from dpsieve.filters import gdp_residue_update, naive_gdp_cost
     from dpsieve.filters.gdp import sqrt_down
 
-    f = make_filter("gdp_residue", budget)
+    try:
+        f = make_filter("gdp_residue", budget)
+        q = parse_query(query)
+    except DPError as err:
+        raise typer.BadParameter(str(err)) from None
     mu = f.remaining()["mu"]
-    q = parse_query(query)
     nu = naive_gdp_cost(q)
     from fractions import Fraction
 
@@ -189,12 +211,13 @@ def run(
 
     try:
         f = make_filter(filter_name, budget, rounds=rounds, allow_general=allow_general)
+        parsed = [parse_query(spec) for spec in queries]  # all parsed before any is applied
     except DPError as err:
         raise typer.BadParameter(str(err)) from None
     if not as_json:
         typer.echo(f"{f.kind}: budget left {json.dumps(f.remaining())}")
-    for i, spec in enumerate(queries, 1):
-        d = f.try_spend(parse_query(spec))
+    for i, (spec, q) in enumerate(zip(queries, parsed, strict=True), 1):
+        d = f.try_spend(q)
         if as_json:
             typer.echo(json.dumps({"step": i, "query": spec, **d.to_dict()}))
         else:
