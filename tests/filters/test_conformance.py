@@ -14,6 +14,7 @@ from dpsieve.filters import (
     ApproxGDPResidueFilter,
     ApproxZCDPFilter,
     GDPResidueFilter,
+    MixedFilter,
     NaiveGDPFilter,
     NaturalApproxFilter,
     NaturalGDPFilter,
@@ -40,6 +41,9 @@ def _filters():
         NaturalZeroDeltaFilter(1e-3),
         NaturalApproxFilter(1.0, 1e-5, 5, allow_general=True),
         AdditiveProfileFilter(1.0, 1e-5, 5),
+        MixedFilter(2.0, 1e-5),  # split chosen at the first admitted query
+        MixedFilter(2.0, 1e-5, pure=1.0),
+        MixedFilter(2.0, 1e-5, typical=[PureDP(0.3), GDP(0.4)]),
     ]
 
 

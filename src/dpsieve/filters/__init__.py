@@ -26,6 +26,7 @@ from dpsieve.filters.gdp import (
     gdp_residue_update,
     naive_gdp_cost,
 )
+from dpsieve.filters.mixed import MixedFilter, choose_split
 from dpsieve.filters.natural import NaturalApproxFilter, NaturalGDPFilter, NaturalZeroDeltaFilter
 from dpsieve.filters.profile import AdditiveProfileFilter, discretized_profile
 from dpsieve.filters.residue import ResidueFilter, register_rule
@@ -40,6 +41,7 @@ __all__ = [
     "FilterBase",
     "GDPResidueFilter",
     "GaussianBudget",
+    "MixedFilter",
     "NaiveGDPFilter",
     "NaturalApproxFilter",
     "NaturalGDPFilter",
@@ -53,6 +55,7 @@ __all__ = [
     "audit_gdp_family",
     "audit_natural",
     "certified_epsilon",
+    "choose_split",
     "discretized_profile",
     "filter_from_json",
     "gdp_residue_update",

@@ -1,0 +1,167 @@
+"""How many more queries a filter admits: exact counts by the filter's own decisions.
+
+:func:`count_admitted` offers a workload (one query, or a list offered cyclically) to a
+*copy* of the filter (rebuilt from ``to_json()``; the filter itself never changes) and
+counts the admissions, stopping when a whole cycle is refused (the state is then
+unchanged, so every later cycle would be refused too) or at ``cap``. The count is
+therefore exact for the filter, not an estimate: it is what the filter would do.
+
+Filters whose decisions are closed-form in their state (additive filters, the naive GDP
+filter, Gaussian queries against the GDP residue filter) are counted in one step; the
+others by running the decisions. Results are memoised on (state, workload), so a long
+chain is simulated once and every state along it is remembered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from dpsieve._validation import fail
+from dpsieve.filters._queries import as_query, query_to_dict
+
+__all__ = ["Capacity", "count_admitted", "query_key"]
+
+#: Default cap on a count (a count that reaches it is reported as "at least cap").
+DEFAULT_CAP = 100_000
+_MEMO: OrderedDict[tuple[str, str, int], tuple[int, bool]] = OrderedDict()
+_MEMO_SIZE = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """``count`` more admissions; ``at_least`` when the count stopped at the cap."""
+
+    count: int
+    at_least: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"count": self.count, "at_least": self.at_least}
+
+
+def query_key(q: Any) -> str:
+    """A key equal for equal queries (a description's dict; a PLD's content hash)."""
+    d = query_to_dict(q)
+    if d != {"type": "pld"}:
+        return json.dumps(d, sort_keys=True, default=repr)
+    h = hashlib.sha256(repr((q.grid, q.offset, q.inf_mass, q.mu, q.direction,
+                             q.symmetric)).encode())
+    h.update(q.probs.tobytes())
+    return "pld:" + h.hexdigest()
+
+
+def _workload_key(qs: Sequence[Any]) -> str:
+    return "|".join(query_key(q) for q in qs)
+
+
+def count_admitted(flt: Any, workload: Any, *, cap: int = DEFAULT_CAP) -> Capacity:
+    """Exact number of further admissions of ``workload`` (see module docstring)."""
+    from dpsieve.filters import filter_from_json
+
+    if not (isinstance(cap, int) and cap >= 0):
+        raise fail("cap", "count_admitted", "an int >= 0", cap)
+    qs = [as_query(q) for q in (workload if isinstance(workload, list | tuple) else [workload])]
+    if not qs:
+        raise fail("workload", "count_admitted", "a query or a non-empty list of queries",
+                   workload)
+    state = flt.to_json()
+    wkey = _workload_key(qs)
+    hit = _MEMO.get((state, wkey, cap))
+    if hit is not None:
+        return Capacity(*hit)
+    if len(qs) == 1:
+        fast = _closed_form(flt, qs[0], cap)
+        if fast is not None:
+            return _remember(state, wkey, cap, fast)
+    copy = filter_from_json(state)
+    seen: list[str] = [state]
+    n, refused_in_row, i = 0, 0, 0
+    while n < cap and refused_in_row < len(qs):
+        if copy.try_spend(qs[i % len(qs)]).admitted:
+            n += 1
+            refused_in_row = 0
+            if len(qs) == 1:
+                seen.append(copy.to_json())
+        else:
+            refused_in_row += 1
+        i += 1
+    out = Capacity(n, at_least=n >= cap and refused_in_row < len(qs))
+    if len(qs) == 1 and not out.at_least:
+        for k, s in enumerate(seen):  # every state on the chain: n - k more
+            _remember(s, wkey, cap, Capacity(n - k))
+    return _remember(state, wkey, cap, out)
+
+
+def _remember(state: str, wkey: str, cap: int, c: Capacity) -> Capacity:
+    _MEMO[(state, wkey, cap)] = (c.count, c.at_least)
+    _MEMO.move_to_end((state, wkey, cap))
+    while len(_MEMO) > _MEMO_SIZE:
+        _MEMO.popitem(last=False)
+    return c
+
+
+def _capped(n: int, cap: int) -> Capacity:
+    return Capacity(cap, at_least=True) if n >= cap else Capacity(max(0, n))
+
+
+def _floor_div(left: Fraction, cost: Fraction) -> int | None:
+    if cost <= 0:
+        return None  # free queries: count by running (the cap bounds it)
+    return math.floor(left / cost) if left >= 0 else 0
+
+
+def _closed_form(flt: Any, q: Any, cap: int) -> Capacity | None:
+    """One-step counts for filters whose admission test is additive in exact arithmetic."""
+    rule = _RULES.get(getattr(flt, "kind", ""))
+    if rule is None:
+        return None
+    d = flt.dry_run(q)
+    if not d.admitted:
+        return Capacity(0)
+    n = rule(json.loads(flt.to_json())["state"], d.cost)
+    return None if n is None else _capped(n, cap)
+
+
+def _f(x: Any) -> Fraction:
+    return Fraction(x) if isinstance(x, str) else Fraction(float(x))
+
+
+def _scalar(currency: str) -> Callable[[dict[str, Any], dict[str, Any]], int | None]:
+    # _ScalarFilter admits iff spent + c <= budget, c the float cost as an exact Fraction:
+    # k more fit iff k c <= budget - spent.
+    def rule(st: dict[str, Any], cost: dict[str, Any]) -> int | None:
+        return _floor_div(_f(st["budget"]) - _f(st["spent"]), _f(cost[currency]))
+    return rule
+
+
+def _approx_zcdp(st: dict[str, Any], cost: dict[str, Any]) -> int | None:
+    a = _floor_div(_f(st["rho"]) - _f(st["spent_rho"]), _f(cost["rho"]))
+    b = _floor_div(_f(st["delta"]) - _f(st["spent_delta"]), _f(cost["delta"]))
+    vals = [v for v in (a, b) if v is not None]
+    return min(vals) if vals else None
+
+
+def _rdp(st: dict[str, Any], cost: dict[str, Any]) -> int | None:
+    vals = [_floor_div(_f(b) - _f(s), _f(c))
+            for b, s, c in zip(st["budgets"], st["spent"], cost["rdp"], strict=True)]
+    ks = [v for v in vals if v is not None]
+    return min(ks) if ks else None
+
+
+def _naive_gdp(st: dict[str, Any], cost: dict[str, Any]) -> int | None:
+    return _floor_div(_f(st["mu2"]) - _f(st["spent2"]), _f(cost["mu"]) ** 2)
+
+
+_RULES: dict[str, Callable[[dict[str, Any], dict[str, Any]], int | None]] = {
+    "pure_dp": _scalar("eps"),
+    "zcdp": _scalar("rho"),
+    "approx_zcdp": _approx_zcdp,
+    "rdp": _rdp,
+    "gdp_naive": _naive_gdp,
+}
