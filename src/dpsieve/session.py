@@ -629,24 +629,30 @@ class Session:
         def snapped_sum(df: Frame, g: float) -> int:
             import pandas as pd  # type: ignore[import-untyped,unused-ignore]
 
-            from dpsieve.mechanisms import snap_to_lattice
+            from dpsieve.mechanisms import snap_exact
 
             v = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
-            ints = snap_to_lattice(np.clip(np.where(np.isnan(v), zero, v), lo, hi), g)
-            return int(ints.astype(object).sum())  # exact integer sum
+            ints = snap_exact(np.clip(np.where(np.isnan(v), zero, v), lo, hi), g, t)
+            return int(sum(ints.tolist()))  # exact Python integers: never fails or wraps
+
+        def on_lattice(z: int, g: float) -> float:
+            from dpsieve.mechanisms import lattice_to_float
+
+            return float(lattice_to_float([z], g)[0])  # post-processing, saturating
 
         if t == "sum":
             m = _additive(p, sens, integer=False)
 
             def total(df: Frame) -> tuple[Any, dict[str, Any]]:
-                return (snapped_sum(df, m.g) + int(m.draw(1, rng)[0])) * m.g, m.describe()
+                return on_lattice(snapped_sum(df, m.g) + int(m.draw(1, rng)[0]), m.g), \
+                    m.describe()
             return m.cost, total
         half = _split(p, 2)
         ms = _additive(half, sens, integer=False)
         mc = _additive(half, Fraction(1), integer=True)
 
         def mean(df: Frame) -> tuple[Any, dict[str, Any]]:
-            s = (snapped_sum(df, ms.g) + int(ms.draw(1, rng)[0])) * ms.g
+            s = on_lattice(snapped_sum(df, ms.g) + int(ms.draw(1, rng)[0]), ms.g)
             n = float(len(df) + int(mc.draw(1, rng)[0]))
             value = min(max(s / n, lo), hi) if n > 0 else (lo + hi) / 2.0
             return value, {"sum": ms.describe(), "count": mc.describe()}

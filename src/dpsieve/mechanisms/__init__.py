@@ -29,13 +29,16 @@ from dpsieve.mechanisms.discrete import (
     randomized_response,
 )
 from dpsieve.mechanisms.noise import (
+    add_noise_exact,
     default_granularity,
     discrete_gaussian,
     discrete_laplace,
     gaussian_noise,
     geometric,
     laplace_noise,
+    lattice_to_float,
     sampled_sigma2,
+    snap_exact,
     snap_to_lattice,
 )
 from dpsieve.mechanisms.select import (
@@ -67,6 +70,7 @@ __all__ = [
     "RandomizedResponse",
     "ReportNoisyMax",
     "above_threshold",
+    "add_noise_exact",
     "analytic_gaussian_sigma",
     "as_source",
     "compose_plds",
@@ -83,11 +87,13 @@ __all__ = [
     "geometric",
     "laplace_noise",
     "laplace_scale",
+    "lattice_to_float",
     "permute_and_flip",
     "poisson_sample",
     "privacy_of",
     "randomized_response",
     "report_noisy_max",
     "sampled_sigma2",
+    "snap_exact",
     "snap_to_lattice",
 ]

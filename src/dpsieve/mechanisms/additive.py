@@ -35,7 +35,7 @@ from typing import Any, ClassVar, cast
 import numpy as np
 import numpy.typing as npt
 
-from dpsieve._validation import check_int, check_positive, fail
+from dpsieve._validation import check_int, check_positive, fail, fail_private
 from dpsieve.accounting.events import Neighbouring
 from dpsieve.accounting.families import round_fraction
 from dpsieve.mechanisms._families import DiscreteGaussianAccounting, DiscreteLaplaceAccounting
@@ -43,10 +43,12 @@ from dpsieve.mechanisms._random import RNG, as_source
 from dpsieve.mechanisms.base import as_relation, convert_sensitivity
 from dpsieve.mechanisms.noise import (
     MAX_DISCRETE_SCALE,
+    add_noise_exact,
     discrete_gaussian,
     discrete_laplace,
+    lattice_to_float,
     sampled_sigma2,
-    snap_to_lattice,
+    snap_exact,
 )
 
 __all__ = [
@@ -71,13 +73,26 @@ def _lattice(g: float | None, sensitivity: float, owner: str) -> float:
     return g
 
 
-def _values(value: npt.ArrayLike, d: int, owner: str) -> tuple[npt.NDArray[Any], bool]:
-    arr = np.asarray(value)
+def _values(value: npt.ArrayLike, d: int, owner: str) -> tuple[npt.NDArray[np.float64], bool]:
+    """The value to release as floats; errors never show it (it is private data)."""
+    try:
+        arr = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        raise fail_private("value", owner, f"a number or {d} numbers", value) from None
     scalar = arr.ndim == 0
     flat = arr.reshape(-1)
     if flat.size != d:
-        raise fail("value", owner, f"a scalar or array of {d} values (dimension)", value)
+        raise fail_private("value", owner, f"a scalar or array of {d} values (dimension)",
+                           value)
     return flat, scalar
+
+
+def _release(flat: npt.NDArray[np.float64], g: float, noise: I64, scalar: bool,
+             owner: str) -> float | F64:
+    """``g (snap(value) + Z)`` in exact integers, whatever the value's magnitude (no
+    error, no wrap-around: issue 10, defect 3), then the nearest floats (saturating)."""
+    out = lattice_to_float(add_noise_exact(snap_exact(flat, g, owner), noise), g)
+    return float(out[0]) if scalar else out
 
 
 def _on_lattice(z: I64, g: float, scalar: bool) -> float | F64:
@@ -167,11 +182,10 @@ class LaplaceMechanism(DiscreteLaplaceAccounting):
 
     def release(self, value: npt.ArrayLike, rng: RNG = None) -> float | F64:
         """``g (snap(value) + Z)``: the private release (``value`` has ``dimension`` entries)."""
-        flat, scalar = _values(value, self.dimension, "LaplaceMechanism.release")
-        z = snap_to_lattice(flat, self.step) + discrete_laplace(
-            self.lattice_scale, self.dimension, as_source(rng, "release").gen
-        )
-        return _on_lattice(z, self.step, scalar)
+        o = "LaplaceMechanism.release"
+        flat, scalar = _values(value, self.dimension, o)
+        z = discrete_laplace(self.lattice_scale, self.dimension, as_source(rng, "release").gen)
+        return _release(flat, self.step, z, scalar, o)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -243,11 +257,11 @@ class GaussianMechanism(DiscreteGaussianAccounting):
 
     def release(self, value: npt.ArrayLike, rng: RNG = None) -> float | F64:
         """``g (snap(value) + Z)``: the private release (``value`` has ``dimension`` entries)."""
-        flat, scalar = _values(value, self.dimension, "GaussianMechanism.release")
-        z = snap_to_lattice(flat, self.step) + discrete_gaussian(
-            self.sigma / self.step, self.dimension, as_source(rng, "release").gen
-        )
-        return _on_lattice(z, self.step, scalar)
+        o = "GaussianMechanism.release"
+        flat, scalar = _values(value, self.dimension, o)
+        z = discrete_gaussian(self.sigma / self.step, self.dimension,
+                              as_source(rng, "release").gen)
+        return _release(flat, self.step, z, scalar, o)
 
     def to_dict(self) -> dict[str, Any]:
         return {

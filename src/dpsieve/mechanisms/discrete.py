@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import numpy.typing as npt
 
-from dpsieve._validation import check_int, check_nonnegative, check_positive, fail
+from dpsieve._validation import check_int, check_nonnegative, check_positive, fail, fail_private
 from dpsieve.accounting.events import Neighbouring
 from dpsieve.accounting.families import round_fraction
 from dpsieve.errors import UnsupportedError
@@ -59,12 +59,28 @@ __all__ = [
 I64 = npt.NDArray[np.int64]
 
 
-def _values(value: npt.ArrayLike, d: int, owner: str) -> tuple[npt.NDArray[Any], bool]:
+def _values(value: npt.ArrayLike, d: int, owner: str) -> tuple[list[int], bool]:
+    """The integers to release, exact (Python ints of any size: no error and no wrap-around
+    depends on their magnitude); errors never show them (they are private data)."""
     arr = np.asarray(value)
     flat = arr.reshape(-1)
-    if flat.size != d or not np.issubdtype(flat.dtype, np.integer):
-        raise fail("value", owner, f"an integer or {d} integers (dimension)", value)
-    return flat.astype(np.int64), arr.ndim == 0
+    ok = flat.size == d and (np.issubdtype(flat.dtype, np.integer) or (
+        flat.dtype == object and all(isinstance(v, int | np.integer)
+                                     and not isinstance(v, bool) for v in flat.tolist())))
+    if not ok:
+        raise fail_private("value", owner, f"an integer or {d} integers (dimension)", value)
+    return [int(v) for v in flat.tolist()], arr.ndim == 0
+
+
+def _plus(flat: list[int], noise: I64, scalar: bool) -> int | npt.NDArray[Any]:
+    """``value + Z`` exactly; an int64 array when every output fits, else Python ints (the
+    dtype depends on the output only: post-processing)."""
+    out = [a + int(b) for a, b in zip(flat, noise.tolist(), strict=True)]
+    if scalar:
+        return out[0]
+    if all(-(2**63) <= v < 2**63 for v in out):
+        return np.asarray(out, dtype=np.int64)
+    return np.asarray(out, dtype=object)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,11 +120,10 @@ class DiscreteLaplaceMechanism(DiscreteLaplaceAccounting):
     def sample(self, size: int | None = None, rng: RNG = None) -> int | I64:
         return discrete_laplace(self.scale, size, rng)
 
-    def release(self, value: npt.ArrayLike, rng: RNG = None) -> int | I64:
-        """``value + Z`` for integer ``value`` (``dimension`` entries)."""
+    def release(self, value: npt.ArrayLike, rng: RNG = None) -> int | npt.NDArray[Any]:
+        """``value + Z`` for integer ``value`` (``dimension`` entries), exact at any size."""
         flat, scalar = _values(value, self.dimension, "DiscreteLaplaceMechanism.release")
-        out = flat + discrete_laplace(self.scale, self.dimension, rng)
-        return int(out[0]) if scalar else out
+        return _plus(flat, discrete_laplace(self.scale, self.dimension, rng), scalar)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -163,11 +178,10 @@ class DiscreteGaussianMechanism(DiscreteGaussianAccounting):
     def sample(self, size: int | None = None, rng: RNG = None) -> int | I64:
         return discrete_gaussian(self.sigma, size, rng)
 
-    def release(self, value: npt.ArrayLike, rng: RNG = None) -> int | I64:
-        """``value + Z`` for integer ``value`` (``dimension`` entries)."""
+    def release(self, value: npt.ArrayLike, rng: RNG = None) -> int | npt.NDArray[Any]:
+        """``value + Z`` for integer ``value`` (``dimension`` entries), exact at any size."""
         flat, scalar = _values(value, self.dimension, "DiscreteGaussianMechanism.release")
-        out = flat + discrete_gaussian(self.sigma, self.dimension, rng)
-        return int(out[0]) if scalar else out
+        return _plus(flat, discrete_gaussian(self.sigma, self.dimension, rng), scalar)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -183,9 +197,11 @@ def randomized_response(value: int, k: int, eps: float, rng: RNG = None) -> int:
     """k-ary randomized response of ``value`` in ``{0, ..., k-1}`` (exact; module docstring)."""
     owner = "randomized_response"
     k = check_int("k", k, owner, minimum=2)
-    value = check_int("value", value, owner, minimum=0)
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise fail_private("value", owner, "an int >= 0", value)
+    value = int(value)
     if value >= k:
-        raise fail("value", owner, f"an int in [0, {k - 1}]", value)
+        raise fail_private("value", owner, f"an int in [0, {k - 1}]", value)
     e = (
         Fraction(check_nonnegative("eps", eps, owner, allow_inf=True))
         if math.isfinite(eps)

@@ -35,10 +35,10 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from dpsieve._validation import check_finite, check_positive, fail
+from dpsieve._validation import check_finite, check_positive, fail, fail_private
 from dpsieve.mechanisms import _scalar
 from dpsieve.mechanisms._random import RNG, RandomSource, as_source
-from dpsieve.mechanisms.noise import discrete_laplace, snap_to_lattice
+from dpsieve.mechanisms.noise import discrete_laplace, snap_exact
 
 __all__ = [
     "above_threshold",
@@ -53,10 +53,11 @@ F64 = npt.NDArray[np.float64]
 def _scores(scores: Sequence[float] | npt.ArrayLike, owner: str) -> F64:
     try:
         q = np.asarray(scores, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise fail("scores", owner, "a non-empty 1-D array of finite floats", scores) from None
+    except (TypeError, ValueError, OverflowError):
+        raise fail_private("scores", owner, "a non-empty 1-D array of finite floats",
+                           scores) from None
     if q.ndim != 1 or q.size == 0 or not np.all(np.isfinite(q)):
-        raise fail("scores", owner, "a non-empty 1-D array of finite floats", scores)
+        raise fail_private("scores", owner, "a non-empty 1-D array of finite floats", scores)
     return q
 
 
@@ -178,7 +179,7 @@ def above_threshold(
     ``monotonic``); output the first i with q_i + nu_i >= T + rho. eps-DP (their Thm. 2).
 
     Implementation on the lattice g Z (``g`` a power of two, default 2^-30 Delta rounded
-    down to a power of two): queries and threshold are snapped (:func:`snap_to_lattice`),
+    down to a power of two): queries and threshold are snapped exactly (:func:`snap_exact`),
     sensitivity becomes the integer k = ceil(Delta / g), and the noises are exact discrete
     Laplace with scales k/eps_1 and 2k/eps_2 (k/eps_2). The proof carries over verbatim with
     sums over Z in place of integrals (shifts by k and 2k are lattice shifts and the
@@ -193,15 +194,18 @@ def above_threshold(
     if granularity is None:
         granularity = math.ldexp(1.0, math.frexp(delta_q)[1] - 1 - 30)
     k = math.ceil(Fraction(delta_q) / Fraction(granularity))
-    qi = snap_to_lattice(q, granularity)
-    ti = int(snap_to_lattice([thr], granularity)[0])
+    qi = snap_exact(q, granularity, owner)  # exact Python ints: no magnitude fails or wraps
+    ti = int(snap_exact([thr], granularity, owner)[0])
     half = Fraction(e) / 2
     rho_scale = _ceil_float(Fraction(k) / half)
     nu_scale = _ceil_float(Fraction(k if monotonic else 2 * k) / half)
     rho = discrete_laplace(rho_scale, 1, rng)
     nu = discrete_laplace(nu_scale, q.size, rng)
-    hits = np.flatnonzero(qi + nu >= ti + rho[0])
-    return int(hits[0]) if hits.size else None
+    bar = ti + int(rho[0])
+    for i, (a, b) in enumerate(zip(qi.tolist(), nu.tolist(), strict=True)):
+        if a + int(b) >= bar:
+            return i
+    return None
 
 
 def _ceil_float(x: Fraction) -> float:

@@ -36,13 +36,18 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from dpsieve._validation import check_in_closed, check_positive, fail
+from dpsieve._validation import check_in_closed, check_positive, fail, fail_private
 from dpsieve.accounting.events import Neighbouring, PrivacyDescription
 from dpsieve.errors import UnsupportedError
 from dpsieve.mechanisms._families import NoFamilyParameters
 from dpsieve.mechanisms._random import RNG, as_source
 from dpsieve.mechanisms.base import as_relation
-from dpsieve.mechanisms.noise import discrete_gaussian, sampled_sigma2, snap_to_lattice
+from dpsieve.mechanisms.noise import (
+    discrete_gaussian,
+    lattice_to_float,
+    sampled_sigma2,
+    snap_exact,
+)
 
 if TYPE_CHECKING:
     from dpsieve.accounting.pld import PLD
@@ -171,13 +176,13 @@ class PoissonSubsampledGaussian(NoFamilyParameters):
         """``g (sum over a Poisson sample of snap(clip(x_i)) + Z)``."""
         x = np.asarray(contributions, dtype=np.float64).reshape(-1)
         if not np.all(np.isfinite(x)):
-            raise fail("contributions", "release", "finite floats", contributions)
+            raise fail_private("contributions", "release", "finite floats", contributions)
         gen = as_source(rng, "release").gen
         keep = poisson_sample(x.size, self.rate, gen)
         clipped = np.clip(x[keep], -self.sensitivity, self.sensitivity)
-        total = int(snap_to_lattice(clipped, self.step).sum()) if clipped.size else 0
+        total = sum(snap_exact(clipped, self.step, "release").tolist()) if clipped.size else 0
         noise = discrete_gaussian(self.sigma / self.step, rng=gen)
-        return float(total + noise) * self.step
+        return float(lattice_to_float([total + noise], self.step)[0])
 
     def to_dict(self) -> dict[str, Any]:
         return {

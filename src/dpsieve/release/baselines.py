@@ -120,7 +120,8 @@ def mwem_release(workload: Workload, data: Dataset, eps: float, *, rounds: int =
     f = workload.answers(data)
     r = max(workload.query_range, 1e-300)
     sens = r / data.n
-    A = np.full(workload.universe_size, 1.0 / workload.universe_size)
+    logA = np.full(workload.universe_size, -math.log(workload.universe_size))
+    A = np.exp(logA)
     meas: list[tuple[int, float]] = []
     total = np.zeros_like(A)
     for _ in range(R):
@@ -129,8 +130,11 @@ def mwem_release(workload: Workload, data: Dataset, eps: float, *, rounds: int =
         noisy = float(_laplace(sens, e / (2 * R), 1).release(float(f[i]), rng))
         meas.append((i, noisy))
         for j, m in meas:
-            logA = np.log(A) + W[j] * (m - W[j] @ A) / 2.0
-            A = np.exp(logA - logsumexp(logA))
+            # in log space throughout: a huge noisy measurement (tiny eps) may drive weights
+            # to 0, which is a valid distribution (post-processing), never log(0)
+            logA = logA + W[j] * (m - W[j] @ A) / 2.0
+            logA = logA - logsumexp(logA)
+            A = np.exp(logA)
         total += A
     return Release("mwem", W @ (total / R), _pure(e), None,
                    {"rounds": R, "measured": [int(j) for j, _ in meas]})

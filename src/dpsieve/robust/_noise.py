@@ -16,8 +16,15 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
+from dpsieve._rounding import round_up
 from dpsieve._validation import check_in_open, check_positive
-from dpsieve.mechanisms.noise import default_granularity, discrete_laplace, snap_to_lattice
+from dpsieve.mechanisms.noise import (
+    add_noise_exact,
+    default_granularity,
+    discrete_laplace,
+    lattice_to_float,
+    snap_exact,
+)
 
 __all__ = [
     "count_margin",
@@ -74,21 +81,22 @@ def laplace_release(
 ) -> npt.NDArray[np.float64]:
     """``eps``-DP Laplace release of a vector whose L1 sensitivity is ``l1_sensitivity``.
 
-    Exact rationals (e.g. from :func:`exact_column_means`) are snapped exactly; floats are
-    snapped with :func:`snap_to_lattice` (exact for floats).
+    Exact rationals (e.g. from :func:`exact_column_means`) and floats are snapped exactly
+    to Python integers of any size, the noise added in exact integers and the result
+    converted to the nearest floats (saturating): no value's magnitude can make the release
+    fail or wrap around (issue 10, defect 3: the int64 snap of a core mean once crashed or
+    wrapped to about -mean depending on the private data). The lattice scale
+    ``k / eps`` is rounded up (:func:`dpsieve._rounding.round_up`: more noise).
     """
     delta_1 = check_positive("l1_sensitivity", l1_sensitivity, "laplace_release")
     eps = check_positive("eps", eps, "laplace_release")
     g = default_granularity(delta_1 / eps)
     if isinstance(value, list) and value and isinstance(value[0], Fraction):
-        snapped = np.array([_snap_exact(v, g) for v in value], dtype=np.int64)
+        snapped = np.array([_snap_exact(v, g) for v in value], dtype=object)
     else:
-        snapped = snap_to_lattice(np.atleast_1d(np.asarray(value, dtype=np.float64)), g)
+        snapped = snap_exact(np.atleast_1d(np.asarray(value, dtype=np.float64)), g,
+                             "laplace_release")
     k = math.ceil(Fraction(delta_1) / Fraction(g)) + snapped.size
-    scale = Fraction(k) / Fraction(eps)
-    t = float(scale)
-    if Fraction(t) < scale:
-        t = math.nextafter(t, math.inf)
-    noisy = snapped + discrete_laplace(t, snapped.size, rng)
-    out: npt.NDArray[np.float64] = noisy.astype(np.float64) * g
-    return out
+    t = round_up(Fraction(k) / Fraction(eps))
+    noisy = add_noise_exact(snapped, discrete_laplace(t, snapped.size, rng))
+    return lattice_to_float(noisy, g)
