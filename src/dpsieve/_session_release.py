@@ -245,7 +245,7 @@ def _release_plan(spec: dict[str, Any], p: PrivacyDescription, schema: Sequence[
                 and stated.neighbouring == Neighbouring.REPLACE_ONE):
             raise NumericalError(f"release stated {stated!r}, above the charge {p!r}; the "
                                  "answer is withheld.")
-        details = {k: v for k, v in out.details.items() if not k.endswith("_not_private")}
+        details = out.public_details()  # an allow-list: diagnostics never reach analysts
         value = {"mechanism": out.mechanism, "queries": list(wl.names),
                  "answers": [float(a) for a in out.answers], "privacy": stated.to_dict()}
         noise = {"mechanism": f"release_{out.mechanism}", "privacy": stated.to_dict(),

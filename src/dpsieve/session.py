@@ -47,7 +47,7 @@ from dpsieve._columns import (
 from dpsieve._session_release import (
     _release_plan,
 )
-from dpsieve._validation import check_finite, check_positive, fail
+from dpsieve._validation import check_finite, check_positive, fail, fail_private
 from dpsieve.accounting.events import (
     GDP,
     RDP,
@@ -177,7 +177,8 @@ def load_frame(data: Any) -> Frame:
         finally:
             con.close()
         return out
-    raise fail("data", "load_frame", "a pandas/polars DataFrame or a CSV/Parquet path", data)
+    raise fail_private("data", "load_frame", "a pandas/polars DataFrame or a CSV/Parquet path",
+                       data)  # the message shows the type, never the data
 
 
 def parse_description(d: Any, name: str = "privacy") -> PrivacyDescription:

@@ -40,6 +40,7 @@ class Outcome:
     cost: dict[str, Any] = field(default_factory=dict)
     message: str = ""
     status: int = 0
+    noise: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -124,13 +125,13 @@ class Entry:
             return Outcome("refused", message=str(e))
         except Exception as e:
             return Outcome("error", message=f"{type(e).__name__}: {e}")
-        return Outcome("ok", r.value, r.cost)
+        return Outcome("ok", r.value, r.cost, noise=r.noise)
 
     def _http_run(self, spec: dict[str, Any]) -> Outcome:
         r = self._client.post("/v1/datasets/d/queries", headers=self.key, json=spec)
         if r.status_code == 200:
             body = r.json()
-            return Outcome("ok", body["value"], body["cost"], status=200)
+            return Outcome("ok", body["value"], body["cost"], status=200, noise=body["noise"])
         kind = "refused" if 400 <= r.status_code < 500 else "error"
         return Outcome(kind, message=r.text, status=r.status_code)
 
@@ -149,7 +150,7 @@ class Entry:
             if "refused" in d:
                 outs.append(Outcome("refused", message=d["refused"]))
             else:
-                outs.append(Outcome("ok", d["value"], d["cost"]))
+                outs.append(Outcome("ok", d["value"], d["cost"], noise=d["noise"]))
         return outs
 
     # -- the ledger -------------------------------------------------------------------

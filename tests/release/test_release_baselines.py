@@ -95,22 +95,25 @@ def test_cli_release_json(mech: str) -> None:
     res = CliRunner().invoke(app, [
         "release", "--mechanism", mech, "--data", str(DATA / "release_toy.csv"),
         "--workload", "marginals:1", "--eps", "1", "--json",
-        "--domain", str(DATA / "release_toy.domain.json"), "--seed", "7",
+        "--domain", str(DATA / "release_toy.domain.json"), "--seed", "7", "--diagnostics",
         *(["--rounds", "6"] if mech == "envelope" else [])])
     assert res.exit_code == 0, res.output
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)
     assert out["mechanism"] == mech
     assert len(out["answers"]) == 4
     assert out["privacy"] == {"type": "pure", "eps": 1.0, "neighbouring": "replace_one"}
     assert out["queries"] == ["sex=F", "sex=M", "smoker=no", "smoker=yes"]
+    assert "not_private" not in res.stdout  # diagnostics go to stderr, on request only
     if mech != "mwem":
-        assert 0 < out["expected_error_not_private"] < 1
+        diag = json.loads(res.stderr)["diagnostics_not_private"]
+        assert 0 < diag["expected_error"] < 1
 
 
 def test_cli_refusal_is_clear() -> None:
     res = CliRunner().invoke(app, [
         "release", "--mechanism", "envelope", "--data", str(DATA / "release_toy.csv"),
-        "--workload", "marginals:2", "--eps", "1", "--rounds", "30", "--json"])
+        "--workload", "marginals:2", "--eps", "1", "--rounds", "30", "--json",
+        "--domain", str(DATA / "release_toy.domain.json")])
     assert res.exit_code == 2
     out = json.loads(res.output)
     assert out["error"] == "InstanceTooLargeError"

@@ -1,11 +1,18 @@
 """``dpsieve release`` (pure-DP query release) and ``dpsieve release-experiments``.
 
-The CLI does the I/O: it reads a categorical CSV (header = attribute names), an optional
-public domain (JSON object attribute -> list of levels), builds the workload and calls
-:mod:`dpsieve.release`. Everything it prints is the release output and public parameters,
-except ``expected_error_not_private`` (exact E||M(x) - F(x)||_inf at the true data, printed
-for tiny instances because the issue asks for it): a diagnostic for the data owner that is
-NOT covered by the privacy guarantee.
+The CLI does the I/O: it reads a categorical CSV (header = attribute names), a public
+domain (JSON object attribute -> list of levels), builds the workload and calls
+:mod:`dpsieve.release`. What it prints on stdout is the release (covered by the printed
+privacy) and public parameters only. Two things are NOT private and are opt-in, for the
+data owner's eyes:
+
+* ``--diagnostics``: the exact expected error at the true data and log Z (functions of
+  the data, outside the guarantee), printed to **stderr** as one JSON object
+  ``{"diagnostics_not_private": {...}}``, never mixed into the release;
+* ``--domain-from-data``: the levels read from the data instead of ``--domain`` (the query
+  names then reveal which levels occur); the output says ``domain_derived_from_data``.
+
+Errors name the parameter and the constraint; a value of the data is never shown.
 """
 
 from __future__ import annotations
@@ -24,7 +31,6 @@ __all__ = ["register", "release", "release_experiments", "release_theory"]
 MECHANISMS = ("envelope", "mwem", "pmw", "laplace", "blr")
 #: Exact expected error is computed when the enumeration costs at most this many units.
 EXACT_ERROR_MAX_COST = 2.0e8
-
 
 def _read_table(path: Path) -> tuple[list[str], list[list[str]]]:
     with path.open(newline="") as fh:
@@ -81,8 +87,14 @@ def release(
     eps: Annotated[float, typer.Option(help="Privacy parameter (pure eps-DP, replace-one).")]
     = 1.0,
     domain: Annotated[Path | None, typer.Option(
-        help="Public domain JSON {attribute: [levels]}; else derived from the data "
-             "(flagged: a data-derived domain is not private).")] = None,
+        help="Public domain JSON {attribute: [levels]} (required unless "
+             "--domain-from-data).")] = None,
+    domain_from_data: Annotated[bool, typer.Option(
+        "--domain-from-data", help="Derive the levels from the data (NOT private: the "
+        "query names reveal which levels occur; flagged in the output).")] = False,
+    diagnostics: Annotated[bool, typer.Option(
+        "--diagnostics", help="Also print non-private diagnostics (exact expected error "
+        "at the true data, log Z) to stderr, for the data owner only.")] = False,
     rounds: Annotated[int | None, typer.Option(help="PMW/MWEM rounds J.")] = None,
     eta: Annotated[float | None, typer.Option(help="Envelope selection strength.")] = None,
     gamma: Annotated[float | None, typer.Option(help="Envelope Hedge step.")] = None,
@@ -103,6 +115,10 @@ def release(
 
     if mechanism not in MECHANISMS:
         raise typer.BadParameter(f"--mechanism must be one of {MECHANISMS}; got {mechanism!r}.")
+    if domain is None and not domain_from_data:
+        raise typer.BadParameter("give the public domain (--domain DOMAIN.json); "
+                                 "--domain-from-data derives it from the data, which is "
+                                 "not private.")
     header, rows = _read_table(data)
     dom = _domain(header, rows, domain)
     try:
@@ -110,18 +126,23 @@ def release(
         wl = _workload(workload, dom)
         rng = np.random.default_rng(seed) if seed is not None else None
         out = _run(rel, mechanism, wl, ds, eps, rounds, eta, gamma, method, rng, max_cost,
-                   progress)
+                   progress, diagnostics)
     except DPError as e:
         typer.echo(json.dumps({"error": type(e).__name__, "message": str(e)}) if as_json
                    else f"Refused: {e}", err=not as_json)
         raise typer.Exit(2) from None
-    payload = out.to_dict()
-    payload["queries"] = list(wl.names)
-    payload["n"] = ds.n
-    payload["universe_size"] = dom.size
-    payload["domain_derived_from_data"] = domain is None
+    payload: dict[str, Any] = {
+        "mechanism": out.mechanism, "answers": [float(a) for a in out.answers],
+        "privacy": out.privacy.to_dict(), "queries": list(wl.names), "n": ds.n,
+        "universe_size": dom.size, "domain_derived_from_data": domain is None,
+        "details": out.public_details()}
     if seed is not None:
         payload["simulation_seed"] = seed
+    if diagnostics:
+        typer.echo(json.dumps({"diagnostics_not_private": out.diagnostics()}), err=True)
+    if domain is None:
+        typer.echo("warning: domain derived from the data (not private); pass --domain",
+                   err=True)
     if as_json:
         typer.echo(json.dumps(payload))
         return
@@ -136,19 +157,12 @@ def release(
     table.add_column("answer", justify="right")
     for name, a in zip(wl.names, out.answers, strict=True):
         table.add_row(name, f"{a:.6f}")
-    console = Console()
-    console.print(table)
-    if out.expected_error is not None:
-        console.print(f"exact expected max error at the true data (NOT private): "
-                      f"{out.expected_error:.6f}")
-    if domain is None:
-        console.print("[yellow]warning: domain derived from the data (not private); pass "
-                      "--domain[/yellow]")
+    Console().print(table)
 
 
 def _run(R: Any, mechanism: str, wl: Any, ds: Any, eps: float, rounds: int | None,
          eta: float | None, gamma: float | None, method: str, rng: Any, max_cost: float,
-         progress: bool) -> Any:
+         progress: bool, diagnostics: bool) -> Any:
     if mechanism == "laplace":
         return R.laplace_release(wl, ds, eps, rng=rng)
     if mechanism == "blr":
@@ -159,7 +173,7 @@ def _run(R: Any, mechanism: str, wl: Any, ds: Any, eps: float, rounds: int | Non
         J = rounds or 4
         cost = R.enumeration_cost(R.collapse(wl).signed_classes, J - 1, 1)
         return R.pmw_release(wl, ds, eps, rounds=J, rng=rng,
-                             compute_error=cost <= EXACT_ERROR_MAX_COST)
+                             compute_error=diagnostics and cost <= EXACT_ERROR_MAX_COST)
     cw = R.collapse(wl)
     groups = R.group_histograms(cw, cw.counts(ds)).size  # the count is data-independent
     J = rounds or (20 if method == "rejection" else
@@ -182,7 +196,7 @@ def _run(R: Any, mechanism: str, wl: Any, ds: Any, eps: float, rounds: int | Non
     try:
         small = R.enumeration_cost(cw.signed_classes, J - 1, groups) <= EXACT_ERROR_MAX_COST
         return R.envelope_release(wl, ds, eps, params, method=method, rng=rng,
-                                  compute_error=small and method == "exact",
+                                  compute_error=diagnostics and small and method == "exact",
                                   max_cost=max_cost, progress=cb)
     finally:
         if bar is not None:

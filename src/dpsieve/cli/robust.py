@@ -31,12 +31,17 @@ def load_table(path: Path) -> npt.NDArray[np.float64]:
     """Rows of a .npy or CSV file as floats (a header line in a CSV is skipped)."""
     if not path.exists():
         raise ValueError(f"--data: file {str(path)!r} does not exist")
-    if path.suffix == ".npy":
-        return np.asarray(np.load(path, allow_pickle=False), dtype=np.float64)
     try:
-        return np.loadtxt(path, delimiter=",", ndmin=1)
+        if path.suffix == ".npy":
+            return np.asarray(np.load(path, allow_pickle=False), dtype=np.float64)
+        try:
+            return np.loadtxt(path, delimiter=",", ndmin=1)
+        except ValueError:
+            return np.loadtxt(path, delimiter=",", ndmin=1, skiprows=1)
     except ValueError:
-        return np.loadtxt(path, delimiter=",", ndmin=1, skiprows=1)
+        # numpy's message quotes the offending cell: a data value, never shown
+        raise ValueError(f"--data: {str(path)!r} is not a table of numbers (a cell could "
+                         "not be read as a number; values withheld)") from None
 
 
 def _select(x: npt.NDArray[np.float64], columns: str | None) -> npt.NDArray[np.float64]:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from dpsieve._validation import check_int, fail
+from dpsieve._validation import check_int, fail, fail_private
 
 __all__ = ["Dataset", "Domain", "Workload"]
 
@@ -65,15 +65,18 @@ class Domain:
         return math.prod(self.shape)
 
     def index(self, row: Sequence[str]) -> int:
-        """Universe index of one categorical row (raises naming the bad value)."""
+        """Universe index of one categorical row. A row outside the domain raises naming the
+        attribute and its public levels, never the row's value (it is private data)."""
         if len(row) != len(self.names):
-            raise fail("row", "Domain.index", f"a row of {len(self.names)} values", tuple(row))
+            raise fail_private("row", "Domain.index", f"a row of {len(self.names)} values",
+                               tuple(row))
         idx = 0
         for name, lv, v in zip(self.names, self.levels, row, strict=True):
             try:
                 pos = lv.index(v)
             except ValueError:
-                raise fail(name, "Domain.index", f"one of {lv}", v) from None
+                raise fail_private(name, "Domain.index", f"one of the public levels {lv}",
+                                   v) from None
             idx = idx * len(lv) + pos
         return idx
 
@@ -96,8 +99,8 @@ class Dataset:
         c = np.asarray(self.counts)
         if c.ndim != 1 or c.size == 0 or not np.issubdtype(c.dtype, np.integer) \
                 or np.any(c < 0) or int(c.sum()) < 1:
-            raise fail("counts", "Dataset", "a 1-D non-negative integer histogram with n >= 1",
-                       self.counts)
+            raise fail_private("counts", "Dataset",
+                               "a 1-D non-negative integer histogram with n >= 1", self.counts)
         c = c.astype(np.int64, copy=True)
         c.setflags(write=False)
         object.__setattr__(self, "counts", c)
@@ -108,8 +111,8 @@ class Dataset:
         T = check_int("universe_size", universe_size, "Dataset.from_rows", minimum=1)
         r = np.asarray(list(rows), dtype=np.int64)
         if r.size == 0 or np.any(r < 0) or np.any(r >= T):
-            raise fail("rows", "Dataset.from_rows", f"a non-empty sequence of ints in [0, {T})",
-                       r.tolist()[:10])
+            raise fail_private("rows", "Dataset.from_rows",
+                               f"a non-empty sequence of ints in [0, {T})", r)
         return cls(np.bincount(r, minlength=T).astype(np.int64))
 
     @classmethod

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpsieve._validation import check_int, check_positive, fail
+from dpsieve._validation import check_int, check_positive, fail, fail_private
 from dpsieve.accounting.events import Neighbouring, PureDP
 from dpsieve.mechanisms.select import exponential_mechanism
 from dpsieve.robust.pipeline import check_records
@@ -80,7 +80,8 @@ def pfr_policy(
     def _e(rows: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         e = np.asarray(propensity(rows[:, :d], rows[:, d].astype(np.int64)), dtype=np.float64)
         if e.shape != (len(rows),) or not np.all((e > 0) & (e <= 1)):
-            raise fail("propensity", owner, "probabilities in (0, 1], one per row", e)
+            raise fail_private("propensity", owner, "probabilities in (0, 1], one per row",
+                               e)
         return e
 
     s = check_rowwise_score(lambda rows: np.abs(rows[:, d + 1]) / _e(rows), rec, owner)

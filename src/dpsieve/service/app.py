@@ -27,7 +27,7 @@ from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal
 from dpsieve.ledger.factory import open_store
 from dpsieve.service.auth import hash_key, new_key
 from dpsieve.service.curves import ALPHAS, description_of, tradeoff_curve
-from dpsieve.service.errors import BodyLimit, install_error_handlers
+from dpsieve.service.errors import BodyLimit, install_error_handlers, redact_quoted
 from dpsieve.service.schemas import AnalystIn, BudgetIn, DatasetIn, GrantIn, QueryIn
 from dpsieve.service.settings import Settings
 from dpsieve.session import (
@@ -175,7 +175,8 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
             columns = data_columns(path)
             kinds = data_column_kinds(path)  # public schema: names and kinds, no values
         except Exception as e:  # an unreadable file is the owner's input error
-            raise HTTPException(422, f"'path' could not be read as a table: {e}") from None
+            raise HTTPException(422, "'path' could not be read as a table: "
+                                     f"{redact_quoted(str(e))}") from None
         st.register_dataset(body.name, {**old, "path": str(path), "columns": columns,
                                         "column_types": kinds})
         out: dict[str, Any] = {"dataset": body.name, "path": str(path)}

@@ -24,9 +24,18 @@ from dpsieve.errors import (
 from dpsieve.ledger.base import BudgetNotFoundError, IdempotencyKeyReuseError
 from dpsieve.release.errors import InstanceTooLargeError
 
-__all__ = ["BodyLimit", "install_error_handlers"]
+__all__ = ["BodyLimit", "install_error_handlers", "redact_quoted"]
 
 log = logging.getLogger("dpsieve.service")
+
+
+def redact_quoted(message: str, limit: int = 300) -> str:
+    """A third-party message (DuckDB, pandas) with every quoted part withheld: such
+    messages quote the cell they could not parse, a data value. The first line only."""
+    import re
+
+    first = message.strip().splitlines()[0] if message.strip() else ""
+    return re.sub(r"'[^']*'|\"[^\"]*\"", "'<withheld>'", first)[:limit]
 
 
 def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
