@@ -5,6 +5,7 @@ One root, families that subclass the matching built-in so callers can catch eith
     DPError
     ├── ValidationError(ValueError)        bad input; names parameter, constraint, value
     ├── BudgetExceededError                 a spend the filter refuses (carries both sides)
+    ├── IncompatiblePrivacyError(ValueError)  a query kind the budget can never admit
     ├── NumericalError(ArithmeticError)     a computation whose error would dominate
     ├── UnsupportedError(NotImplementedError)  a combination we refuse on purpose
     ├── NeighbourRelationError(ValueError)  mixing add/remove and replace-one events
@@ -20,6 +21,7 @@ __all__ = [
     "BudgetExceededError",
     "ConcurrencyError",
     "DPError",
+    "IncompatiblePrivacyError",
     "LedgerError",
     "NeighbourRelationError",
     "NumericalError",
@@ -54,11 +56,31 @@ class ValidationError(DPError, ValueError):
 
 
 class BudgetExceededError(DPError):
-    """A privacy spend was refused; carries the remaining budget and the request."""
+    """A privacy spend was refused; carries the remaining budget and the request.
 
-    def __init__(self, message: str, *, remaining: Any = None, requested: Any = None) -> None:
+    ``summary`` (optional) is the budget left in plain words and numbers
+    (:class:`dpsieve.filters.summary.BudgetSummary` as a dict).
+    """
+
+    def __init__(self, message: str, *, remaining: Any = None, requested: Any = None,
+                 summary: Any = None) -> None:
         super().__init__(message)
         self.remaining = remaining
+        self.requested = requested
+        self.summary = summary
+
+
+class IncompatiblePrivacyError(DPError, ValueError):
+    """A query whose kind of privacy the budget can never admit, however small.
+
+    Carries ``fits`` (the kinds that fit, e.g. ``["pure"]``) and ``requested``. Nothing
+    was spent. Distinct from :class:`BudgetExceededError`: more budget would not help.
+    """
+
+    def __init__(self, message: str, *, fits: list[str] | None = None,
+                 requested: Any = None) -> None:
+        super().__init__(message)
+        self.fits = list(fits or [])
         self.requested = requested
 
 

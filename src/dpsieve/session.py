@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from dpsieve import _budget_view
 from dpsieve._columns import (
     NUMERIC_KINDS,
     canonical_categories,
@@ -59,7 +60,7 @@ from dpsieve.accounting.events import (
     PureDP,
     description_from_dict,
 )
-from dpsieve.errors import BudgetExceededError, UnsupportedError, ValidationError
+from dpsieve.errors import UnsupportedError, ValidationError
 
 if TYPE_CHECKING:
     from dpsieve.filters.base import PrivacyFilter
@@ -97,25 +98,29 @@ class QueryResult:
     key: str
     replayed: bool = False
     query: dict[str, Any] = field(default_factory=dict)
+    #: The budget left in plain words and numbers (:func:`dpsieve.filters.summary.budget_summary`
+    #: with "about N more queries like this one" for this query's charge).
+    budget: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "value": self.value, "noise": self.noise, "cost": self.cost,
             "remaining": self.remaining, "key": self.key, "replayed": self.replayed,
-            "query": self.query,
+            "query": self.query, "budget": self.budget,
         }
 
 
-def filter_for_budget(budget: PrivacyDescription) -> PrivacyFilter:
+def filter_for_budget(budget: PrivacyDescription, *, typical: Any = None) -> PrivacyFilter:
     """The valid, tight filter for a budget (docs/filters.md; Theorem 8 of the filters paper).
 
     ======================  ===============================================================
     budget                  filter
     ======================  ===============================================================
     ``GDP(mu)``             :class:`GDPResidueFilter` (valid for any adaptive queries)
-    ``ApproxDP(eps, d>0)``  :class:`GDPResidueFilter` with the largest mu whose G_mu is
-                            (eps, d)-DP (``gdp_mu_for`` rounds mu down: the budget errs
-                            small, which is safe)
+    ``ApproxDP(eps, d>0)``  :class:`MixedFilter`: R_a (+) G_mu inside the (eps, d) target,
+                            pure queries charged exactly to R_a, others by the GDP residue;
+                            the split is chosen for ``typical`` (a query's privacy, or a
+                            list), else for the first admitted query (docs/filters.md)
     ``PureDP(eps)``         :class:`PureDPFilter` (additive, exact Fractions)
     ``ZCDP(rho)``           :class:`ZCDPFilter` (additive, exact Fractions)
     ``ApproxZCDP(rho, d)``  :class:`ApproxZCDPFilter`
@@ -123,7 +128,7 @@ def filter_for_budget(budget: PrivacyDescription) -> PrivacyFilter:
     ======================  ===============================================================
 
     A natural filter against an (eps, delta) target is never built: it is invalid for
-    adaptive queries.
+    adaptive queries. ``typical`` applies to (eps, delta) budgets only.
     """
     from dpsieve import filters
 
@@ -131,7 +136,7 @@ def filter_for_budget(budget: PrivacyDescription) -> PrivacyFilter:
     if isinstance(budget, GDP):
         f = filters.GDPResidueFilter(budget.mu)
     elif isinstance(budget, ApproxDP) and budget.delta > 0:
-        f = filters.GDPResidueFilter(eps=budget.eps, delta=budget.delta)
+        f = filters.MixedFilter(budget.eps, budget.delta, typical=typical)
     elif isinstance(budget, (ApproxDP, PureDP)):
         f = filters.PureDPFilter(budget.eps)
     elif isinstance(budget, ZCDP):
@@ -142,6 +147,9 @@ def filter_for_budget(budget: PrivacyDescription) -> PrivacyFilter:
         f = filters.RDPFilter(budget.orders, budget.values)
     else:
         raise fail("budget", "filter_for_budget", "a privacy description", budget)
+    if typical is not None and not isinstance(f, filters.MixedFilter):
+        raise fail("typical", "filter_for_budget", "given only with an ApproxDP(eps, delta > 0) "
+                   "budget (other budgets need no split)", typical)
     # The filter enforces the budget's relation: a query stated under the other one is an
     # error unless converted (a replace-one cost can be twice the add/remove one).
     return f.with_neighbouring(budget.neighbouring)
@@ -262,6 +270,15 @@ def _privacy(p: Any, nb: Neighbouring, robust: bool = False,
     check_positive(type(p).__name__.lower(), value, "query")
     if p.neighbouring != nb:
         raise fail("privacy", "query", f"under the budget's relation {nb.value!r}", p)
+    return p
+
+
+def _as_description(p: Any, nb: Neighbouring, name: str) -> PrivacyDescription:
+    """A privacy description (or its dict, under ``nb`` unless it says otherwise)."""
+    if isinstance(p, dict):
+        p = parse_description({"neighbouring": nb.value, **p}, name)
+    if not isinstance(p, PureDP | ApproxDP | GDP | ZCDP | ApproxZCDP | RDP):
+        raise fail(name, "Session", "a privacy description such as PureDP(0.1)", p)
     return p
 
 
@@ -449,6 +466,7 @@ class Session:
         after_spend: Callable[[str], None] | None = None,
         columns: Sequence[str] | None = None,
         column_types: Mapping[str, str] | None = None,
+        typical: Any = None,
     ) -> None:
         from dpsieve.ledger.base import BudgetNotFoundError
         from dpsieve.ledger.memory import MemoryStore
@@ -464,8 +482,14 @@ class Session:
         self.principal = principal
         self._rng = rng
         self._after_spend = after_spend
+        if typical is not None and budget is None:
+            raise fail("typical", "Session", "given with 'budget' (it chooses the budget's "
+                       "split)", typical)
+        if budget is not None and typical is not None:
+            typical = [_as_description(t, budget.neighbouring, "typical") for t in (
+                typical if isinstance(typical, list | tuple) else [typical])]
         flt = filter if filter is not None else (
-            filter_for_budget(budget) if budget is not None else None)
+            filter_for_budget(budget, typical=typical) if budget is not None else None)
         try:
             self.store.load_filter(budget_id)
             exists = True
@@ -500,6 +524,17 @@ class Session:
     def remaining(self) -> dict[str, Any]:
         """The budget left (JSON-ready, as the filter states it)."""
         return self.store.load_filter(self.budget_id).remaining()
+
+    def budget(self, like: Any = None, *, cap: int | None = None) -> Any:
+        """The budget left in plain words: eps at the target's delta, the fraction used and,
+        for ``like`` (a privacy description), how many more such queries the filter admits,
+        counted exactly by its own decisions (:class:`dpsieve.filters.summary.BudgetSummary`).
+        """
+        from dpsieve._budget_view import store_summary
+
+        if like is not None:
+            like = _as_description(like, self.neighbouring, "like")
+        return store_summary(self.store, self.budget_id, like=like, cap=cap)
 
     def frame(self) -> Frame:
         """The private data (loaded on first use, after an admitted spend)."""
@@ -561,16 +596,19 @@ class Session:
                                request=public)
         d = out.decision
         if not d.admitted:
-            raise BudgetExceededError(d.reason, remaining=d.remaining, requested=p.to_dict())
+            raise _budget_view.refused(self.store, self.budget_id, cost, p.to_dict(),
+                                       d.remaining)
         if out.replayed and out.answer is not None:
             return QueryResult(out.answer["value"], out.answer["noise"], d.cost, d.remaining,
-                               key, replayed=True, query=public)
+                               key, replayed=True, query=public,
+                               budget=_budget_view.after_query(self.store, self.budget_id, cost))
         if self._after_spend is not None:
             self._after_spend(key)
         value, noise = plan(self.frame())
         stored = self.store.record_answer(self.budget_id, key, {"value": value, "noise": noise})
         return QueryResult(stored["value"], stored["noise"], d.cost, d.remaining, key,
-                           replayed=out.replayed, query=public)
+                           replayed=out.replayed, query=public,
+                           budget=_budget_view.after_query(self.store, self.budget_id, cost))
 
     def _plan(self, spec: dict[str, Any], p: PrivacyDescription
               ) -> tuple[Any, Callable[[Frame], tuple[Any, dict[str, Any]]]]:

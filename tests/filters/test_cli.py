@@ -52,8 +52,9 @@ def test_demo_seeded() -> None:
     assert res.exit_code == 0, res.output
     rows = [json.loads(x) for x in res.output.strip().splitlines()]
     assert rows[0]["admitted"]
-    mus = [r["mu_left"] for r in rows]
-    assert mus == sorted(mus, reverse=True)
+    left = [r["eps_left_at_delta"] for r in rows]
+    assert left == sorted(left, reverse=True)
+    assert all(r["more_like_this"]["count"] >= 0 for r in rows)
 
 
 def test_figures_quick(tmp_path: Path) -> None:

@@ -103,7 +103,7 @@ def test_replay_with_key_is_free_and_identical(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("budget", "kind"), [
-    (GDP(1.0), "gdp_residue"), (ApproxDP(1.0, 1e-6), "gdp_residue"), (PureDP(1.0), "pure_dp"),
+    (GDP(1.0), "gdp_residue"), (ApproxDP(1.0, 1e-6), "mixed"), (PureDP(1.0), "pure_dp"),
     (ApproxDP(1.0, 0.0), "pure_dp"), (ZCDP(0.5), "zcdp"), (ApproxZCDP(0.5, 1e-6), "approx_zcdp"),
     (RDP((2.0, 8.0), (0.5, 2.0)), "rdp"),
 ])

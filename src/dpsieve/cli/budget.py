@@ -27,20 +27,34 @@ def show(
     database_url: str = DB,
     schema: str = SCHEMA,
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    like: str | None = typer.Option(
+        None, help='Count "about N more queries like this one", e.g. \'{"type":"pure","eps":0.1}\' '
+        "(default: like the last admitted query)."),
 ) -> None:
-    """The remaining budget of each data set and how many queries were admitted."""
+    """The budget left of each data set in plain words, and how many queries were admitted."""
+    from dpsieve._budget_view import PAGE_CAP, charged_of, store_summary
     from dpsieve.errors import DPError
     from dpsieve.ledger import open_store
+    from dpsieve.session import parse_description
 
+    try:
+        asked = None if like is None else parse_description(json.loads(like), "like")
+    except json.JSONDecodeError as e:
+        raise _fail(f"--like is not JSON ({e}).") from None
+    except DPError as e:
+        raise _fail(str(e)) from None
     store = open_store(database_url, schema=schema)
     try:
         names = [dataset] if dataset else store.budget_ids()
         rows: list[dict[str, Any]] = []
         for n in names:
             try:
+                hist = store.history(n)
+                q = asked if asked is not None else (charged_of(hist[-1].cost) if hist else None)
+                summary = store_summary(store, n, like=q, cap=PAGE_CAP)
                 rows.append({"dataset": n, "remaining": store.load_filter(n).remaining(),
                              "initial": store.initial_filter(n).remaining(),
-                             "admitted": len(store.history(n))})
+                             "admitted": len(hist), "summary": summary.to_dict()})
             except DPError as e:
                 raise _fail(str(e)) from None
     finally:
@@ -51,10 +65,9 @@ def show(
     from rich.console import Console
     from rich.table import Table
 
-    table = Table("data set", "initial", "remaining", "admitted")
+    table = Table("data set", "budget left", "admitted")
     for r in rows:
-        table.add_row(r["dataset"], json.dumps(r["initial"]), json.dumps(r["remaining"]),
-                      str(r["admitted"]))
+        table.add_row(r["dataset"], r["summary"]["text"], str(r["admitted"]))
     Console().print(table)
 
 
@@ -63,6 +76,9 @@ def set_budget(
     dataset: str = typer.Argument(..., help="The data set's name."),
     budget: str = typer.Option(..., help='A privacy description, e.g. \'{"type":"gdp","mu":1}\'.'),
     path: str | None = typer.Option(None, help="Register the data set from this CSV/Parquet."),
+    typical: str | None = typer.Option(
+        None, help="An (eps, delta) budget's typical query, e.g. '{\"type\":\"pure\",\"eps\":0.1}' "
+        "(or a JSON list): chooses the split between its pure and Gaussian parts."),
     database_url: str = DB,
     schema: str = SCHEMA,
 ) -> None:
@@ -80,8 +96,13 @@ def set_budget(
 
     try:
         desc = parse_description(json.loads(budget), "budget")
+        raw = None if typical is None else json.loads(typical)
+        ts = None if raw is None else [
+            parse_description({"neighbouring": desc.neighbouring.value, **t}, "typical")
+            for t in (raw if isinstance(raw, list) else [raw])]
+        flt = filter_for_budget(desc, typical=ts)
     except json.JSONDecodeError as e:
-        raise _fail(f"--budget is not JSON ({e}).") from None
+        raise _fail(f"--budget or --typical is not JSON ({e}).") from None
     except DPError as e:
         raise _fail(str(e)) from None
     store = open_store(database_url, schema=schema)
@@ -97,7 +118,7 @@ def set_budget(
             raise _fail(f"No data set named {dataset!r}; give --path to register it.")
         store.register_dataset(dataset, {**src, "neighbouring": desc.neighbouring.value,
                                          "budget": desc.to_dict()})
-        store.create_budget(dataset, filter_for_budget(desc), replace=True)
+        store.create_budget(dataset, flt, replace=True)
         typer.echo(json.dumps({"dataset": dataset,
                                "remaining": store.load_filter(dataset).remaining()}))
     except DPError as e:

@@ -1,11 +1,13 @@
-"""``dpsieve demo``: an adaptive analysis under the GDP residue filter, printing each decision.
+"""``dpsieve demo``: an adaptive analysis under a mixed-budget filter, printing each decision.
 
 The data are the bundled diabetes table (442 patients, ``dpsieve/data/diabetes.csv``).
 The analyst asks noisy questions one at a time and chooses the next one from the previous
 *noisy* answers (adaptively); every question is first offered to a
-:class:`~dpsieve.filters.GDPResidueFilter` whose budget G_mu is the GDP curve meeting the
-(eps, delta) target, and is answered only if admitted. The interaction as a whole is then
-(eps, delta)-DP (paper, Thm. 1: the residue filter is free).
+:class:`~dpsieve.filters.MixedFilter` (the filter ``Session`` builds for an (eps, delta)
+budget: a pure part and a Gaussian part inside the target, split for the first question),
+and is answered only if admitted. The interaction as a whole is then (eps, delta)-DP
+(docs/proofs/mixed.md). Each line states the budget left in plain words and how many more
+questions like that one the filter would still admit.
 
 Noise comes from :mod:`dpsieve.mechanisms` (exact lattice Laplace, cryptographically
 secure generator). ``--seed`` switches to a seeded ``numpy`` generator for a reproducible
@@ -35,19 +37,22 @@ class _Analyst:
     """Offers each noisy question to the filter and answers it only when admitted."""
 
     def __init__(self, flt: Any, delta: float, rng: Any, as_json: bool) -> None:
+        from dpsieve.filters import filter_from_json
+
         self.flt, self.delta, self.rng, self.as_json = flt, delta, rng, as_json
+        self.initial = filter_from_json(flt.to_json())
         self.step = 0
 
     def ask(self, question: str, value: float, sensitivity: float, eps: float) -> float | None:
-        from dpsieve.accounting.gdp import gdp_epsilon
         from dpsieve.mechanisms import LaplaceMechanism
 
         mech = LaplaceMechanism.for_epsilon(eps, sensitivity)
+        from dpsieve.filters.summary import budget_summary
+
         decision = self.flt.try_spend(mech.pld())
         self.step += 1
         answer = float(mech.release(value, rng=self.rng)) if decision.admitted else None
-        mu_left = self.flt.remaining()["mu"]
-        eps_left = gdp_epsilon(mu_left, self.delta) if mu_left > 0 else 0.0
+        s = budget_summary(self.flt, self.initial, like=mech.pld(), cap=100)
         row = {
             "step": self.step,
             "question": question,
@@ -55,8 +60,10 @@ class _Analyst:
             "eps": mech.pure_eps(),
             "admitted": decision.admitted,
             "reason": decision.reason,
-            "mu_left": mu_left,
-            "eps_left_at_delta": eps_left,
+            "eps_left_at_delta": s.eps_left,
+            "fraction_used": s.fraction_used,
+            "more_like_this": None if s.more is None else s.more.to_dict(),
+            "budget": s.text,
             "answer": answer,
         }
         if self.as_json:
@@ -64,10 +71,9 @@ class _Analyst:
         else:
             mark = "ADMIT " if decision.admitted else "REFUSE"
             ans = "-" if answer is None else f"{answer:10.2f}"
-            typer.echo(
-                f"{self.step:2d} {mark} {question:44s} eps={row['eps']:<6.3g} answer={ans:>10s}  "
-                f"left: mu={mu_left:.4f} (eps {eps_left:.3f} at delta {self.delta:g})"
-            )
+            typer.echo(f"{self.step:2d} {mark} {question:44s} eps={row['eps']:<6.3g} "
+                       f"answer={ans:>10s}")
+            typer.echo(f"   left: {s.text}")
         return answer
 
 
@@ -78,18 +84,23 @@ def demo(
         int | None, typer.Option(help="Seeded simulation (NOT private); default: secure noise.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
+    typical: Annotated[bool, typer.Option(
+        help="Declare the planned question sizes (eps 0.1, 0.2, 0.4) when opening the budget; "
+             "--no-typical lets the first question choose the split.")] = True,
 ) -> None:
-    """An adaptive analysis of the bundled diabetes data under the GDP residue filter."""
-    from dpsieve.filters import GDPResidueFilter
+    """An adaptive analysis of the bundled diabetes data under an (eps, delta) budget."""
+    from dpsieve.accounting.events import PureDP
+    from dpsieve.filters import MixedFilter
 
     data = _load()
-    flt = GDPResidueFilter(eps=eps, delta=delta)
+    planned = [PureDP(0.1), PureDP(0.2), PureDP(0.4)] if typical else None
+    flt = MixedFilter(eps, delta, typical=planned)
     rng = None if seed is None else np.random.default_rng(seed)
     if not as_json:
-        typer.echo(
-            f"GDP residue filter, budget G_mu with mu = {flt.remaining()['mu']:.4f}, "
-            f"i.e. ({eps:g}, {delta:g})-DP for the whole adaptive interaction."
-        )
+        how = ("split for typical questions of eps 0.1, 0.2 and 0.4" if typical
+               else "split chosen for the first question")
+        typer.echo(f"Budget: ({eps:g}, {delta:g})-DP for the whole adaptive interaction, as a "
+                   f"pure part and a Gaussian part ({how}).")
         if rng is not None:
             typer.echo("NOTE: seeded simulation (--seed): reproducible, NOT private.")
     a = _Analyst(flt, delta, rng, as_json)
@@ -122,7 +133,9 @@ def demo(
             break
         e *= 2.0  # unclear: ask again, spending more
     if not as_json:
-        typer.echo(f"final budget left: {json.dumps(flt.remaining())}")
+        from dpsieve.filters.summary import budget_summary
+
+        typer.echo(f"final budget left: {budget_summary(flt, a.initial).text}")
 
 
 def register(app: typer.Typer) -> None:

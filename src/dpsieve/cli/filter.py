@@ -28,6 +28,7 @@ __all__ = ["app", "make_filter", "parse_query", "parse_spec"]
 app = typer.Typer(help="Privacy filters: residue updates and replays.", no_args_is_help=True)
 
 FILTERS = (
+    "mixed",
     "gdp_residue",
     "gdp_naive",
     "approx_gdp_residue",
@@ -63,8 +64,12 @@ BUDGETS: dict[str, SpecKind] = {
     "approx_gdp": SpecKind(("mu", "delta")),
     "zero_delta": SpecKind(("delta",)),
 }
+#: The filter ``filter run`` builds for each budget kind without --filter (as a session does).
+DEFAULT_FILTER = {"approx": "mixed", "gdp": "gdp_residue", "pure": "pure_dp", "zcdp": "zcdp",
+                  "approx_gdp": "approx_gdp_residue", "zero_delta": "natural_zero_delta"}
 #: The budget kinds each filter is built from (any other is refused, never reinterpreted).
 FILTER_BUDGETS: dict[str, tuple[str, ...]] = {
+    "mixed": ("approx",),
     "gdp_residue": ("gdp", "approx"),
     "gdp_naive": ("gdp", "approx"),
     "approx_gdp_residue": ("approx_gdp",),
@@ -113,8 +118,10 @@ def parse_query(spec: str) -> Any:
     return ZCDP(p["rho"])
 
 
-def make_filter(name: str, budget: str, *, rounds: int = 10, allow_general: bool = False) -> Any:
-    """Build filter ``name`` from a budget spec of a kind it takes (:data:`FILTER_BUDGETS`)."""
+def make_filter(name: str, budget: str, *, rounds: int = 10, allow_general: bool = False,
+                typical: list[Any] | None = None) -> Any:
+    """Build filter ``name`` from a budget spec of a kind it takes (:data:`FILTER_BUDGETS`);
+    ``typical`` (queries) chooses a mixed budget's split."""
     from dpsieve import filters as flt
     from dpsieve.accounting.gdp import gdp_mu_for
 
@@ -126,6 +133,10 @@ def make_filter(name: str, budget: str, *, rounds: int = 10, allow_general: bool
     def gdp_mu() -> float:
         return p["mu"] if kind == "gdp" else gdp_mu_for(p["eps"], p["delta"])
 
+    if typical and name != "mixed":
+        raise typer.BadParameter("--typical applies to --filter mixed only.")
+    if name == "mixed":
+        return flt.MixedFilter(p["eps"], p["delta"], typical=typical or None)
     if name == "gdp_residue":
         return flt.GDPResidueFilter(gdp_mu())
     if name == "gdp_naive":
@@ -194,9 +205,11 @@ def residue(
 @app.command("run")
 def run(
     queries: Annotated[list[str], typer.Argument(help="Query specs, in order.")],
-    filter_name: Annotated[str, typer.Option("--filter", help=f"One of {', '.join(FILTERS)}")] = (
-        "gdp_residue"
-    ),
+    filter_name: Annotated[str | None, typer.Option(
+        "--filter", help=f"One of {', '.join(FILTERS)}; default: the one a session builds for "
+        "the budget (mixed for approx, gdp_residue for gdp, pure_dp, zcdp, ...)")] = None,
+    typical: Annotated[list[str] | None, typer.Option(
+        help="A typical query (repeatable): chooses the mixed budget's split.")] = None,
     budget: Annotated[str, typer.Option(help="Budget spec")] = "approx:eps=1,delta=1e-6",
     rounds: Annotated[
         int, typer.Option(help="Declared rounds (natural_approx, additive_profile)")
@@ -210,8 +223,12 @@ def run(
     from dpsieve.errors import DPError
 
     try:
-        f = make_filter(filter_name, budget, rounds=rounds, allow_general=allow_general)
         parsed = [parse_query(spec) for spec in queries]  # all parsed before any is applied
+        typ = [parse_query(spec) for spec in typical or []]
+        filter_name = filter_name or DEFAULT_FILTER.get(budget.partition(":")[0].strip(),
+                                                        "mixed")
+        f = make_filter(filter_name, budget, rounds=rounds, allow_general=allow_general,
+                        typical=typ)
     except DPError as err:
         raise typer.BadParameter(str(err)) from None
     if not as_json:
@@ -225,3 +242,9 @@ def run(
             typer.echo(f"{i:3d} {mark} {spec:28s} {d.reason}; left {json.dumps(d.remaining)}")
     if as_json:
         typer.echo(json.dumps({"final_state": json.loads(f.to_json())}))
+        return
+    from dpsieve.filters.summary import budget_summary
+
+    initial = make_filter(filter_name, budget, rounds=rounds, allow_general=allow_general,
+                          typical=typ)
+    typer.echo("budget left: " + budget_summary(f, initial).text)

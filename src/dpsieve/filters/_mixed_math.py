@@ -17,12 +17,11 @@ from fractions import Fraction
 
 from scipy import special
 
+from dpsieve._rounding import add_down, div_up, exp_down, round_up
 from dpsieve.accounting.gdp import H_ABS_ERR
 
 __all__ = ["delta_upper", "epsilon_upper", "h_gauss", "mu_for"]
 
-#: Relative widening of the weights p, q (each is computed to a few ulp).
-_P_REL = 1e-15
 _SQRT_HALF = math.sqrt(0.5)
 _MU_MAX = 1e4
 
@@ -46,9 +45,10 @@ def h_gauss(mu: float, s: float) -> float:
 
 
 def _weights(a: float) -> tuple[float, float]:
-    p = 1.0 / (1.0 + math.exp(-a))
-    q = 1.0 / (1.0 + math.exp(a))
-    return p * (1.0 + _P_REL), q * (1.0 + _P_REL)
+    """(p, q) = (1/(1 + e^{-a}), 1/(1 + e^{a})), each rounded up (dpsieve._rounding)."""
+    p = div_up(1, add_down(1, exp_down(-a)))
+    q = div_up(1, add_down(1, exp_down(a)))
+    return p, q
 
 
 def delta_upper(a: float | Fraction, mu: float, t: float) -> float:
@@ -58,25 +58,17 @@ def delta_upper(a: float | Fraction, mu: float, t: float) -> float:
     relative one, so the result is >= the exact value (docs/proofs/mixed.md, §3). ``a`` may be an
     exact ``Fraction``: it is read as the float at or above it (R_a grows with a).
     """
-    return _delta(_float_up(a), mu, t)
+    af = round_up(a)
+    return _delta(af, _weights(af), mu, t)
 
 
-def _delta(af: float, mu: float, t: float) -> float:
+def _delta(af: float, w: tuple[float, float], mu: float, t: float) -> float:
     err = H_ABS_ERR * (1.0 + mu)  # allowance on each H_mu value (docs/proofs/mixed.md §3)
     if af == 0.0:
         return min(1.0, h_gauss(mu, t) + err)
-    p, q = _weights(af)
+    p, q = w
     val = p * (h_gauss(mu, t - af) + err) + q * (h_gauss(mu, t + af) + err)
     return min(1.0, val)
-
-
-def _float_up(a: float | Fraction) -> float:
-    if isinstance(a, float):
-        return a
-    f = float(a)
-    while Fraction(f) < a:
-        f = math.nextafter(f, math.inf)
-    return f
 
 
 def mu_for(a: float | Fraction, eps: float, delta: float) -> float:
@@ -84,12 +76,13 @@ def mu_for(a: float | Fraction, eps: float, delta: float) -> float:
 
     R_a (+) G_mu is then (eps, delta)-DP, i.e. inside the target R_{eps,delta}.
     """
-    af = _float_up(a)
-    if not _delta(af, 0.0, eps) <= delta:
+    af = round_up(a)
+    w = _weights(af)
+    if not _delta(af, w, 0.0, eps) <= delta:
         return -1.0
 
     def ok(m: float) -> bool:
-        return _delta(af, m, eps) <= delta
+        return _delta(af, w, m, eps) <= delta
 
     lo, hi = 0.0, 1.0
     while ok(hi):
@@ -114,12 +107,13 @@ def epsilon_upper(a: float | Fraction, mu: float, delta: float) -> float:
     certified test); ``inf`` if no finite eps is found. Regula falsi (Illinois) on
     log delta_upper, keeping a bracket [lo, hi] with hi passing and lo failing.
     """
-    af = _float_up(a)
-    if _delta(af, mu, 0.0) <= delta:
+    af = round_up(a)
+    w = _weights(af)
+    if _delta(af, w, mu, 0.0) <= delta:
         return 0.0
 
     def g(e: float) -> float:
-        return math.log(max(_delta(af, mu, e), 1e-300)) - math.log(delta)
+        return math.log(max(_delta(af, w, mu, e), 1e-300)) - math.log(delta)
 
     lo, hi = 0.0, max(1.0, 2.0 * af)
     while not g(hi) <= 0.0:

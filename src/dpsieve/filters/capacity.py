@@ -8,8 +8,9 @@ therefore exact for the filter, not an estimate: it is what the filter would do.
 
 Filters whose decisions are closed-form in their state (additive filters, the naive GDP
 filter, Gaussian queries against the GDP residue filter) are counted in one step; the
-others by running the decisions. Results are memoised on (state, workload), so a long
-chain is simulated once and every state along it is remembered.
+others by running the decisions on a copy. Every decision made while counting is memoised
+as a transition (state, query) -> next state, so a chain counted before (the one the last
+query stepped along) is walked again by lookups and only new decisions are computed.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -30,8 +32,11 @@ __all__ = ["Capacity", "count_admitted", "query_key"]
 
 #: Default cap on a count (a count that reaches it is reported as "at least cap").
 DEFAULT_CAP = 100_000
-_MEMO: OrderedDict[tuple[str, str, int], tuple[int, bool]] = OrderedDict()
-_MEMO_SIZE = 20_000
+#: (state, query key) -> the state after admitting it, or None if refused (LRU-bounded).
+_NEXT: OrderedDict[tuple[str, str], str | None] = OrderedDict()
+_NEXT_SIZE = 20_000
+_MISSING = object()
+_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,54 +61,48 @@ def query_key(q: Any) -> str:
     return "pld:" + h.hexdigest()
 
 
-def _workload_key(qs: Sequence[Any]) -> str:
-    return "|".join(query_key(q) for q in qs)
-
-
 def count_admitted(flt: Any, workload: Any, *, cap: int = DEFAULT_CAP) -> Capacity:
     """Exact number of further admissions of ``workload`` (see module docstring)."""
-    from dpsieve.filters import filter_from_json
-
     if not (isinstance(cap, int) and cap >= 0):
         raise fail("cap", "count_admitted", "an int >= 0", cap)
     qs = [as_query(q) for q in (workload if isinstance(workload, list | tuple) else [workload])]
     if not qs:
         raise fail("workload", "count_admitted", "a query or a non-empty list of queries",
                    workload)
-    state = flt.to_json()
-    wkey = _workload_key(qs)
-    hit = _MEMO.get((state, wkey, cap))
-    if hit is not None:
-        return Capacity(*hit)
     if len(qs) == 1:
         fast = _closed_form(flt, qs[0], cap)
         if fast is not None:
-            return _remember(state, wkey, cap, fast)
-    copy = filter_from_json(state)
-    seen: list[str] = [state]
-    n, refused_in_row, i = 0, 0, 0
-    while n < cap and refused_in_row < len(qs):
-        if copy.try_spend(qs[i % len(qs)]).admitted:
-            n += 1
-            refused_in_row = 0
-            if len(qs) == 1:
-                seen.append(copy.to_json())
+            return fast
+    return _simulate(flt.to_json(), qs, [query_key(q) for q in qs], cap)
+
+
+def _simulate(state: str, qs: list[Any], keys: list[str], cap: int) -> Capacity:
+    """Offer ``qs`` cyclically from ``state``; every transition is memoised, so a chain
+    walked before (e.g. the one the previous query was on) costs dictionary lookups only."""
+    from dpsieve.filters import filter_from_json
+
+    live: Any = None  # a filter in ``state``, built only when a transition must be computed
+    n = refused = i = 0
+    while n < cap and refused < len(qs):
+        q, k = qs[i % len(qs)], keys[i % len(qs)]
+        with _LOCK:
+            nxt = _NEXT.get((state, k), _MISSING)
+        if nxt is _MISSING:
+            if live is None:
+                live = filter_from_json(state)
+            nxt = live.to_json() if live.try_spend(q).admitted else None
+            with _LOCK:
+                _NEXT[(state, k)] = nxt
+                while len(_NEXT) > _NEXT_SIZE:
+                    _NEXT.popitem(last=False)
+        elif nxt is not None:
+            live = None  # moved along a remembered transition: the live copy is stale
+        if nxt is None:
+            refused += 1
         else:
-            refused_in_row += 1
+            n, refused, state = n + 1, 0, str(nxt)
         i += 1
-    out = Capacity(n, at_least=n >= cap and refused_in_row < len(qs))
-    if len(qs) == 1 and not out.at_least:
-        for k, s in enumerate(seen):  # every state on the chain: n - k more
-            _remember(s, wkey, cap, Capacity(n - k))
-    return _remember(state, wkey, cap, out)
-
-
-def _remember(state: str, wkey: str, cap: int, c: Capacity) -> Capacity:
-    _MEMO[(state, wkey, cap)] = (c.count, c.at_least)
-    _MEMO.move_to_end((state, wkey, cap))
-    while len(_MEMO) > _MEMO_SIZE:
-        _MEMO.popitem(last=False)
-    return c
+    return Capacity(n, at_least=n >= cap and refused < len(qs))
 
 
 def _capped(n: int, cap: int) -> Capacity:

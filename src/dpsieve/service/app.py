@@ -26,6 +26,7 @@ from dpsieve.accounting.events import Neighbouring
 from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal
 from dpsieve.ledger.factory import open_store
 from dpsieve.service.auth import hash_key, new_key
+from dpsieve.service.budget_view import budget_view, step_eps
 from dpsieve.service.curves import ALPHAS, description_of, tradeoff_curve
 from dpsieve.service.errors import BodyLimit, install_error_handlers, redact_quoted
 from dpsieve.service.schemas import AnalystIn, BudgetIn, DatasetIn, GrantIn, QueryIn
@@ -134,8 +135,10 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
             return {}
 
     def budget_filter(body: BudgetIn) -> tuple[Any, Any]:
-        desc = parse_description(body.model_dump(exclude_none=True), "budget")
-        return desc, filter_for_budget(desc)
+        desc = parse_description(body.description(), "budget")
+        typical = body.typical_list()
+        ts = None if typical is None else [parse_description(t, "typical") for t in typical]
+        return desc, filter_for_budget(desc, typical=ts)
 
     def set_budget(name: str, body: BudgetIn) -> dict[str, Any]:
         desc, flt = budget_filter(body)
@@ -203,16 +206,10 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
     @app.get("/v1/datasets/{name}/budget", tags=["analysts"])
     def get_budget(name: str, p: Who) -> dict[str, Any]:
         src = visible(p, name)
-        hist = st.history(name) if budget_of(name) else []
-        return {
-            "dataset": name, "budget": src.get("budget"), "remaining": budget_of(name),
-            "admitted": len(hist),
-            "history": [{"seq": r.seq, "cost": r.cost, "remaining": r.remaining,
-                         "created_at": r.created_at,
-                         **({"principal": r.principal, "query": r.request}
-                            if p.role == "owner" or r.principal == p.name else {})}
-                        for r in hist],
-        }
+        if not budget_of(name):
+            return {"dataset": name, "budget": src.get("budget"), "remaining": {},
+                    "admitted": 0, "history": [], "refusals": [], "summary": None}
+        return {"dataset": name, "budget": src.get("budget"), **budget_view(st, name, p)}
 
     @app.get("/v1/datasets/{name}/curves", tags=["analysts"])
     def curves(name: str, p: Who) -> dict[str, Any]:
@@ -223,9 +220,11 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
                   "remaining": st.initial_filter(name).remaining()}]
         steps += [{"step": i + 1, "cost": r.cost, "remaining": r.remaining}
                   for i, r in enumerate(st.history(name))]
+        kind = str(getattr(st.initial_filter(name), "kind", ""))
         for s in steps:
             desc = description_of(s["remaining"])
             s["curve"] = None if desc is None else tradeoff_curve(desc)
+            s["eps_left"], s["delta"] = step_eps(kind, s["remaining"])
         return {"dataset": name, "budget": src.get("budget"),
                 "alphas": [round(float(a), 6) for a in ALPHAS], "steps": steps}
 

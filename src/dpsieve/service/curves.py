@@ -6,16 +6,19 @@ smallest type-II error of any test at type-I error alpha (Dong, Roth, Su 2022, D
 * GDP(mu): f = G_mu, exact (:func:`dpsieve.accounting.gdp.gdp_tradeoff`).
 * (eps, delta): f(a) = max(0, 1 - delta - e^eps a, e^-eps (1 - delta - a))
   (Kairouz, Oh, Viswanath 2015; Dong et al. Prop. 2.5), exact.
-* zCDP rho, approximate zCDP, RDP: the curve of the (eps, delta(eps)) family they imply,
+* a mixed budget R_a (+) G_mu (:class:`dpsieve.filters.MixedFilter`), and zCDP rho,
+  approximate zCDP, RDP: the curve of the (eps, delta(eps)) family they imply,
   max over an eps grid -- zCDP: delta(eps) = exp(-(eps - rho)^2 / (4 rho)) (Bun & Steinke
   2016, Prop. 1.3); RDP: delta(eps) = min_a exp(-(a - 1)(eps - r_a)) (Mironov 2017,
-  Prop. 3). These lie *below* the true curves (a weaker claim than the budget): the
-  picture never overstates the privacy left.
+  Prop. 3); mixed: delta(eps) is the certified upper bound of docs/proofs/mixed.md §3.
+  These lie *below* the true curves (a weaker claim than the budget): the picture never
+  overstates the privacy left.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -33,7 +36,7 @@ from dpsieve.accounting.events import (
 )
 from dpsieve.accounting.gdp import gdp_tradeoff
 
-__all__ = ["ALPHAS", "description_of", "tradeoff_curve"]
+__all__ = ["ALPHAS", "MixedBudget", "description_of", "tradeoff_curve"]
 
 ALPHAS: npt.NDArray[np.float64] = np.linspace(0.0, 1.0, 101)
 _EPS_GRID = np.concatenate([np.linspace(0.0, 2.0, 81)[1:], np.geomspace(2.0, 200.0, 80)])
@@ -58,6 +61,14 @@ def _family(deltas: npt.NDArray[np.float64], extra: float,
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class MixedBudget:
+    """The budget R_a (+) G_mu of a mixed filter (a pure part a, a Gaussian part mu)."""
+
+    pure: Fraction
+    mu: float
+
+
 def description_of(remaining: dict[str, Any]) -> Any:
     """The privacy description a filter's ``remaining()`` dict states, or None.
 
@@ -68,6 +79,10 @@ def description_of(remaining: dict[str, Any]) -> Any:
         return float(Fraction(x)) if isinstance(x, str) else float(x)
 
     try:
+        if "pure_exact" in remaining and "mu" in remaining:  # a mixed filter's split
+            return MixedBudget(Fraction(remaining["pure_exact"]), max(0.0, num(remaining["mu"])))
+        if remaining.get("split") == "undecided":  # the whole (eps, delta) target
+            return ApproxDP(num(remaining["eps"]), num(remaining["delta"]))
         keys = set(remaining) - {"exact", "kind", "type", "neighbouring"}
         if "type" not in remaining:
             if keys == {"mu"}:
@@ -106,6 +121,11 @@ def tradeoff_curve(desc: Any, alphas: npt.NDArray[np.float64] = ALPHAS) -> list[
         rho = max(desc.rho, 1e-300)
         d = np.where(rho < _EPS_GRID, np.exp(-((_EPS_GRID - rho) ** 2) / (4 * rho)), 1.0)
         f = _family(d, desc.delta if isinstance(desc, ApproxZCDP) else 0.0, a)
+    elif isinstance(desc, MixedBudget):
+        from dpsieve.filters._mixed_math import delta_upper
+
+        d = np.array([delta_upper(desc.pure, desc.mu, float(e)) for e in _EPS_GRID])
+        f = _family(d, 0.0, a)
     elif isinstance(desc, RDP):
         orders = np.asarray(desc.orders)[:, None]
         vals = np.asarray(desc.values)[:, None]

@@ -16,6 +16,7 @@ from dpsieve.errors import (
     BudgetExceededError,
     ConcurrencyError,
     DPError,
+    IncompatiblePrivacyError,
     LedgerError,
     NeighbourRelationError,
     UnsupportedError,
@@ -45,6 +46,9 @@ def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
 def _dp_error(_: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, BudgetExceededError):
         return _error(409, "budget_exceeded", str(exc), remaining=exc.remaining,
+                      requested=exc.requested, summary=exc.summary)
+    if isinstance(exc, IncompatiblePrivacyError):  # more budget would not help: 422
+        return _error(422, "incompatible_privacy", str(exc), fits=exc.fits,
                       requested=exc.requested)
     if isinstance(exc, BudgetNotFoundError):
         return _error(404, "not_found", str(exc))

@@ -76,6 +76,22 @@ class BudgetIn(_Strict):
     orders: Annotated[list[Finite], Field(max_length=1000)] | None = None
     values: Annotated[list[Finite], Field(max_length=1000)] | None = None
     neighbouring: Literal["add_remove", "replace_one"] = "add_remove"
+    #: The typical query's privacy (or a list, cycled): chooses the split of an (eps, delta)
+    #: budget between a pure and a Gaussian part (docs/filters.md, "Mixed budgets").
+    typical: PrivacyIn | Annotated[list[PrivacyIn], Field(min_length=1, max_length=16)] | None \
+        = None
+
+    def description(self) -> dict[str, Any]:
+        """The budget as a privacy-description dict (without ``typical``)."""
+        return self.model_dump(exclude_none=True, exclude={"typical"})
+
+    def typical_list(self) -> list[dict[str, Any]] | None:
+        """The typical queries as description dicts (under the budget's relation)."""
+        if self.typical is None:
+            return None
+        items = self.typical if isinstance(self.typical, list) else [self.typical]
+        return [{"neighbouring": self.neighbouring, **t.model_dump(exclude_none=True)}
+                for t in items]
 
 
 class DatasetIn(_Strict):

@@ -1,0 +1,144 @@
+"""What a steward reads about a budget: summaries, refusals and incompatibilities in words.
+
+Used by the session, the service and the CLI (orchestration only: the numbers come from
+:mod:`dpsieve.filters.summary`, which counts with the filter's own decisions).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpsieve.errors import BudgetExceededError, DPError, IncompatiblePrivacyError
+
+__all__ = [
+    "KIND_NAMES",
+    "PAGE_CAP",
+    "QUERY_CAP",
+    "TYPE_NAMES",
+    "after_query",
+    "charged_of",
+    "check_fits",
+    "describe_request",
+    "refused",
+    "store_summary",
+]
+
+#: Cap on "about N more queries like this one" in a query's answer (the count is exact up
+#: to it; beyond, "at least N"). Budget pages and ``dpsieve budget show`` count further.
+QUERY_CAP = 100
+#: Cap on "about N more queries like the last one" on the budget page and in
+#: ``dpsieve budget show`` (exact up to it).
+PAGE_CAP = 1000
+#: The kinds of privacy a session query can state (for "types that fit").
+OFFERED = ("pure", "zcdp", "approx")
+
+#: How each kind of query privacy is named to a person.
+TYPE_NAMES = {
+    "pure": "pure (eps)", "gdp": "GDP (mu)", "zcdp": "zCDP (rho)",
+    "approx": "approximate (eps, delta)", "approx_zcdp": "approximate zCDP (rho, delta)",
+}
+#: How each filter is named to a person.
+KIND_NAMES = {
+    "mixed": "an (eps, delta) budget with a pure part and a Gaussian part",
+    "gdp_residue": "a Gaussian (GDP) budget", "gdp_naive": "a Gaussian (GDP) budget",
+    "pure_dp": "a pure eps budget", "zcdp": "a zCDP budget",
+    "approx_zcdp": "an approximate zCDP budget", "rdp": "an RDP budget",
+    "approx_gdp_residue": "an approximate Gaussian budget",
+}
+
+
+def describe_request(spec: dict[str, Any]) -> str:
+    """A query spec in a few words, e.g. "mean of 'bmi' in [15, 45]" (public parts only)."""
+    t = str(spec.get("type", "query"))
+    col = spec.get("column")
+    lo, hi = spec.get("lower"), spec.get("upper")
+    rng = f" in [{lo:g}, {hi:g}]" if isinstance(lo, int | float) and isinstance(
+        hi, int | float) else ""
+    if t == "count":
+        return "count of rows"
+    if t in ("sum", "mean", "robust_mean", "robust_median") and col is not None:
+        name = t.replace("robust_", "robust ")
+        return f"{name} of {col!r}{rng}"
+    if t == "histogram" and col is not None:
+        n = len(spec.get("categories") or [])
+        return f"histogram of {col!r} over {n} categories"
+    if t == "linear" and col is not None:
+        m = len(spec.get("workload") or [])
+        return f"{m} linear queries over {col!r}"
+    if t == "release":
+        cols = ", ".join(repr(c) for c in spec.get("columns") or [])
+        return f"{spec.get('mechanism', '')} release over {cols}".strip()
+    return t
+
+
+def charged_of(cost: dict[str, Any]) -> Any:
+    """The privacy a stored decision charged, as a description (None for a PLD/unknown)."""
+    from dpsieve.accounting.events import description_from_dict
+
+    q = cost.get("query") if isinstance(cost, dict) else None
+    if not isinstance(q, dict) or q.get("type") in (None, "pld"):
+        return None
+    try:
+        return description_from_dict(q)
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _filters(store: Any, budget_id: str) -> tuple[Any, Any]:
+    return store.load_filter(budget_id), store.initial_filter(budget_id)
+
+
+def store_summary(store: Any, budget_id: str, *, like: Any = None,
+                  cap: int | None = None) -> Any:
+    """:func:`dpsieve.filters.summary.budget_summary` of a budget in a ledger."""
+    from dpsieve.filters.summary import budget_summary
+
+    current, initial = _filters(store, budget_id)
+    kw: dict[str, Any] = {} if cap is None else {"cap": cap}
+    return budget_summary(current, initial, like=like, **kw)
+
+
+def check_fits(flt: Any, cost: Any, requested: dict[str, Any],
+               offered: tuple[str, ...] | None = None) -> None:
+    """Raise :class:`IncompatiblePrivacyError` if ``flt`` can never admit ``cost``.
+
+    ``offered`` restricts the types named as fitting to those the caller can run.
+    """
+    from dpsieve.filters.summary import fitting_types, query_fits
+
+    if query_fits(flt, cost):
+        return
+    fits = [t for t in fitting_types(flt) if offered is None or t in offered]
+    kind = KIND_NAMES.get(getattr(flt, "kind", ""), f"a {getattr(flt, 'kind', '')} budget")
+    asked = TYPE_NAMES.get(str(requested.get("type")), str(requested.get("type")))
+    names = ", ".join(TYPE_NAMES.get(t, t) for t in fits) or "none that this service runs"
+    raise IncompatiblePrivacyError(
+        f"A {asked} query can never be admitted by this budget ({kind}), however small: "
+        f"its privacy has no conversion to the budget's. Query types that fit: {names}. "
+        "Nothing was spent.",
+        fits=fits, requested=requested)
+
+
+def refused(store: Any, budget_id: str, cost: Any, requested: dict[str, Any],
+            remaining: dict[str, Any]) -> DPError:
+    """The error for a refused query: :class:`IncompatiblePrivacyError` when no budget of
+    this kind could ever pay for it, else a plain-words :class:`BudgetExceededError` with
+    the cost asked and what is left."""
+    from dpsieve.filters.summary import describe_query
+
+    current = store.load_filter(budget_id)
+    try:
+        check_fits(current, cost, requested, OFFERED)
+    except IncompatiblePrivacyError as e:
+        return e
+    s = store_summary(store, budget_id, like=cost, cap=QUERY_CAP)
+    return BudgetExceededError(
+        f"Refused: this query asks for {describe_query(cost)}, more than the budget has "
+        f"left: {s.text}. Nothing was spent.",
+        remaining=remaining, requested=requested, summary=s.to_dict())
+
+
+def after_query(store: Any, budget_id: str, cost: Any) -> dict[str, Any]:
+    """The budget summary shown with an answer ("about N more queries like this one")."""
+    out: dict[str, Any] = store_summary(store, budget_id, like=cost, cap=QUERY_CAP).to_dict()
+    return out

@@ -1,0 +1,300 @@
+"""Budgets in plain words: eps left at a delta, the fraction used, "about N more like this".
+
+:func:`budget_summary` reads a filter's remaining budget (and its initial one) and states
+
+* the eps left at a delta (the target's delta for an (eps, delta) budget; ``delta`` given
+  otherwise), **rounded up**: the budget left is (eps_left, delta)-DP, never less private
+  than stated;
+* the fraction used, 1 - eps_left / eps_total at that delta;
+* how many more queries like a given one the filter admits, counted exactly by the
+  filter's own decisions (:func:`dpsieve.filters.capacity.count_admitted`).
+
+:func:`fitting_types` says which kinds of query a filter can *ever* admit (the conversions
+it uses exist for them), so a query of another kind gets its own error instead of "budget
+exceeded". Conversions to eps: GDP by its closed form (rounded up); zCDP rho gives
+rho + 2 sqrt(rho log(1/delta)) (Bun & Steinke 2016, Prop. 1.3); RDP at order a gives
+r_a + log(1 - 1/a) - log(delta a)/(a - 1) (Canonne, Kamath, Steinke 2020, Prop. 12), the
+least over the orders; approximate zCDP spends its delta first.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from dpsieve._rounding import round_up
+from dpsieve.accounting.events import GDP, ZCDP, ApproxDP, ApproxZCDP, PureDP
+from dpsieve.filters._queries import pure_eps_of, query_to_dict, rdp_of, symmetric_atoms, zcdp_of
+from dpsieve.filters.capacity import DEFAULT_CAP, Capacity, count_admitted
+
+__all__ = [
+    "DISPLAY_DELTA",
+    "BudgetSummary",
+    "budget_summary",
+    "describe_query",
+    "display_delta",
+    "eps_of",
+    "epsilon_left",
+    "fitting_types",
+    "query_fits",
+]
+
+#: The delta at which budgets without one of their own (GDP, zCDP, RDP) are stated.
+DISPLAY_DELTA = 1e-6
+_WIDEN = 1.0 + 1e-12  # upward relative margin on a float eps that is reported
+
+
+def _num(x: Any) -> float:
+    return float(Fraction(x)) if isinstance(x, str) else float(x)
+
+
+def _gdp_eps(mu: float, delta: float) -> float:
+    from dpsieve.accounting.gdp import gdp_epsilon
+
+    return 0.0 if mu <= 0 else gdp_epsilon(mu, delta)
+
+
+def _zcdp_eps(rho: float, delta: float) -> float:
+    if rho <= 0:
+        return 0.0
+    return (rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))) * _WIDEN
+
+
+def _rdp_eps(orders: list[Any], values: list[Any], delta: float) -> float:
+    best = math.inf
+    for a, r in zip(orders, values, strict=True):
+        a, r = float(a), max(0.0, _num(r))
+        if a > 1:
+            best = min(best, r + math.log1p(-1.0 / a) - math.log(delta * a) / (a - 1.0))
+    return max(0.0, best) * _WIDEN
+
+
+def _mixed_eps(rem: dict[str, Any], delta: float) -> float:
+    from dpsieve.filters._mixed_math import epsilon_upper
+
+    if rem.get("split") == "undecided":
+        return float(rem["eps"])
+    return epsilon_upper(Fraction(rem["pure_exact"]), float(rem["mu"]), delta)
+
+
+def _approx_gdp_eps(rem: dict[str, Any], delta: float) -> float | None:
+    d = float(rem["delta"])
+    if d >= delta:
+        return None  # the delta left alone is at or above the display delta
+    return _gdp_eps(float(rem["mu"]), (delta - d) / (1.0 - d))
+
+
+def _approx_zcdp_eps(rem: dict[str, Any], delta: float) -> float | None:
+    d = float(rem["delta"])
+    if d >= delta:
+        return None
+    return _zcdp_eps(max(0.0, float(rem["rho"])), delta - d)
+
+
+_EPS: dict[str, Callable[[dict[str, Any], float], float | None]] = {
+    "mixed": _mixed_eps,
+    "gdp_residue": lambda r, d: _gdp_eps(float(r["mu"]), d),
+    "gdp_naive": lambda r, d: _gdp_eps(float(r["mu"]), d),
+    "pure_dp": lambda r, d: max(0.0, round_up(Fraction(r["exact"])) if "exact" in r
+                                else float(r["eps"])),
+    "zcdp": lambda r, d: _zcdp_eps(max(0.0, _num(r.get("exact", r["rho"]))), d),
+    "approx_zcdp": _approx_zcdp_eps,
+    "rdp": lambda r, d: _rdp_eps(list(r["orders"]), list(r["rdp"]), d),
+    "approx_gdp_residue": _approx_gdp_eps,
+}
+
+
+def _gdp_like(q: Any) -> bool:
+    sa = symmetric_atoms(q)
+    return sa is not None and sa[0].p_inf == 0.0
+
+
+_FITS: dict[str, Callable[[Any], bool]] = {
+    "mixed": lambda q: pure_eps_of(q) is not None or _gdp_like(q),
+    "gdp_residue": _gdp_like,
+    "gdp_naive": _gdp_like,
+    "natural_gdp": lambda q: isinstance(q, GDP),
+    "pure_dp": lambda q: pure_eps_of(q) is not None,
+    "zcdp": lambda q: (z := zcdp_of(q)) is not None and z[1] == 0.0,
+    "approx_zcdp": lambda q: zcdp_of(q) is not None,
+    "approx_gdp_residue": lambda q: symmetric_atoms(q) is not None,
+}
+
+#: One example of each kind of privacy a query can state, for :func:`fitting_types`.
+_KINDS: tuple[tuple[str, Any], ...] = (
+    ("pure", PureDP(0.1)),
+    ("gdp", GDP(0.1)),
+    ("zcdp", ZCDP(0.01)),
+    ("approx", ApproxDP(0.1, 1e-9)),
+    ("approx_zcdp", ApproxZCDP(0.01, 1e-9)),
+)
+
+
+def query_fits(flt: Any, query: Any) -> bool:
+    """Whether ``flt`` can ever admit a query of this kind (however small).
+
+    False means no budget left of this filter's kind could pay for it: the conversion the
+    filter charges by does not exist for the query (e.g. zCDP against a GDP budget). Unknown
+    filter kinds answer True (the filter's own decision then speaks).
+    """
+    rule = _FITS.get(getattr(flt, "kind", ""))
+    if rule is not None:
+        return bool(rule(query))
+    if getattr(flt, "kind", "") == "rdp":
+        orders = flt.remaining()["orders"]
+        return all(rdp_of(query, float(a)) is not None for a in orders)
+    return True
+
+
+def fitting_types(flt: Any) -> list[str]:
+    """The kinds of privacy a query may state to be admitted by ``flt`` (see :func:`query_fits`)."""
+    nb = getattr(flt, "neighbouring", None)
+    out = []
+    for name, example in _KINDS:
+        q = example if nb is None else type(example)(*_args(example), nb)
+        if query_fits(flt, q):
+            out.append(name)
+    return out
+
+
+def _args(q: Any) -> tuple[Any, ...]:
+    if isinstance(q, PureDP):
+        return (q.eps,)
+    if isinstance(q, GDP):
+        return (q.mu,)
+    if isinstance(q, ZCDP):
+        return (q.rho,)
+    if isinstance(q, ApproxDP):
+        return (q.eps, q.delta)
+    return (q.rho, q.delta)
+
+
+def display_delta(kind: str, remaining: dict[str, Any], delta: float | None = None) -> float:
+    """The delta a budget's eps is stated at: the given one, a mixed budget's target
+    delta, 0 for a pure budget, else :data:`DISPLAY_DELTA`."""
+    if kind == "pure_dp":
+        return 0.0
+    if delta is not None:
+        return delta
+    if kind == "mixed" and "delta" in remaining:
+        return float(remaining["delta"])
+    return DISPLAY_DELTA
+
+
+def eps_of(kind: str, remaining: dict[str, Any], delta: float) -> float | None:
+    """eps at ``delta`` (rounded up) of a budget given by its filter kind and ``remaining()``
+    dict (as a ledger stores it), or None where no single eps states it."""
+    fn = _EPS.get(kind)
+    if fn is None:
+        return None
+    try:
+        e = fn(remaining, delta if delta > 0 else DISPLAY_DELTA)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    return None if e is None or not math.isfinite(e) else e
+
+
+def epsilon_left(flt: Any, delta: float | None = None) -> tuple[float | None, float]:
+    """(eps at delta of the budget left, rounded up, or None; the delta used)."""
+    rem = flt.remaining()
+    kind = str(getattr(flt, "kind", ""))
+    d = display_delta(kind, rem, delta)
+    return eps_of(kind, rem, d), d
+
+
+def describe_query(q: Any) -> str:
+    """A query's privacy in a few words, e.g. "pure eps 0.5" or "GDP mu 0.3"."""
+    d = query_to_dict(q)
+    t = d.get("type")
+    if t == "pure":
+        return f"pure eps {d['eps']:.4g}"
+    if t == "approx":
+        return f"eps {d['eps']:.4g}, delta {d['delta']:.3g}"
+    if t == "gdp":
+        return f"GDP mu {d['mu']:.4g}"
+    if t == "zcdp":
+        return f"zCDP rho {d['rho']:.4g}"
+    if t == "approx_zcdp":
+        return f"zCDP rho {d['rho']:.4g}, delta {d['delta']:.3g}"
+    if t == "rdp":
+        return "an RDP curve"
+    e = pure_eps_of(q)
+    return f"pure eps {e:.4g}" if e is not None else "a PLD query"
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetSummary:
+    """What is left of a budget, in numbers and in words (see module docstring)."""
+
+    kind: str
+    delta: float
+    eps_total: float | None
+    eps_left: float | None
+    fraction_used: float | None
+    more: Capacity | None
+    like: str | None
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind, "delta": self.delta, "eps_total": self.eps_total,
+            "eps_left": self.eps_left, "fraction_used": self.fraction_used,
+            "more": None if self.more is None else self.more.to_dict(),
+            "like": self.like, "text": self.text,
+        }
+
+
+def _parts_of(flt: Any) -> str:
+    """For a mixed budget: how much of it is the pure part (pays pure queries eps for eps)."""
+    if getattr(flt, "kind", "") != "mixed":
+        return ""
+    rem = flt.remaining()
+    if rem.get("split") == "undecided":
+        return " (the split between a pure and a Gaussian part is chosen at the first query)"
+    return (f" (pure part: eps {float(rem['pure_eps']):.4g}, paid eps for eps; "
+            f"Gaussian part: mu {float(rem['mu']):.4g})")
+
+
+def _fmt_count(c: Capacity) -> str:
+    return f"at least {c.count:,}" if c.at_least else f"{c.count:,}"
+
+
+def budget_summary(
+    current: Any,
+    initial: Any | None = None,
+    *,
+    delta: float | None = None,
+    like: Any = None,
+    cap: int = DEFAULT_CAP,
+) -> BudgetSummary:
+    """The budget of ``current`` in plain words (see module docstring).
+
+    ``initial`` is the filter as created (for the total and the fraction used); ``like`` a
+    query for "about N more queries like this one" (None: no count).
+    """
+    left, d = epsilon_left(current, delta)
+    total = epsilon_left(initial, d if d > 0 else None)[0] if initial is not None else None
+    used = None
+    if left is not None and total is not None and total > 0:
+        used = min(1.0, max(0.0, 1.0 - left / total))
+    more = None if like is None else count_admitted(current, like, cap=cap)
+    like_s = None if like is None else describe_query(like)
+    at = "" if d == 0 else f" at delta {d:.3g}"
+    parts = []
+    if left is None:
+        parts.append("budget left: see 'remaining' (no single eps states it)")
+    elif total is not None:
+        parts.append(f"eps {left:.4g} of {total:.4g} left{at}, {100 * (used or 0):.0f}% used")
+    else:
+        parts.append(f"eps {left:.4g} left{at}")
+    parts[-1] += _parts_of(current)
+    if more is not None and like_s is not None:
+        n = _fmt_count(more)
+        parts.append(f"about {n} more {'query' if more.count == 1 else 'queries'} "
+                     f"like this one ({like_s})" if not more.at_least else
+                     f"{n} more queries like this one ({like_s})")
+    return BudgetSummary(getattr(current, "kind", ""), d, total, left, used, more, like_s,
+                         "; ".join(parts))

@@ -1,0 +1,80 @@
+"""The budget as the page and ``GET /v1/datasets/{name}/budget`` show it.
+
+Plain words (:mod:`dpsieve.filters.summary`): eps left at the target's delta, the fraction
+used, "about N more queries like the last one" (exact for the filter, capped at
+:data:`PAGE_CAP`), each admitted query described, and the refusals (from the audit log).
+A query's parameters are shown to the data owner and to the analyst who asked it; other
+analysts see that a query was admitted or refused and what it cost, not what it asked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpsieve._budget_view import PAGE_CAP, charged_of, describe_request
+from dpsieve.filters.summary import budget_summary, describe_query, display_delta, eps_of
+from dpsieve.ledger.base import BudgetStore, Principal
+
+__all__ = ["PAGE_CAP", "budget_view", "step_eps"]
+
+def step_eps(kind: str, remaining: dict[str, Any]) -> tuple[float | None, float]:
+    """(eps left at the display delta, rounded up, or None; that delta) of a stored state."""
+    d = display_delta(kind, remaining)
+    return eps_of(kind, remaining, d), d
+
+
+def _sees(p: Principal, who: str) -> bool:
+    return p.role == "owner" or who == p.name
+
+
+def budget_view(st: BudgetStore, name: str, p: Principal) -> dict[str, Any]:
+    """remaining, admitted, summary, history (described) and refusals of one budget."""
+    current, initial = st.load_filter(name), st.initial_filter(name)
+    kind = str(getattr(initial, "kind", ""))
+    hist = st.history(name)
+    rows = []
+    for r in hist:
+        charged = charged_of(r.cost)
+        eps_left, delta = step_eps(kind, r.remaining)
+        row: dict[str, Any] = {
+            "seq": r.seq, "cost": r.cost, "remaining": r.remaining,
+            "created_at": r.created_at, "eps_left": eps_left, "delta": delta,
+            "charged": None if charged is None else describe_query(charged),
+        }
+        if _sees(p, r.principal):
+            row.update(principal=r.principal, query=r.request,
+                       description=describe_request(r.request))
+        else:
+            row["description"] = "a query by another analyst"
+        rows.append(row)
+    like = charged_of(hist[-1].cost) if hist else None
+    summary = budget_summary(current, initial, like=like, cap=PAGE_CAP)
+    return {
+        "remaining": current.remaining(), "admitted": len(hist),
+        "summary": summary.to_dict(), "history": rows,
+        "refusals": _refusals(st, name, p),
+    }
+
+
+def _refusals(st: BudgetStore, name: str, p: Principal) -> list[dict[str, Any]]:
+    """Refused requests from the audit log, oldest first (nothing was spent for them)."""
+    requests: dict[str, dict[str, Any]] = {}
+    out: list[dict[str, Any]] = []
+    for e in st.audit(name):
+        if e.event == "request":
+            requests[e.key] = e.payload.get("request", {})
+        elif e.event == "decision" and not e.payload.get("admitted", True):
+            cost = e.payload.get("cost", {})
+            charged = charged_of(cost)
+            row: dict[str, Any] = {
+                "seq": e.seq, "ts": e.ts,
+                "asked": None if charged is None else describe_query(charged),
+            }
+            if _sees(p, e.principal):
+                req = requests.get(e.key, {})
+                row.update(principal=e.principal, reason=str(e.payload.get("reason", "")),
+                           description=describe_request(req) if req else "a query")
+            else:
+                row["description"] = "a query by another analyst"
+            out.append(row)
+    return out
