@@ -208,7 +208,8 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         src = visible(p, name)
         if not budget_of(name):
             return {"dataset": name, "budget": src.get("budget"), "remaining": {},
-                    "admitted": 0, "history": [], "refusals": [], "summary": None}
+                    "admitted": 0, "history": [], "refusals": [], "summary": None,
+                    "split": None}
         return {"dataset": name, "budget": src.get("budget"), **budget_view(st, name, p)}
 
     @app.get("/v1/datasets/{name}/curves", tags=["analysts"])

@@ -9,13 +9,14 @@ analysts see that a query was admitted or refused and what it cost, not what it 
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 from dpsieve._budget_view import PAGE_CAP, charged_of, describe_request
 from dpsieve.filters.summary import budget_summary, describe_query, display_delta, eps_of
 from dpsieve.ledger.base import BudgetStore, Principal
 
-__all__ = ["PAGE_CAP", "budget_view", "step_eps"]
+__all__ = ["PAGE_CAP", "budget_view", "split_of", "step_eps"]
 
 def step_eps(kind: str, remaining: dict[str, Any]) -> tuple[float | None, float]:
     """(eps left at the display delta, rounded up, or None; that delta) of a stored state."""
@@ -51,9 +52,35 @@ def budget_view(st: BudgetStore, name: str, p: Principal) -> dict[str, Any]:
     summary = budget_summary(current, initial, like=like, cap=PAGE_CAP)
     return {
         "remaining": current.remaining(), "admitted": len(hist),
-        "summary": summary.to_dict(), "history": rows,
+        "summary": summary.to_dict(), "split": split_of(current), "history": rows,
         "refusals": _refusals(st, name, p),
     }
+
+
+def split_of(flt: Any) -> dict[str, Any] | None:
+    """A mixed budget's split and how it was chosen, in words (None for other budgets)."""
+    if getattr(flt, "kind", "") != "mixed":
+        return None
+    sp = flt.split()
+    if sp is None:
+        return {"chosen": "undecided", "text": (
+            "No typical query was declared: the first admitted query will choose how this "
+            "(eps, delta) budget is split between a pure part (pays pure queries eps for "
+            "eps) and a Gaussian part (pays the rest by the GDP residue).")}
+    typical = []
+    for d in sp.get("typical") or []:
+        q = charged_of({"query": d})
+        typical.append("a PLD query" if q is None else describe_query(q))
+    pure, mu = float(Fraction(sp["pure"])), float(sp["mu"])
+    parts = f"pure part eps {pure:.4g}, Gaussian part mu {mu:.4g}"
+    how = {
+        "typical": f"chosen for the declared typical queries ({', '.join(typical)})",
+        "first query": ("no typical query was declared, so it was chosen for the first "
+                        f"admitted query ({', '.join(typical)})"),
+        "given": "given when the budget was opened",
+    }.get(str(sp.get("chosen")), str(sp.get("chosen")))
+    return {"chosen": sp.get("chosen"), "pure": pure, "mu": mu, "typical": typical,
+            "text": f"Split: {parts}; {how}."}
 
 
 def _refusals(st: BudgetStore, name: str, p: Principal) -> list[dict[str, Any]]:
