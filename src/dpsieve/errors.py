@@ -4,6 +4,7 @@ One root, families that subclass the matching built-in so callers can catch eith
 
     DPError
     ├── ValidationError(ValueError)        bad input; names parameter, constraint, value
+    │   └── FilterStateError                a stored filter state violates an invariant
     ├── BudgetExceededError                 a spend the filter refuses (carries both sides)
     ├── IncompatiblePrivacyError(ValueError)  a query kind the budget can never admit
     ├── NumericalError(ArithmeticError)     a computation whose error would dominate
@@ -21,6 +22,7 @@ __all__ = [
     "BudgetExceededError",
     "ConcurrencyError",
     "DPError",
+    "FilterStateError",
     "IncompatiblePrivacyError",
     "LedgerError",
     "NeighbourRelationError",
@@ -53,6 +55,28 @@ class ValidationError(DPError, ValueError):
         self.parameter = parameter
         self.constraint = constraint
         self.value = value
+
+
+class FilterStateError(ValidationError):
+    """A stored filter state (``filter_from_json``) violates one of the filter's invariants.
+
+    ``kind`` is the filter kind (``None`` if the JSON did not name a valid one) and ``field``
+    the offending field of the stored state (also ``parameter``). A ledger that meets it
+    must refuse to serve that budget, saying why, rather than trust the state.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str | None = None,
+        field: str | None = None,
+        constraint: str | None = None,
+        value: Any = None,
+    ) -> None:
+        super().__init__(message, parameter=field, constraint=constraint, value=value)
+        self.kind = kind
+        self.field = field
 
 
 class BudgetExceededError(DPError):

@@ -32,8 +32,9 @@ def test_pure_dp_exact_sum(costs: list[float], budget: float) -> None:
 
 def test_zcdp_gaussian_queries() -> None:
     f = ZCDPFilter(0.5)
-    # GDP(mu) is mu^2/2-zCDP: four GDP(0.5) cost 0.5 (each rounded up by 1e-12 relative)
-    assert sum(f.try_spend(GDP(0.5)).admitted for _ in range(5)) == 3
+    # GDP(mu) is mu^2/2-zCDP, charged exactly: four GDP(0.5) cost exactly 0.5
+    assert sum(f.try_spend(GDP(0.5)).admitted for _ in range(5)) == 4
+    assert f.remaining() == {"rho": 0.0, "exact": "0/1"}
     g = ZCDPFilter(0.5)
     assert sum(g.try_spend(ZCDP(0.125)).admitted for _ in range(5)) == 4
     assert not ZCDPFilter(1.0).try_spend(ApproxDP(0.1, 1e-9)).admitted
@@ -70,8 +71,9 @@ def test_approx_zcdp_sums() -> None:
     n = 0
     while f.try_spend(ApproxDP(0.5, 1e-6)).admitted:
         n += 1
-    # each is charged (1e-6, 0.125 (1 + 1e-12)) (eps^2/2 rounded up): the 8th exceeds rho = 1
-    assert n == 7
+    # each is charged exactly (1e-6, 0.125): eight fit rho = 1 exactly; ten 1e-6 (the float
+    # 1e-6 is 1e-6 + 4.5e-23) would exceed delta = 1e-5, but rho runs out first
+    assert n == 8
     h = ApproxZCDPFilter.for_target(10.0, 1e-6)
     assert h.remaining()["delta"] == pytest.approx(5e-7)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from dpsieve._validation import fail
-from dpsieve.filters._common import FilterBase, registered_kinds
+from dpsieve.errors import FilterStateError
+from dpsieve.filters._common import FilterBase, StateReader, registered_kinds
 from dpsieve.filters.additive import (
     ApproxZCDPFilter,
     PureDPFilter,
@@ -50,6 +50,7 @@ __all__ = [
     "PureDPFilter",
     "RDPFilter",
     "ResidueFilter",
+    "StateReader",
     "Theorem9",
     "ZCDPFilter",
     "audit_gdp_family",
@@ -67,17 +68,41 @@ __all__ = [
 
 
 def filter_from_json(s: str) -> FilterBase:
-    """Rebuild any dpsieve filter from its ``to_json()`` (exact round trip)."""
+    """Rebuild any dpsieve filter from its ``to_json()`` (exact round trip).
+
+    The stored state is untrusted: every field is type- and range-checked and every
+    invariant between fields (spends within budgets, matching lengths, opt-ins) is
+    verified. A violation raises :class:`~dpsieve.errors.FilterStateError` (a
+    ``ValidationError``) naming the filter kind and the field; nothing is rebuilt.
+    """
+
+    def bad(field: str, constraint: str, value: Any, kind: str | None = None) -> FilterStateError:
+        return FilterStateError(
+            f"The stored filter state is invalid: '{field}' must be {constraint}. "
+            f"Got {value!r:.200} instead.",
+            kind=kind,
+            field=field,
+            constraint=constraint,
+            value=value,
+        )
+
+    def no_constants(name: str) -> Any:
+        raise ValueError(name)
+
     try:
-        d: Any = json.loads(s)
+        d: Any = json.loads(s, parse_constant=no_constants)
     except (TypeError, ValueError):
-        raise fail("s", "filter_from_json", "a JSON string from a filter's to_json()", s) from None
+        raise bad("s", "a JSON string from a filter's to_json() (no NaN or Infinity)", s) from None
     if not isinstance(d, dict) or "kind" not in d or "state" not in d:
-        raise fail("s", "filter_from_json", "a JSON object with 'kind' and 'state'", s)
+        raise bad("s", "a JSON object with 'kind' and 'state'", s)
+    extra = sorted(set(d) - {"kind", "state", "neighbouring"})
+    if extra:
+        raise bad(extra[0], "absent (only 'kind', 'state', 'neighbouring' are stored)", d[extra[0]])
     kinds = registered_kinds()
-    if d["kind"] not in kinds:
-        raise fail("kind", "filter_from_json", f"one of {sorted(kinds)}", d["kind"])
+    kind = d["kind"]
+    if not isinstance(kind, str) or kind not in kinds:
+        raise bad("kind", f"one of {sorted(kinds)}", kind)
     rel = d.get("neighbouring")
     if rel not in (None, "add_remove", "replace_one"):
-        raise fail("neighbouring", "filter_from_json", "'add_remove' or 'replace_one'", rel)
-    return kinds[d["kind"]].from_state(d["state"], rel)
+        raise bad("neighbouring", "'add_remove' or 'replace_one'", rel, kind)
+    return kinds[kind].from_state(d["state"], rel)

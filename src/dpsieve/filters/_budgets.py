@@ -69,8 +69,17 @@ class GaussianBudget:
         return {"mu": self.mu, "delta": self.delta}
 
 
+#: Beyond this eps, R_{eps,delta} is charged as R_{inf,delta} (the pair told apart: the top
+#: of the Blackwell order, so pessimistic); e^eps would overflow a float.
+EPS_CAP = 700.0
+
+
 def approx_curve(eps: float, delta: float = 0.0) -> PiecewiseLinearTradeoff:
-    """Tradeoff curve of R_{eps,delta}, pessimistic (e^eps bracketed upward)."""
+    """Tradeoff curve of R_{eps,delta}, pessimistic (e^eps bracketed upward; eps above
+    ``EPS_CAP`` read as +inf)."""
+    eps, delta = float(eps), float(delta)
+    if eps > EPS_CAP:
+        eps = math.inf
     if delta > 0.0 or eps == math.inf:
         return PiecewiseLinearTradeoff.from_approx_dp(eps, delta)
     if eps == 0.0:

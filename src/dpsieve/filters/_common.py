@@ -9,22 +9,35 @@ of :mod:`dpsieve.filters.base`).
 State is a JSON-ready dict. Exact numbers (``fractions.Fraction``) are written as
 ``"p/q"`` strings, floats with ``repr`` precision, so ``filter_from_json(f.to_json())``
 rebuilds the same state bit for bit.
+
+A stored state is not trusted: ``from_state`` runs the filter's ``_check_state`` on a
+:class:`StateReader`, which checks every field's type and range and every relation
+between fields (a spend within its budget, lists of equal length, ...), and rejects
+missing and unknown fields. A violation raises :class:`~dpsieve.errors.FilterStateError`
+naming the filter kind and the field. ``_load`` (which installs a state the filter
+produced itself) stays unchecked, so spends pay no validation cost.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Self, TypeVar
 
 from dpsieve._validation import fail
 from dpsieve.accounting.events import Neighbouring, check_same_relation
+from dpsieve.errors import FilterStateError
 from dpsieve.filters.base import Decision
 
 __all__ = [
     "FilterBase",
+    "StateReader",
+    "float_down",
+    "float_up",
     "frac_from_json",
     "frac_to_json",
     "frac_up",
@@ -54,6 +67,192 @@ def frac_up(x: float) -> Fraction:
     if not math.isfinite(x):
         raise fail("x", "frac_up", "a finite float", x)
     return Fraction(x)
+
+
+def float_up(x: Fraction) -> float:
+    """The smallest float >= ``x`` (``inf`` beyond the float range): a cost for display."""
+    try:
+        f = float(x)  # int / int true division is correctly rounded
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf  # -inf only for x below -max float
+    if Fraction(f) < x:
+        f = math.nextafter(f, math.inf)
+    return f
+
+
+def float_down(x: Fraction) -> float:
+    """The largest float <= ``x`` (``-inf`` below the float range): a budget for display."""
+    return -float_up(-x)
+
+
+_FRAC = re.compile(r"-?[0-9]+/[0-9]+")
+_T = TypeVar("_T")
+
+
+class StateReader:
+    """Reads one stored filter state field by field, checking each as it goes.
+
+    Every accessor names the field in the error it raises (:class:`FilterStateError`, a
+    :class:`~dpsieve.errors.ValidationError`), so a ledger can say which part of a stored
+    budget is corrupt. ``done()`` rejects fields nobody read. Use it in ``_check_state``::
+
+        @classmethod
+        def _check_state(cls, r: StateReader) -> None:
+            budget = r.frac("budget", lo=0)
+            r.frac("spent", lo=0, hi=budget)
+    """
+
+    def __init__(self, kind: str, state: Any) -> None:
+        self.kind = kind
+        if not isinstance(state, dict):
+            raise self.error("state", "a JSON object", state)
+        self._state: dict[str, Any] = state
+        self._seen: set[str] = set()
+
+    def error(self, field: str, constraint: str, value: Any) -> FilterStateError:
+        """The error for ``field`` (build, then raise it)."""
+        return FilterStateError(
+            f"The stored state of a '{self.kind}' filter is invalid: '{field}' must be "
+            f"{constraint}. Got {_short(value)} instead.",
+            kind=self.kind,
+            field=field,
+            constraint=constraint,
+            value=value,
+        )
+
+    def raw(self, key: str) -> Any:
+        """The field's JSON value, unchecked (it must be present)."""
+        if key not in self._state:
+            raise self.error(key, "present", "nothing")
+        self._seen.add(key)
+        return self._state[key]
+
+    def optional(self, key: str) -> bool:
+        """Whether ``key`` is present (an optional field; read it if it is)."""
+        return key in self._state
+
+    def frac(
+        self, key: str, *, lo: Fraction | int | None = None, hi: Fraction | None = None
+    ) -> Fraction:
+        """An exact number written ``"p/q"``, with lo <= value <= hi."""
+        return self._frac_value(key, self.raw(key), lo, hi)
+
+    def _frac_value(
+        self, key: str, v: Any, lo: Fraction | int | None, hi: Fraction | None
+    ) -> Fraction:
+        if not isinstance(v, str) or len(v) > 5000 or _FRAC.fullmatch(v) is None:
+            raise self.error(key, "an exact number written 'p/q'", v)
+        try:
+            x = Fraction(v)
+        except (ValueError, ZeroDivisionError):
+            raise self.error(key, "an exact number written 'p/q' (q > 0)", v) from None
+        _check_range(self, key, x, lo, hi, v)
+        return x
+
+    def number(
+        self,
+        key: str,
+        *,
+        lo: float | None = None,
+        hi: float | None = None,
+        lo_open: bool = False,
+        hi_open: bool = False,
+    ) -> float:
+        """A finite JSON number (not a boolean) within the bounds."""
+        return self._number_value(key, self.raw(key), lo, hi, lo_open, hi_open)
+
+    def _number_value(
+        self,
+        key: str,
+        v: Any,
+        lo: float | None,
+        hi: float | None,
+        lo_open: bool = False,
+        hi_open: bool = False,
+    ) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise self.error(key, "a finite number", v)
+        x = float(v)
+        if lo is not None and (x <= lo if lo_open else x < lo):
+            raise self.error(key, f"a number {'>' if lo_open else '>='} {lo!r}", v)
+        if hi is not None and (x >= hi if hi_open else x > hi):
+            raise self.error(key, f"a number {'<' if hi_open else '<='} {hi!r}", v)
+        return x
+
+    def integer(self, key: str, *, lo: int | None = None, hi: int | None = None) -> int:
+        """A JSON integer (not a boolean, not 1.0) within the bounds."""
+        v = self.raw(key)
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.error(key, "an integer", v)
+        if lo is not None and v < lo:
+            raise self.error(key, f"an integer >= {lo}", v)
+        if hi is not None and v > hi:
+            raise self.error(key, f"an integer <= {hi}", v)
+        return v
+
+    def boolean(self, key: str) -> bool:
+        v = self.raw(key)
+        if not isinstance(v, bool):
+            raise self.error(key, "true or false", v)
+        return v
+
+    def string(self, key: str, choices: tuple[str, ...] | None = None) -> str:
+        v = self.raw(key)
+        if not isinstance(v, str) or (choices is not None and v not in choices):
+            raise self.error(key, f"one of {list(choices)}" if choices else "a string", v)
+        return v
+
+    def listed(
+        self, key: str, read: Callable[[str, Any], _T], *, size: int | None = None
+    ) -> list[_T]:
+        """A JSON list, each item read by ``read(field_name, item)`` (``"key[i]"`` names it)."""
+        v = self.raw(key)
+        if not isinstance(v, list) or (size is not None and len(v) != size):
+            what = f"a list of {size} items" if size is not None else "a list"
+            raise self.error(key, what, v)
+        return [read(f"{key}[{i}]", item) for i, item in enumerate(v)]
+
+    def frac_item(
+        self, lo: Fraction | int | None = None, hi: Fraction | None = None
+    ) -> Callable[[str, Any], Fraction]:
+        """An item reader for :meth:`listed`: exact numbers within the bounds."""
+        return lambda name, v: self._frac_value(name, v, lo, hi)
+
+    def number_item(
+        self, lo: float | None = None, *, lo_open: bool = False
+    ) -> Callable[[str, Any], float]:
+        """An item reader for :meth:`listed`: finite numbers within the bounds."""
+        return lambda name, v: self._number_value(name, v, lo, None, lo_open)
+
+    def require(self, ok: bool, field: str, constraint: str, value: Any) -> None:
+        """A relation between fields: raise for ``field`` unless ``ok``."""
+        if not ok:
+            raise self.error(field, constraint, value)
+
+    def done(self) -> None:
+        """Reject fields that were not read (a state written by another version or hand)."""
+        extra = sorted(set(self._state) - self._seen)
+        if extra:
+            raise self.error(extra[0], "absent (not a field of this filter)", self._state[extra[0]])
+
+
+def _check_range(
+    r: StateReader, key: str, x: Fraction, lo: Fraction | int | None, hi: Fraction | None, v: Any
+) -> None:
+    if lo is not None and x < lo:
+        raise r.error(key, f"an exact number >= {_fmt(lo)}", v)
+    if hi is not None and x > hi:
+        raise r.error(key, f"an exact number <= {_fmt(hi)}", v)
+
+
+def _fmt(x: Fraction | int) -> str:
+    f = Fraction(x)
+    return str(f.numerator) if f.denominator == 1 else f"{float(f)!r} ('{f}')"
+
+
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 200 else text[:200] + "..."
 
 
 def registered_kinds() -> dict[str, type[FilterBase]]:
@@ -118,6 +317,16 @@ class FilterBase(ABC):
     def remaining(self) -> dict[str, Any]:
         """The budget left, JSON-ready."""
 
+    @classmethod
+    @abstractmethod
+    def _check_state(cls, r: StateReader) -> None:
+        """Read every field of a stored state through ``r`` and check every invariant.
+
+        Raise (``r.error`` / ``r.require``) on the first violation; the fields read are
+        then checked for completeness by ``r.done()``. This guards ``from_state``: a
+        stored state is untrusted input (docs/filters.md, "Stored states").
+        """
+
     # -- the protocol ---------------------------------------------------------------
     def dry_run(self, query: Any) -> Decision:
         """The decision ``try_spend`` would return; never changes state."""
@@ -141,7 +350,16 @@ class FilterBase(ABC):
         return json.dumps(d, sort_keys=True, allow_nan=False)
 
     @classmethod
-    def from_state(cls, state: dict[str, Any], neighbouring: str | None = None) -> FilterBase:
+    def check_state(cls, state: Any) -> None:
+        """Check a stored state; raise :class:`FilterStateError` naming the bad field."""
+        r = StateReader(cls.KIND, state)
+        cls._check_state(r)
+        r.done()
+
+    @classmethod
+    def from_state(cls, state: Any, neighbouring: str | None = None) -> FilterBase:
+        """Rebuild a filter from a stored state, after checking every invariant."""
+        cls.check_state(state)
         obj = cls.__new__(cls)
         obj._load(state)
         obj._neighbouring = None if neighbouring is None else Neighbouring(neighbouring)

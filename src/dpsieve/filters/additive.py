@@ -9,9 +9,12 @@ residue update (paper, Sec. 4: U(B, L) (+) L <= B):
   the interaction (a, rho_a)-RDP at each of them;
 * approximate zCDP (Whitehouse et al. 2023): sums of rhos and of deltas.
 
-Budgets and spends are exact (``Fraction``): a float cost enters as its exact binary
-value, already rounded up by the conversion (see :mod:`dpsieve.filters._queries`), so the
-admission test ``spent + cost <= budget`` has no rounding at all.
+Budgets, spends and costs are exact (``Fraction``): a cost is an exact rational bound, or a
+transcendental value already rounded up by the conversion (see
+:mod:`dpsieve.filters._queries`), so the admission test ``spent + cost <= budget`` has no
+rounding at all. A query with a positive parameter always has a positive cost, so an
+exhausted budget refuses it. Decisions report costs rounded up and what is left rounded
+down (``float_up``/``float_down``); the exact values are in ``remaining()["exact"]``.
 """
 
 from __future__ import annotations
@@ -22,7 +25,14 @@ from fractions import Fraction
 from typing import Any
 
 from dpsieve._validation import check_in_open, check_nonnegative, fail
-from dpsieve.filters._common import FilterBase, frac_from_json, frac_to_json
+from dpsieve.filters._common import (
+    FilterBase,
+    StateReader,
+    float_down,
+    float_up,
+    frac_from_json,
+    frac_to_json,
+)
 from dpsieve.filters._queries import as_query, pure_eps_of, query_to_dict, rdp_of, zcdp_of
 from dpsieve.filters.base import Decision
 
@@ -36,15 +46,34 @@ __all__ = [
 
 
 def zcdp_rho_for(eps: float, delta: float) -> float:
-    """Largest rho with rho + 2 sqrt(rho log(1/delta)) <= eps (Bun & Steinke 2016, Prop. 1.3).
+    """Largest float rho with rho + 2 sqrt(rho log(1/delta)) <= eps (Bun & Steinke 2016,
+    Prop. 1.3: rho-zCDP implies (rho + 2 sqrt(rho log(1/delta)), delta)-DP).
 
-    Rounded down (a budget is rounded optimistically): rho-zCDP implies (eps, delta)-DP.
+    Rounded down (a budget is rounded optimistically) and certified in exact arithmetic:
+    with L >= log(1/delta) (the float log moved up two ulp; its error is below one),
+    rho + 2 sqrt(rho L) <= eps iff rho <= eps and 4 rho L <= (eps - rho)^2, checked in
+    ``Fraction``. The closed form (sqrt(L + eps) - sqrt(L))^2, written without cancellation as
+    (eps / (sqrt(L + eps) + sqrt(L)))^2, is only the starting point.
     """
     eps = check_nonnegative("eps", eps, "zcdp_rho_for")
     delta = check_in_open("delta", delta, 0.0, 1.0, "zcdp_rho_for")
-    ld = math.log(1.0 / delta)
-    rho = (math.sqrt(ld + eps) - math.sqrt(ld)) ** 2
-    while rho > 0 and rho + 2.0 * math.sqrt(rho * ld) > eps:
+    ld = -math.log(delta)
+    big_l = Fraction(math.nextafter(math.nextafter(ld, math.inf), math.inf))
+    e = Fraction(eps)
+
+    def ok(r: float) -> bool:
+        fr = Fraction(r)
+        return fr <= e and 4 * fr * big_l <= (e - fr) ** 2
+
+    rho = (eps / (math.sqrt(ld + eps) + math.sqrt(ld))) ** 2  # = (sqrt(L + eps) - sqrt(L))^2
+    if ok(rho):
+        for _ in range(64):  # the closed form may sit a few ulp below the largest
+            nxt = math.nextafter(rho, math.inf)
+            if not ok(nxt):
+                break
+            rho = nxt
+        return rho
+    while rho > 0.0 and not ok(rho):
         rho = math.nextafter(rho, 0.0)
     return rho
 
@@ -64,8 +93,8 @@ class _ScalarFilter(FilterBase):
         self._spent = Fraction(0)
 
     @abstractmethod
-    def _cost(self, query: Any) -> float | None:
-        """The query's cost in this currency, rounded up (``None``: no finite cost)."""
+    def _cost(self, query: Any) -> Fraction | None:
+        """The query's cost in this currency, exact or rounded up (``None``: no finite cost)."""
 
     def _state(self) -> dict[str, Any]:
         return {"budget": frac_to_json(self._budget), "spent": frac_to_json(self._spent)}
@@ -74,29 +103,39 @@ class _ScalarFilter(FilterBase):
         self._budget = frac_from_json(state["budget"], "budget")
         self._spent = frac_from_json(state["spent"], "spent")
 
+    @classmethod
+    def _check_state(cls, r: StateReader) -> None:
+        budget = r.frac("budget", lo=0)
+        r.frac("spent", lo=0, hi=budget)
+
     def remaining(self) -> dict[str, Any]:
         left = self._budget - self._spent
-        return {self.CURRENCY: float(left), "exact": frac_to_json(left)}
+        return {self.CURRENCY: float_down(left), "exact": frac_to_json(left)}
 
     def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         c = self._cost(q)
         qd = query_to_dict(q)
-        if c is None or not math.isfinite(c):
+        if c is None:
             return _refuse(
                 f"the query states no finite {self.CURRENCY} cost", self.remaining(), {"query": qd}
             ), None
-        cost = {self.CURRENCY: c, "query": qd}
-        new_spent = self._spent + Fraction(c)
+        shown = float_up(c)
+        cost = {self.CURRENCY: shown, "query": qd}
+        new_spent = self._spent + c
         if new_spent > self._budget:
-            have = float(self._budget - self._spent)
+            have = float_down(self._budget - self._spent)
             return _refuse(
-                f"{self.CURRENCY} cost {c!r} exceeds the remaining {have!r}", self.remaining(), cost
+                f"{self.CURRENCY} cost {shown!r} exceeds the remaining {have!r}",
+                self.remaining(),
+                cost,
             ), None
         left = self._budget - new_spent
         state = {"budget": frac_to_json(self._budget), "spent": frac_to_json(new_spent)}
-        rem = {self.CURRENCY: float(left), "exact": frac_to_json(left)}
-        return Decision(True, f"admitted; {self.CURRENCY} left {float(left)!r}", rem, cost), state
+        rem = {self.CURRENCY: float_down(left), "exact": frac_to_json(left)}
+        return Decision(
+            True, f"admitted; {self.CURRENCY} left {float_down(left)!r}", rem, cost
+        ), state
 
 
 class PureDPFilter(_ScalarFilter):
@@ -105,8 +144,9 @@ class PureDPFilter(_ScalarFilter):
     KIND = "pure_dp"
     CURRENCY = "eps"
 
-    def _cost(self, query: Any) -> float | None:
-        return pure_eps_of(query)
+    def _cost(self, query: Any) -> Fraction | None:
+        e = pure_eps_of(query)
+        return None if e is None or not math.isfinite(e) else Fraction(e)
 
 
 class ZCDPFilter(_ScalarFilter):
@@ -118,9 +158,9 @@ class ZCDPFilter(_ScalarFilter):
     KIND = "zcdp"
     CURRENCY = "rho"
 
-    def _cost(self, query: Any) -> float | None:
+    def _cost(self, query: Any) -> Fraction | None:
         z = zcdp_of(query)
-        if z is None or z[1] > 0.0:
+        if z is None or z[1] > 0:
             return None
         return z[0]
 
@@ -148,8 +188,12 @@ class ApproxZCDPFilter(FilterBase):
     @classmethod
     def for_target(cls, eps: float, delta: float, *, delta_split: float = 0.5) -> ApproxZCDPFilter:
         """Split delta: ``delta_split`` of it for the queries' deltas, the rest for conversion."""
+        check_in_open("delta", delta, 0.0, 1.0, "ApproxZCDPFilter.for_target")
+        check_in_open("delta_split", delta_split, 0.0, 1.0, "ApproxZCDPFilter.for_target")
         d_q = delta * delta_split
-        return cls(zcdp_rho_for(eps, delta - d_q), d_q)
+        # the conversion's share, rounded down so that the two shares sum to <= delta exactly
+        d_conv = float_down(Fraction(delta) - Fraction(d_q))
+        return cls(zcdp_rho_for(eps, d_conv), d_q)
 
     def _state(self) -> dict[str, Any]:
         return {
@@ -165,27 +209,34 @@ class ApproxZCDPFilter(FilterBase):
         self._srho = frac_from_json(state["spent_rho"], "spent_rho")
         self._sdelta = frac_from_json(state["spent_delta"], "spent_delta")
 
+    @classmethod
+    def _check_state(cls, r: StateReader) -> None:
+        rho = r.frac("rho", lo=0)
+        delta = r.frac("delta", lo=0, hi=Fraction(1))
+        r.frac("spent_rho", lo=0, hi=rho)
+        r.frac("spent_delta", lo=0, hi=delta)
+
     def remaining(self) -> dict[str, Any]:
         return {
-            "rho": float(self._rho - self._srho),
-            "delta": float(self._delta - self._sdelta),
+            "rho": float_down(self._rho - self._srho),
+            "delta": float_down(self._delta - self._sdelta),
         }
 
     def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         z = zcdp_of(q)
         qd = query_to_dict(q)
-        if z is None or not math.isfinite(z[0]):
+        if z is None:
             return _refuse(
                 "the query states no approximate-zCDP cost", self.remaining(), {"query": qd}
             ), None
-        cost = {"rho": z[0], "delta": z[1], "query": qd}
-        srho = self._srho + Fraction(z[0])
-        sdel = self._sdelta + Fraction(z[1])
+        cost = {"rho": float_up(z[0]), "delta": float_up(z[1]), "query": qd}
+        srho = self._srho + z[0]
+        sdel = self._sdelta + z[1]
         if srho > self._rho or sdel > self._delta:
             return _refuse("rho or delta would exceed the budget", self.remaining(), cost), None
         state = dict(self._state(), spent_rho=frac_to_json(srho), spent_delta=frac_to_json(sdel))
-        rem = {"rho": float(self._rho - srho), "delta": float(self._delta - sdel)}
+        rem = {"rho": float_down(self._rho - srho), "delta": float_down(self._delta - sdel)}
         return Decision(True, "admitted", rem, cost), state
 
 
@@ -219,20 +270,23 @@ class RDPFilter(FilterBase):
         every admitted interaction, being (a, rho_a)-RDP at all kept orders, is
         (eps, delta)-DP. Budgets are rounded down.
         """
+        eps = check_nonnegative("eps", eps, "RDPFilter.for_target")
         check_in_open("delta", delta, 0.0, 1.0, "RDPFilter.for_target")
 
         def budget(a: float) -> float:
-            return eps - math.log1p(-1.0 / a) + math.log(delta * a) / (a - 1.0)
+            # three terms, each within a few ulp; their sum may cancel, so the margin is
+            # absolute: 1e-15 (about 4.5 ulp) times the sum of their magnitudes
+            t1 = -math.log1p(-1.0 / a)
+            t2 = (math.log(delta) + math.log(a)) / (a - 1.0)
+            b = eps + t1 + t2
+            return math.nextafter(b - 1e-15 * (eps + abs(t1) + abs(t2)), -math.inf)
 
         kept = [(a, budget(a)) for a in orders if a > 1.01 and budget(a) > 0]
         if not kept:
             raise fail(
                 "orders", "RDPFilter.for_target", "orders > 1.01 with a positive budget", orders
             )
-        return cls(
-            tuple(a for a, _ in kept),
-            tuple(math.nextafter(b * (1 - 1e-12), 0.0) for _, b in kept),
-        )
+        return cls(tuple(a for a, _ in kept), tuple(b for _, b in kept))
 
     def _state(self) -> dict[str, Any]:
         return {
@@ -246,23 +300,32 @@ class RDPFilter(FilterBase):
         self._budgets = tuple(frac_from_json(b, "budgets") for b in state["budgets"])
         self._spent = tuple(frac_from_json(s, "spent") for s in state["spent"])
 
+    @classmethod
+    def _check_state(cls, r: StateReader) -> None:
+        orders = r.listed("orders", r.number_item(1.0, lo_open=True))
+        r.require(len(orders) > 0, "orders", "a non-empty list", orders)
+        budgets = r.listed("budgets", r.frac_item(lo=0), size=len(orders))
+        spent = r.listed("spent", r.frac_item(lo=0), size=len(orders))
+        for i, (s, b) in enumerate(zip(spent, budgets, strict=True)):
+            r.require(s <= b, f"spent[{i}]", f"<= budgets[{i}] = {float(b)!r}", float(s))
+
     def remaining(self) -> dict[str, Any]:
         return {
             "orders": list(self._orders),
-            "rdp": [float(b - s) for b, s in zip(self._budgets, self._spent, strict=True)],
+            "rdp": [float_down(b - s) for b, s in zip(self._budgets, self._spent, strict=True)],
         }
 
     def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         qd = query_to_dict(q)
         costs = [rdp_of(q, a) for a in self._orders]
-        if any(c is None or not math.isfinite(c) for c in costs):
+        cs = [c for c in costs if c is not None]
+        if len(cs) != len(costs):
             return _refuse(
                 "the query states no finite RDP at every order", self.remaining(), {"query": qd}
             ), None
-        cs = [float(c) for c in costs if c is not None]
-        cost = {"orders": list(self._orders), "rdp": cs, "query": qd}
-        new = tuple(s + Fraction(c) for s, c in zip(self._spent, cs, strict=True))
+        cost = {"orders": list(self._orders), "rdp": [float_up(c) for c in cs], "query": qd}
+        new = tuple(s + c for s, c in zip(self._spent, cs, strict=True))
         if any(n > b for n, b in zip(new, self._budgets, strict=True)):
             return _refuse(
                 "the RDP budget would be exceeded at some order", self.remaining(), cost
@@ -270,6 +333,6 @@ class RDPFilter(FilterBase):
         state = dict(self._state(), spent=[frac_to_json(s) for s in new])
         rem = {
             "orders": list(self._orders),
-            "rdp": [float(b - s) for b, s in zip(self._budgets, new, strict=True)],
+            "rdp": [float_down(b - s) for b, s in zip(self._budgets, new, strict=True)],
         }
         return Decision(True, "admitted", rem, cost), state

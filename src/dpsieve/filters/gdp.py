@@ -23,13 +23,20 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from scipy import special
 
 from dpsieve._validation import check_in_closed, check_nonnegative
+from dpsieve.accounting.events import ApproxDP, PureDP
 from dpsieve.accounting.gdp import gdp_mu_for
-from dpsieve.filters._common import FilterBase, frac_from_json, frac_to_json
+from dpsieve.filters._common import FilterBase, StateReader, frac_from_json, frac_to_json
 from dpsieve.filters._gdp_core import Atoms
 from dpsieve.filters._gdp_search import residue_mu, smallest_gdp_mu_atoms
-from dpsieve.filters._queries import as_query, query_to_dict, symmetric_atoms
+from dpsieve.filters._queries import (
+    as_query,
+    query_to_dict,
+    smallest_gdp_mu_rr_up,
+    symmetric_atoms,
+)
 from dpsieve.filters.base import Decision
 
 __all__ = [
@@ -57,15 +64,14 @@ def naive_gdp_cost(query: Any) -> float:
 
     For D (+) G_q: nu = sqrt(nu_D^2 + q^2) (G_a (+) G_b = G_sqrt(a^2+b^2)), rounded up.
     """
-    sa = symmetric_atoms(as_query(query))
+    q = as_query(query)
+    if isinstance(q, PureDP) or (isinstance(q, ApproxDP) and q.delta == 0.0):
+        return smallest_gdp_mu_rr_up(float(q.eps))  # exact for R_eps, rounded up
+    sa = symmetric_atoms(q)
     if sa is None:
         return math.inf
     atoms, g = sa
-    nu_d = (
-        0.0
-        if atoms.is_identity
-        else _smallest_mu_cached(atoms.z.tobytes(), atoms.p.tobytes(), atoms.p_inf)
-    )
+    nu_d = _smallest_mu(atoms)
     if not math.isfinite(nu_d):
         return math.inf
     if nu_d == 0.0:
@@ -73,6 +79,29 @@ def naive_gdp_cost(query: Any) -> float:
     if g == 0.0:
         return nu_d
     return _sqrt_up(Fraction(nu_d) ** 2 + Fraction(g) ** 2)
+
+
+def _smallest_mu(atoms: Atoms) -> float:
+    """Certified upper bound on the smallest nu with L <= G_nu (0 for Id, inf if none).
+
+    A query whose only positive loss z has at least R_z's mass there (randomized response,
+    pure DP) has the closed form of :func:`smallest_gdp_mu_rr_up` (exact for R_z); other
+    atoms go through the certified bisection (memoised on the atoms' value).
+    """
+    if atoms.is_identity:
+        return 0.0
+    if atoms.p_inf > 0.0:
+        return math.inf
+    live = atoms.p > 0
+    z, p = atoms.z[live], atoms.p[live]
+    pos = z > 0.0
+    if int(np.count_nonzero(pos)) == 1:
+        zp, pp = float(z[pos][0]), float(p[pos][0])
+        if pp >= float(special.expit(zp)):
+            return smallest_gdp_mu_rr_up(zp, pp)
+    zb = np.ascontiguousarray(atoms.z, dtype=np.float64).tobytes()
+    pb = np.ascontiguousarray(atoms.p, dtype=np.float64).tobytes()
+    return _smallest_mu_cached(zb, pb, float(atoms.p_inf))
 
 
 def _sqrt_up(x: Fraction) -> float:
@@ -111,7 +140,7 @@ def _naive_residue(atoms: Atoms, mu: float) -> float:
     """sqrt(mu^2 - nu_D^2) rounded down (certified: L <= G_nu exactly composes), or 0."""
     if atoms.is_identity:
         return mu
-    nu = _smallest_mu_cached(atoms.z.tobytes(), atoms.p.tobytes(), atoms.p_inf)
+    nu = _smallest_mu(atoms)
     left = Fraction(mu) ** 2 - Fraction(nu) ** 2 if math.isfinite(nu) else Fraction(-1)
     return sqrt_down(left) if left > 0 else 0.0
 
@@ -119,7 +148,9 @@ def _naive_residue(atoms: Atoms, mu: float) -> float:
 @functools.lru_cache(maxsize=256)
 def _smallest_mu_cached(z: bytes, p: bytes, p_inf: float) -> float:
     """smallest_gdp_mu_atoms, memoised on the atoms' value (a pure function of them)."""
-    return smallest_gdp_mu_atoms(Atoms(np.frombuffer(z), np.frombuffer(p), p_inf))
+    za = np.frombuffer(z, dtype=np.float64)
+    pa = np.frombuffer(p, dtype=np.float64)
+    return smallest_gdp_mu_atoms(Atoms(za, pa, p_inf))
 
 
 def _budget_mu(mu: float | None, eps: float | None, delta: float | None, owner: str) -> float:
@@ -150,6 +181,11 @@ class NaiveGDPFilter(FilterBase):
     def _load(self, state: dict[str, Any]) -> None:
         self._mu2 = frac_from_json(state["mu2"], "mu2")
         self._spent2 = frac_from_json(state["spent2"], "spent2")
+
+    @classmethod
+    def _check_state(cls, r: StateReader) -> None:
+        mu2 = r.frac("mu2", lo=0)
+        r.frac("spent2", lo=0, hi=mu2)
 
     def remaining(self) -> dict[str, Any]:
         return {"mu": sqrt_down(self._mu2 - self._spent2)}
@@ -187,6 +223,10 @@ class GDPResidueFilter(FilterBase):
 
     def _load(self, state: dict[str, Any]) -> None:
         self._mu2 = frac_from_json(state["mu2"], "mu2")
+
+    @classmethod
+    def _check_state(cls, r: StateReader) -> None:
+        r.frac("mu2", lo=0)
 
     def remaining(self) -> dict[str, Any]:
         return {"mu": sqrt_down(self._mu2)}
@@ -239,8 +279,13 @@ class ApproxGDPResidueFilter(FilterBase):
         return {"mu": self._mu, "delta": self._delta}
 
     def _load(self, state: dict[str, Any]) -> None:
-        self._mu = check_nonnegative("mu", state["mu"], "filter_from_json")
-        self._delta = check_in_closed("delta", state["delta"], 0.0, 1.0, "filter_from_json")
+        self._mu = float(state["mu"])
+        self._delta = float(state["delta"])
+
+    @classmethod
+    def _check_state(cls, r: StateReader) -> None:
+        r.number("mu", lo=0.0)
+        r.number("delta", lo=0.0, hi=1.0)
 
     def remaining(self) -> dict[str, Any]:
         return {"mu": self._mu, "delta": self._delta}

@@ -29,7 +29,13 @@ from dpsieve.accounting.gdp import gdp_mu_for
 from dpsieve.accounting.tradeoff import PiecewiseLinearTradeoff
 from dpsieve.errors import UnsupportedError
 from dpsieve.filters._budgets import approx_curve
-from dpsieve.filters._common import FilterBase, frac_from_json, frac_to_json
+from dpsieve.filters._common import (
+    FilterBase,
+    StateReader,
+    float_up,
+    frac_from_json,
+    frac_to_json,
+)
 from dpsieve.filters._queries import as_query, is_pld, query_to_dict
 from dpsieve.filters.base import Decision
 from dpsieve.filters.gdp import sqrt_down
@@ -63,6 +69,11 @@ class NaturalGDPFilter(FilterBase):
         self._mu2 = frac_from_json(state["mu2"], "mu2")
         self._sum2 = frac_from_json(state["sum2"], "sum2")
 
+    @classmethod
+    def _check_state(cls, r: StateReader) -> None:
+        mu2 = r.frac("mu2", lo=0)
+        r.frac("sum2", lo=0, hi=mu2)
+
     def remaining(self) -> dict[str, Any]:
         return {"mu": sqrt_down(self._mu2 - self._sum2)}
 
@@ -78,6 +89,10 @@ class NaturalGDPFilter(FilterBase):
                 self.remaining(),
                 {"query": qd},
             ), None
+        if not math.isfinite(q.mu):
+            return Decision(
+                False, "GDP(inf) exceeds any budget", self.remaining(), {"query": qd}
+            ), None
         new = self._sum2 + Fraction(q.mu) ** 2
         cost = {"mu": q.mu, "query": qd}
         if new > self._mu2:
@@ -87,23 +102,42 @@ class NaturalGDPFilter(FilterBase):
 
 
 class NaturalZeroDeltaFilter(FilterBase):
-    """Natural filter for (0, delta) queries (free): admit while 1 - prod(1 - d_i) <= delta."""
+    """Natural filter for (0, delta) queries (free): admit while 1 - prod(1 - d_i) <= delta.
+
+    The state is the composed delta s = 1 - prod(1 - d_i) as a float rounded up at each step
+    (s' = s + d - s d computed exactly, then rounded up), so tiny deltas keep their full
+    relative precision. (States stored as ``keep`` = prod(1 - d_i) by earlier versions are
+    read too.)
+    """
 
     KIND = "natural_zero_delta"
 
     def __init__(self, delta: float) -> None:
         self._delta = check_in_closed("delta", delta, 0.0, 1.0, "NaturalZeroDeltaFilter")
-        self._keep = 1.0  # prod (1 - d_i), rounded down (spent delta rounded up)
+        self._spent = 0.0
 
     def _state(self) -> dict[str, Any]:
-        return {"delta": self._delta, "keep": self._keep}
+        return {"delta": self._delta, "spent": self._spent}
 
     def _load(self, state: dict[str, Any]) -> None:
-        self._delta = check_in_closed("delta", state["delta"], 0.0, 1.0, "filter_from_json")
-        self._keep = check_in_closed("keep", state["keep"], 0.0, 1.0, "filter_from_json")
+        self._delta = float(state["delta"])
+        if "keep" in state:
+            self._spent = float_up(1 - Fraction(float(state["keep"])))
+        else:
+            self._spent = float(state["spent"])
+
+    @classmethod
+    def _check_state(cls, r: StateReader) -> None:
+        delta = r.number("delta", lo=0.0, hi=1.0)
+        if r.optional("keep"):
+            keep = r.number("keep", lo=0.0, hi=1.0)
+            spent = Fraction(1) - Fraction(keep)
+            r.require(spent <= Fraction(delta), "keep", f">= 1 - delta ({delta!r})", keep)
+        else:
+            r.number("spent", lo=0.0, hi=delta)
 
     def remaining(self) -> dict[str, Any]:
-        return {"delta_spent": 1.0 - self._keep, "delta": self._delta}
+        return {"delta_spent": self._spent, "delta": self._delta}
 
     def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
@@ -111,7 +145,7 @@ class NaturalZeroDeltaFilter(FilterBase):
         if isinstance(q, PureDP) and q.eps == 0.0:
             d = 0.0
         elif isinstance(q, ApproxDP) and q.eps == 0.0:
-            d = q.delta
+            d = float(q.delta)
         else:
             return Decision(
                 False,
@@ -119,19 +153,15 @@ class NaturalZeroDeltaFilter(FilterBase):
                 self.remaining(),
                 {"query": qd},
             ), None
-        exact = Fraction(self._keep) * (1 - Fraction(d))
-        keep = float(exact)
-        while Fraction(keep) > exact:
-            keep = math.nextafter(keep, 0.0)
+        s, fd = Fraction(self._spent), Fraction(d)
+        spent = float_up(s + fd - s * fd)  # 1 - (1 - s)(1 - d), rounded up
         cost = {"delta": d, "query": qd}
-        if Fraction(1) - Fraction(keep) > Fraction(self._delta):
+        if spent > self._delta:
             return Decision(
                 False, "composed delta exceeds the budget", self.remaining(), cost
             ), None
-        st = {"delta": self._delta, "keep": keep}
-        return Decision(
-            True, "admitted", {"delta_spent": 1.0 - keep, "delta": self._delta}, cost
-        ), st
+        st = {"delta": self._delta, "spent": spent}
+        return Decision(True, "admitted", {"delta_spent": spent, "delta": self._delta}, cost), st
 
 
 class NaturalApproxFilter(FilterBase):
@@ -191,6 +221,7 @@ class NaturalApproxFilter(FilterBase):
 
     def _state(self) -> dict[str, Any]:
         return {
+            "allow_general": True,
             "eps": self._eps,
             "delta": self._delta,
             "rounds": self._rounds,
@@ -203,6 +234,45 @@ class NaturalApproxFilter(FilterBase):
         self._rounds = int(state["rounds"])
         self._queries = list(state["queries"])
         self._curve = None
+
+    @classmethod
+    def _check_state(cls, r: StateReader) -> None:
+        """The opt-in is part of the state (a stored state without it is refused, as the
+        constructor refuses), and the stored queries must compose within the budget."""
+        r.require(
+            r.optional("allow_general") and r.boolean("allow_general"),
+            "allow_general",
+            "true (the natural (eps, delta) filter is not free; it needs the explicit opt-in)",
+            r.raw("allow_general") if r.optional("allow_general") else None,
+        )
+        eps = r.number("eps", lo=0.0)
+        delta = r.number("delta", lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+        rounds = r.integer("rounds", lo=1)
+
+        def query(name: str, v: Any) -> PiecewiseLinearTradeoff:
+            try:
+                q = description_from_dict(v) if isinstance(v, dict) else None
+            except (ValueError, TypeError, KeyError):
+                q = None
+            if not isinstance(q, PureDP | ApproxDP) or q.to_dict() != v:
+                raise r.error(name, "a pure or approximate DP description", v)
+            return _curve_of(q)
+
+        curves = r.listed("queries", query)
+        r.require(
+            len(curves) <= rounds, "queries", f"at most rounds = {rounds} queries", len(curves)
+        )
+        c = PiecewiseLinearTradeoff.identity()
+        for cv in curves:
+            c = c.compose(cv)
+            r.require(len(c.alphas) <= MAX_SEGMENTS, "queries", "a composition we can track", "")
+        x = Fraction(math.nextafter(math.exp(eps), 0.0))
+        r.require(
+            c.hockey_stick_exact(x) <= Fraction(delta),
+            "queries",
+            f"queries whose composition has delta(eps) <= {delta!r}",
+            float(c.hockey_stick_exact(x)),
+        )
 
     def remaining(self) -> dict[str, Any]:
         spent = float(self._composed().delta(self._eps)[()])

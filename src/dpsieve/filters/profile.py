@@ -17,6 +17,7 @@ post-processing and concentration steps.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Any
 
@@ -25,7 +26,7 @@ from scipy import special
 
 from dpsieve.accounting.events import GDP, ApproxDP, PureDP
 from dpsieve.errors import UnsupportedError
-from dpsieve.filters._common import FilterBase, frac_from_json, frac_to_json
+from dpsieve.filters._common import FilterBase, StateReader, frac_from_json, frac_to_json
 from dpsieve.filters._queries import as_query, is_pld, query_to_dict
 from dpsieve.filters.base import Decision
 from dpsieve.filters.theorem9 import Theorem9, certified_epsilon, theorem9
@@ -53,17 +54,23 @@ def discretized_profile(query: Any, grid: tuple[float, ...]) -> list[Fraction]:
         out[n - 1] += Fraction(d)
         return out
     if isinstance(q, GDP):
+        if not math.isfinite(q.mu):
+            raise UnsupportedError("discretized_profile(): GDP(inf) has no finite profile")
         if q.mu == 0.0:
             out[0] = Fraction(1)
             return out
-        m, s = q.mu * q.mu / 2.0, q.mu
+        m, s = float(q.mu) * float(q.mu) / 2.0, float(q.mu)
         lo = np.array(grid[: n - 1])
         hi = np.array(grid[1:n])
-        pos = special.ndtr((hi - m) / s) - special.ndtr((lo - m) / s)
-        neg = special.ndtr((-lo - m) / s) - special.ndtr((-hi - m) / s)
+        with np.errstate(over="ignore", invalid="ignore"):
+            # a tiny s sends the arguments to +-inf (ndtr is then exactly 0 or 1); a huge one
+            # makes m infinite and the masses NaN, which the clip below sends to bucket n
+            pos = special.ndtr((hi - m) / s) - special.ndtr((lo - m) / s)
+            neg = special.ndtr((-lo - m) / s) - special.ndtr((-hi - m) / s)
+            vals = np.nan_to_num((pos + neg) * (1.0 - 1e-12) - 1e-15, nan=0.0)
         # round each finite bucket down (relative 1e-12 + absolute 1e-15, above the ~1e-16
         # error of a difference of ndtr values); the rest goes to bucket n (moved up)
-        vals = np.clip((pos + neg) * (1.0 - 1e-12) - 1e-15, 0.0, None)
+        vals = np.clip(vals, 0.0, None)
         for i in range(n - 1):
             out[i] = Fraction(float(vals[i]))
         out[n - 1] = Fraction(1) - sum(out[: n - 1], Fraction(0))
@@ -146,6 +153,20 @@ class AdditiveProfileFilter(FilterBase):
         self._t9 = None
         self._spent = [frac_from_json(s, "spent") for s in state["spent"]]
         self._count = int(state["count"])
+
+    @classmethod
+    def _check_state(cls, r: StateReader) -> None:
+        eps = r.number("eps", lo=0.0, lo_open=True)
+        delta = r.number("delta", lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+        k = r.integer("k", lo=1)
+        try:
+            t9 = theorem9(eps, delta, k)
+        except (ValueError, ArithmeticError):
+            raise r.error("k", "parameters for which Theorem 9's constants exist", k) from None
+        spent = r.listed("spent", r.frac_item(lo=0), size=t9.n)
+        for i, (s, b) in enumerate(zip(spent, t9.ell, strict=True)):
+            r.require(s <= Fraction(b), f"spent[{i}]", f"<= the bucket budget {b!r}", float(s))
+        r.integer("count", lo=0, hi=k)
 
     def remaining(self) -> dict[str, Any]:
         ell = self.constants.ell

@@ -25,7 +25,7 @@ from typing import Any
 
 from dpsieve._validation import fail
 from dpsieve.accounting.events import GDP, PureDP, description_from_dict
-from dpsieve.filters._common import FilterBase
+from dpsieve.filters._common import FilterBase, StateReader
 from dpsieve.filters._queries import as_query, pure_eps_of, query_to_dict
 from dpsieve.filters.base import Decision
 from dpsieve.filters.gdp import gdp_residue_update, naive_gdp_cost, sqrt_down
@@ -34,13 +34,19 @@ __all__ = ["ResidueFilter", "UpdateRule", "register_rule", "rules"]
 
 UpdateRule = Callable[[Any, Any], Any]
 _RULES: dict[str, UpdateRule] = {}
+_BUDGET_TYPES: dict[str, type | None] = {}
 
 
-def register_rule(name: str, rule: UpdateRule) -> None:
-    """Register U under ``name``; U(B, L) must satisfy U(B, L) (+) L <= B or return None."""
+def register_rule(name: str, rule: UpdateRule, budget_type: type | None = None) -> None:
+    """Register U under ``name``; U(B, L) must satisfy U(B, L) (+) L <= B or return None.
+
+    ``budget_type``: the description type of the budgets the rule works on (checked when a
+    stored state is rebuilt); ``None`` accepts any valid description.
+    """
     if not name or name in _RULES:
         raise fail("name", "register_rule", "a new non-empty rule name", name)
     _RULES[name] = rule
+    _BUDGET_TYPES[name] = budget_type
 
 
 def rules() -> tuple[str, ...]:
@@ -50,7 +56,7 @@ def rules() -> tuple[str, ...]:
 
 def _pure(b: Any, q: Any) -> PureDP | None:
     e = pure_eps_of(q)
-    if not isinstance(b, PureDP) or e is None:
+    if not isinstance(b, PureDP) or e is None or not math.isfinite(e):
         return None
     left = Fraction(b.eps) - Fraction(e)
     if left < 0:
@@ -76,9 +82,9 @@ def _gdp_residue(b: Any, q: Any) -> GDP | None:
     return None if m < 0 else GDP(m, b.neighbouring)
 
 
-register_rule("pure_dp", _pure)
-register_rule("gdp_naive", _gdp_naive)
-register_rule("gdp_residue", _gdp_residue)
+register_rule("pure_dp", _pure, PureDP)
+register_rule("gdp_naive", _gdp_naive, GDP)
+register_rule("gdp_residue", _gdp_residue, GDP)
 
 
 class ResidueFilter(FilterBase):
@@ -98,8 +104,19 @@ class ResidueFilter(FilterBase):
     def _load(self, state: dict[str, Any]) -> None:
         self._budget = description_from_dict(state["budget"])
         self._rule = str(state["rule"])
-        if self._rule not in _RULES:
-            raise fail("rule", "filter_from_json", f"one of {rules()}", self._rule)
+
+    @classmethod
+    def _check_state(cls, r: StateReader) -> None:
+        rule = r.string("rule", rules())
+        raw = r.raw("budget")
+        try:
+            budget = description_from_dict(raw) if isinstance(raw, dict) else None
+        except (ValueError, TypeError, KeyError):
+            budget = None
+        want = _BUDGET_TYPES.get(rule)
+        if budget is None or budget.to_dict() != raw or (want and not isinstance(budget, want)):
+            what = f"a {want.__name__} description" if want else "a privacy description"
+            raise r.error("budget", f"{what} (rule {rule!r})", raw)
 
     def remaining(self) -> dict[str, Any]:
         d: dict[str, Any] = self._budget.to_dict()
