@@ -34,6 +34,7 @@ from dpsieve.filters import (
     ApproxGDPResidueFilter,
     ApproxZCDPFilter,
     GDPResidueFilter,
+    MixedFilter,
     NaiveGDPFilter,
     NaturalApproxFilter,
     NaturalGDPFilter,
@@ -208,6 +209,16 @@ def _zero_delta(delta: float) -> Check:
     return check
 
 
+def _within_target(eps: float, delta: float) -> Check:
+    """The exact composition has delta(eps) <= delta (a mixed budget lies inside its target)."""
+
+    def check(_f: Any, adm: list[Truth]) -> None:
+        assert all(t.kind in ("rr", "gauss") for t in adm), adm
+        assert oracle.delta_at(oracle.compose(adm), eps) <= oracle.mpq(delta)
+
+    return check
+
+
 def _natural_approx(eps: float, delta: float, rounds: int) -> Check:
     def check(_f: Any, adm: list[Truth]) -> None:
         assert len(adm) <= rounds
@@ -279,6 +290,11 @@ CASES: dict[str, list[Case]] = {
     ],
     "additive_profile": [
         Case(lambda: AdditiveProfileFilter(1.0, 1e-3, 4), _profile(1.0, 1e-3, 4), GAUSS),
+    ],
+    "mixed": [
+        Case(lambda: MixedFilter(2.0, 1e-5), _within_target(2.0, 1e-5), GAUSS),
+        Case(lambda: MixedFilter(2.0, 1e-5, pure=1.0), _within_target(2.0, 1e-5), GAUSS),
+        Case(lambda: MixedFilter(0.5, 1e-9, pure=0.0), _within_target(0.5, 1e-9), GAUSS),
     ],
     "residue": [
         Case(lambda: ResidueFilter(PureDP(1.0), "pure_dp"), _pure_sum(1.0), PURE),

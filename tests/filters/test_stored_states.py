@@ -139,7 +139,10 @@ def test_every_filter_rejects_corrupted_states(f: Any) -> None:
             filter_from_json(s)
         assert info.value.kind == f.kind
         named = info.value.field or ""
-        assert named == field or named.startswith(field + "["), (field, str(info.value))
+        assert named == field or named.startswith((field + "[", field + ".")), (
+            field,
+            str(info.value),
+        )
 
 
 def test_a_refused_state_builds_nothing_and_explains() -> None:

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any, ClassVar, Self, TypeVar
 
+from dpsieve._rounding import round_down, round_up
 from dpsieve._validation import fail
 from dpsieve.accounting.events import Neighbouring, check_same_relation
 from dpsieve.errors import FilterStateError
@@ -69,20 +70,9 @@ def frac_up(x: float) -> Fraction:
     return Fraction(x)
 
 
-def float_up(x: Fraction) -> float:
-    """The smallest float >= ``x`` (``inf`` beyond the float range): a cost for display."""
-    try:
-        f = float(x)  # int / int true division is correctly rounded
-    except OverflowError:
-        return math.inf if x > 0 else -math.inf  # -inf only for x below -max float
-    if Fraction(f) < x:
-        f = math.nextafter(f, math.inf)
-    return f
-
-
-def float_down(x: Fraction) -> float:
-    """The largest float <= ``x`` (``-inf`` below the float range): a budget for display."""
-    return -float_up(-x)
+#: The least float >= x / the greatest float <= x (x exact): costs up, budgets down.
+float_up = round_up
+float_down = round_down
 
 
 _FRAC = re.compile(r"-?[0-9]+/[0-9]+")
@@ -102,23 +92,32 @@ class StateReader:
             r.frac("spent", lo=0, hi=budget)
     """
 
-    def __init__(self, kind: str, state: Any) -> None:
+    def __init__(self, kind: str, state: Any, prefix: str = "") -> None:
         self.kind = kind
+        self._prefix = prefix
         if not isinstance(state, dict):
-            raise self.error("state", "a JSON object", state)
+            raise self.error(prefix[:-1] or "state", "a JSON object", state, prefixed=True)
         self._state: dict[str, Any] = state
         self._seen: set[str] = set()
 
-    def error(self, field: str, constraint: str, value: Any) -> FilterStateError:
+    def error(
+        self, field: str, constraint: str, value: Any, *, prefixed: bool = False
+    ) -> FilterStateError:
         """The error for ``field`` (build, then raise it)."""
+        name = field if prefixed else self._prefix + field
         return FilterStateError(
-            f"The stored state of a '{self.kind}' filter is invalid: '{field}' must be "
+            f"The stored state of a '{self.kind}' filter is invalid: '{name}' must be "
             f"{constraint}. Got {_short(value)} instead.",
             kind=self.kind,
-            field=field,
+            field=name,
             constraint=constraint,
             value=value,
         )
+
+    def nested(self, key: str) -> StateReader:
+        """A reader for the JSON object in ``key`` (its fields named ``key.field``); call its
+        ``done()`` too."""
+        return StateReader(self.kind, self.raw(key), self._prefix + key + ".")
 
     def raw(self, key: str) -> Any:
         """The field's JSON value, unchecked (it must be present)."""

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
+from dpsieve._rounding import rel_up, round_up
 from dpsieve.accounting.events import (
     GDP,
     RDP,
@@ -105,7 +106,7 @@ def _widen_up(x: float) -> Fraction | None:
     """x (1 + 1e-12), one float step further up, exactly; ``None`` if x is not usable."""
     if not (x >= _TINY) or not math.isfinite(x):
         return None
-    return Fraction(math.nextafter(x * _UP, math.inf))
+    return Fraction(rel_up(x, _UP - 1.0))
 
 
 def _order_minus_one_up(alpha: float) -> float:
@@ -237,7 +238,7 @@ def rdp_of(q: Any, alpha: float) -> Fraction | None:
         if not math.isfinite(v):
             return None
         if v > 0.0:
-            return Fraction(math.nextafter(v * _UP, math.inf))
+            return Fraction(rel_up(v, _UP - 1.0))
         # the accounting layer's bound is already rounded up; a non-positive value is only
         # believed for the identity (no loss at all); anything else has no certified charge
         z = np.asarray(q.losses)[np.asarray(q.probs) > 0]
@@ -268,7 +269,7 @@ def smallest_gdp_mu_rr_up(eps: float, p_plus: float | None = None) -> float:
         # y = s <= p_plus eps, (ii) has y = tanh(eps/2) <= eps/2; e^{z^2/2} < 1 + 1e-200
         # here, and the float p_plus may sit below the true 1/2 + eps/4: factor 1 + 1e-100
         lead = Fraction(1) if p_plus is None else max(Fraction(1), 2 * Fraction(p_plus))
-        return _float_up(_SQRT_2PI_HALF_UP * Fraction(eps) * lead * (1 + Fraction(1, 10**100)))
+        return round_up(_SQRT_2PI_HALF_UP * Fraction(eps) * lead * (1 + Fraction(1, 10**100)))
     # (ii): mu >= -2 Phi^{-1}(1/(1 + e^eps))
     if eps < 1.0:
         mu2 = 2.0 * math.sqrt(2.0) * float(special.erfinv(math.tanh(eps / 2.0)))
@@ -293,12 +294,7 @@ def smallest_gdp_mu_rr_up(eps: float, p_plus: float | None = None) -> float:
     mu = max(mu1, mu2)
     if not math.isfinite(mu):
         return math.inf
-    return math.nextafter(mu * _UP, math.inf)
-
-
-def _float_up(x: Fraction) -> float:
-    f = float(x)
-    return math.nextafter(f, math.inf) if Fraction(f) < x else f
+    return rel_up(mu, _UP - 1.0)
 
 
 def rr_atoms(eps: float, delta: float = 0.0) -> Atoms:

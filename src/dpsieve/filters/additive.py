@@ -24,6 +24,7 @@ from abc import abstractmethod
 from fractions import Fraction
 from typing import Any
 
+from dpsieve._rounding import log_down
 from dpsieve._validation import check_in_open, check_nonnegative, fail
 from dpsieve.filters._common import (
     FilterBase,
@@ -50,7 +51,7 @@ def zcdp_rho_for(eps: float, delta: float) -> float:
     Prop. 1.3: rho-zCDP implies (rho + 2 sqrt(rho log(1/delta)), delta)-DP).
 
     Rounded down (a budget is rounded optimistically) and certified in exact arithmetic:
-    with L >= log(1/delta) (the float log moved up two ulp; its error is below one),
+    with L >= log(1/delta) (``dpsieve._rounding.log_down``: libm's log moved two ulp),
     rho + 2 sqrt(rho L) <= eps iff rho <= eps and 4 rho L <= (eps - rho)^2, checked in
     ``Fraction``. The closed form (sqrt(L + eps) - sqrt(L))^2, written without cancellation as
     (eps / (sqrt(L + eps) + sqrt(L)))^2, is only the starting point.
@@ -58,7 +59,7 @@ def zcdp_rho_for(eps: float, delta: float) -> float:
     eps = check_nonnegative("eps", eps, "zcdp_rho_for")
     delta = check_in_open("delta", delta, 0.0, 1.0, "zcdp_rho_for")
     ld = -math.log(delta)
-    big_l = Fraction(math.nextafter(math.nextafter(ld, math.inf), math.inf))
+    big_l = Fraction(-log_down(delta))  # >= log(1/delta)
     e = Fraction(eps)
 
     def ok(r: float) -> bool:
@@ -121,7 +122,7 @@ class _ScalarFilter(FilterBase):
                 f"the query states no finite {self.CURRENCY} cost", self.remaining(), {"query": qd}
             ), None
         shown = float_up(c)
-        cost = {self.CURRENCY: shown, "query": qd}
+        cost = {self.CURRENCY: shown, "exact": frac_to_json(c), "query": qd}
         new_spent = self._spent + c
         if new_spent > self._budget:
             have = float_down(self._budget - self._spent)
@@ -230,7 +231,12 @@ class ApproxZCDPFilter(FilterBase):
             return _refuse(
                 "the query states no approximate-zCDP cost", self.remaining(), {"query": qd}
             ), None
-        cost = {"rho": float_up(z[0]), "delta": float_up(z[1]), "query": qd}
+        cost = {
+            "rho": float_up(z[0]),
+            "delta": float_up(z[1]),
+            "exact": {"rho": frac_to_json(z[0]), "delta": frac_to_json(z[1])},
+            "query": qd,
+        }
         srho = self._srho + z[0]
         sdel = self._sdelta + z[1]
         if srho > self._rho or sdel > self._delta:
@@ -324,7 +330,12 @@ class RDPFilter(FilterBase):
             return _refuse(
                 "the query states no finite RDP at every order", self.remaining(), {"query": qd}
             ), None
-        cost = {"orders": list(self._orders), "rdp": [float_up(c) for c in cs], "query": qd}
+        cost = {
+            "orders": list(self._orders),
+            "rdp": [float_up(c) for c in cs],
+            "exact": [frac_to_json(c) for c in cs],
+            "query": qd,
+        }
         new = tuple(s + c for s, c in zip(self._spent, cs, strict=True))
         if any(n > b for n, b in zip(new, self._budgets, strict=True)):
             return _refuse(

@@ -135,20 +135,23 @@ def _scalar(currency: str) -> Callable[[dict[str, Any], dict[str, Any]], int | N
     # _ScalarFilter admits iff spent + c <= budget, c the float cost as an exact Fraction:
     # k more fit iff k c <= budget - spent.
     def rule(st: dict[str, Any], cost: dict[str, Any]) -> int | None:
-        return _floor_div(_f(st["budget"]) - _f(st["spent"]), _f(cost[currency]))
+        c = _f(cost["exact"]) if "exact" in cost else _f(cost[currency])  # exact charge
+        return _floor_div(_f(st["budget"]) - _f(st["spent"]), c)
     return rule
 
 
 def _approx_zcdp(st: dict[str, Any], cost: dict[str, Any]) -> int | None:
-    a = _floor_div(_f(st["rho"]) - _f(st["spent_rho"]), _f(cost["rho"]))
-    b = _floor_div(_f(st["delta"]) - _f(st["spent_delta"]), _f(cost["delta"]))
+    ex = cost.get("exact", cost)  # the exact charges (the floats shown are rounded up)
+    a = _floor_div(_f(st["rho"]) - _f(st["spent_rho"]), _f(ex["rho"]))
+    b = _floor_div(_f(st["delta"]) - _f(st["spent_delta"]), _f(ex["delta"]))
     vals = [v for v in (a, b) if v is not None]
     return min(vals) if vals else None
 
 
 def _rdp(st: dict[str, Any], cost: dict[str, Any]) -> int | None:
+    exact = cost.get("exact", cost["rdp"])  # the exact charges (the floats shown are rounded up)
     vals = [_floor_div(_f(b) - _f(s), _f(c))
-            for b, s, c in zip(st["budgets"], st["spent"], cost["rdp"], strict=True)]
+            for b, s, c in zip(st["budgets"], st["spent"], exact, strict=True)]
     ks = [v for v in vals if v is not None]
     return min(ks) if ks else None
 

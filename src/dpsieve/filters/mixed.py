@@ -35,7 +35,7 @@ from typing import Any
 
 from dpsieve._validation import check_in_open, check_nonnegative, fail
 from dpsieve.accounting.gdp import H_ABS_ERR, gdp_delta, gdp_mu_for
-from dpsieve.filters._common import FilterBase, frac_from_json, frac_to_json
+from dpsieve.filters._common import FilterBase, StateReader, frac_from_json, frac_to_json
 from dpsieve.filters._mixed_math import delta_upper, epsilon_upper, mu_for
 from dpsieve.filters._queries import as_query, pure_eps_of, query_to_dict
 from dpsieve.filters.base import Decision
@@ -215,6 +215,30 @@ class MixedFilter(FilterBase):
         self._eps, self._delta, self._split = eps, delta, split
         self._pure, self._mu2 = pure, mu2
 
+    @classmethod
+    def _check_state(cls, r: StateReader) -> None:
+        """The invariants of ``_load``, read through the filters' StateReader (field names)."""
+        eps = r.number("eps", lo=0.0)
+        delta = r.number("delta", lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+        if r.raw("split") is None:
+            r.require(not r.optional("pure"), "pure", "absent while the split is undecided", "")
+            r.require(not r.optional("mu2"), "mu2", "absent while the split is undecided", "")
+            return
+        sp = r.nested("split")
+        pure0 = sp.frac("pure", lo=0, hi=Fraction(eps))
+        mu0 = sp.number("mu", lo=0.0)
+        sp.string("chosen")
+        sp.raw("typical")
+        sp.done()
+        r.frac("pure", lo=0, hi=pure0)
+        r.frac("mu2", lo=0, hi=Fraction(mu0) ** 2)
+        r.require(
+            split_inside(pure0, mu0, eps, delta),
+            "split",
+            f"a budget R_a (+) G_mu inside the ({eps!r}, {delta!r}) target",
+            r.raw("split"),
+        )
+
     # -- reading ----------------------------------------------------------------------------
     @property
     def target(self) -> tuple[float, float]:
@@ -257,6 +281,8 @@ class MixedFilter(FilterBase):
     def _decide_split(self, q: Any) -> tuple[Decision, dict[str, Any] | None]:
         qd = query_to_dict(q)
         e = _pure_eps(q)
+        if e is not None and not math.isfinite(e):
+            e = None  # PureDP(inf): no pure charge (and no GDP one either)
         pure_left = self._pure - Fraction(e) if e is not None else Fraction(-1)
         gauss_left = self._gauss_residue(q)
         cost: dict[str, Any] = {"query": qd, "pure_eps": e}
