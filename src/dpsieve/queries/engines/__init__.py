@@ -7,6 +7,7 @@ Engines import their library lazily: importing this package needs none of them.
 from __future__ import annotations
 
 from dpsieve.queries.engines.duckdb import DuckDBEngine, compile_sql
+from dpsieve.queries.engines.frames import PandasEngine, PolarsEngine
 from dpsieve.queries.engines.reference import ReferenceEngine
 
-__all__ = ["DuckDBEngine", "ReferenceEngine", "compile_sql"]
+__all__ = ["DuckDBEngine", "PandasEngine", "PolarsEngine", "ReferenceEngine", "compile_sql"]
