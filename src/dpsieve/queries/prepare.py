@@ -1,0 +1,298 @@
+"""A plan checked against a schema: its charge, its engine spec, and how it is finished.
+
+:func:`prepare` does every check that can fail *before* the budget is touched -- columns,
+types, bounds, categories and keys (canonicalised, repeats refused), the privacy unit's
+bounds, the privacy requested -- and computes the charge from public values only. The
+:class:`Prepared` query then runs on any engine (:meth:`Prepared.run`): the engine returns
+per-group integers, dpsieve adds exact noise (and, for DP key selection, keeps the groups
+whose noisy unit count passes the threshold), and the kinds finish the estimates.
+
+The charge is the composition of the releases: ``PureDP(eps)`` or ``ZCDP(rho)`` as
+requested (each release gets a share, rounded down; the shares sum to at most the
+request, checked exactly), and with DP key selection ``ApproxDP(eps, delta)`` or
+``ApproxZCDP(rho, delta)``. :meth:`Charge.pld` is the exact PLD of the composition where
+one is known (pure DP), for filters that account with PLDs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from dpsieve._validation import fail
+from dpsieve.accounting.events import (
+    GDP,
+    ZCDP,
+    ApproxDP,
+    ApproxZCDP,
+    Neighbouring,
+    PrivacyDescription,
+    PureDP,
+)
+from dpsieve.errors import UnsupportedError
+from dpsieve.mechanisms import DiscreteGaussianMechanism, DiscreteLaplaceMechanism
+from dpsieve.mechanisms._random import as_source
+from dpsieve.queries.calibrate import Calibrated, calibrate, sensitivity
+from dpsieve.queries.engine import BoundingSpec, Engine, Op, Predicate, RowCount
+from dpsieve.queries.kinds import KINDS, Ctx, KindPlan, Part, label_of
+from dpsieve.queries.plan import Query
+from dpsieve.queries.result import Answer, GroupAnswer, Noise, dgauss_noise, dlap_noise
+from dpsieve.queries.schema import ColumnType, KeyValue, Schema, canonical_value
+
+__all__ = ["Charge", "Prepared", "Selection", "prepare"]
+
+
+@dataclass(frozen=True, slots=True)
+class Charge:
+    """What the query costs: ``description`` (the filter is charged this) and the parts
+    whose exact composition it bounds."""
+
+    description: PrivacyDescription
+    parts: tuple[Calibrated, ...]
+    selection: Selection | None = None
+
+    def pld(self) -> Any:
+        """The exact PLD of the composition (pure DP parts only; ``None`` otherwise)."""
+        plds = [c.pld() for c in self.parts]
+        if any(p is None for p in plds) or not plds:
+            return None
+        out = plds[0]
+        for p in plds[1:]:
+            out = out.compose(p)
+        if self.selection is not None:
+            from dpsieve.accounting.pld import PLD
+
+            s = self.selection
+            if not isinstance(s.mechanism, DiscreteLaplaceMechanism):
+                return None
+            out = out.compose(PLD.approx_dp(s.mechanism.pure_eps(), s.delta))
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """DP key selection (docs/proofs/queries.md §5): a group is kept when its unit count
+    plus noise reaches ``threshold``; (eps_or_rho, delta) is charged."""
+
+    mechanism: DiscreteLaplaceMechanism | DiscreteGaussianMechanism
+    threshold: int
+    delta: float
+    charge: PrivacyDescription
+
+    def noise(self) -> Noise:
+        m = self.mechanism
+        if isinstance(m, DiscreteLaplaceMechanism):
+            return dlap_noise(m.scale, 1.0)
+        return dgauss_noise(float(m.sampled_sigma2), 1.0)
+
+
+def _selection(total: PrivacyDescription, share: Fraction, delta: float,
+               max_groups: int) -> Selection:
+    """Noise on unit counts (L1 = L0, L2^2 = L0) and the threshold: the least integer tau
+    with L0 * P[Z >= tau - 1] <= delta (the chance a group made by one unit appears),
+    with P[Z >= m] <= exp(-m/t) (discrete Laplace) or exp(-m^2 / (2 s^2)) (discrete
+    Gaussian: sub-Gaussian, Canonne, Kamath, Steinke 2020); computed with a relative
+    margin of 1e-9 plus one: the threshold errs high, which is safe."""
+    l0 = max_groups
+    if isinstance(total, PureDP):
+        eps = Fraction(total.eps) * share
+        from dpsieve.accounting.families import round_fraction
+
+        t = round_fraction(Fraction(l0) / eps, upper=True)
+        mech: Any = DiscreteLaplaceMechanism(t, l0, total.neighbouring, 1)
+        m = math.ceil(t * math.log(l0 / delta) * (1 + 1e-9)) + 1
+        charge: PrivacyDescription = ApproxDP(round_fraction(eps, upper=True), delta,
+                                              total.neighbouring)
+    else:
+        assert isinstance(total, ZCDP)
+        from dpsieve.accounting.families import round_fraction
+        from dpsieve.mechanisms.noise import sampled_sigma2
+
+        rho = Fraction(total.rho) * share
+        sigma = math.sqrt(float(Fraction(l0) / (2 * rho)))
+        while Fraction(l0) > 2 * rho * sampled_sigma2(sigma, "select"):
+            sigma = math.nextafter(sigma, math.inf)
+        mech = DiscreteGaussianMechanism(sigma, float(l0), total.neighbouring, max(2, l0))
+        s = math.sqrt(float(sampled_sigma2(sigma, "select")))
+        m = math.ceil(s * math.sqrt(2.0 * math.log(l0 / delta)) * (1 + 1e-9)) + 1
+        charge = ApproxZCDP(round_fraction(rho, upper=True), delta, total.neighbouring)
+    return Selection(mech, m + 1, delta, charge)
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A checked plan, ready to run on an engine after its charge is admitted."""
+
+    query: Query
+    spec: BoundingSpec
+    charge: Charge
+    plans: tuple[KindPlan, ...]
+    labels: tuple[str, ...]
+
+    def run(self, engine: Engine, rng: np.random.Generator | None = None,
+            seed: int | None = None) -> Answer:
+        """Aggregate on ``engine``, add noise, finish. The sampling key is fresh from the
+        secure source (or from ``rng`` in simulations) unless ``seed`` is given."""
+        if seed is None:
+            seed = int(as_source(rng, "run").words(1)[0])
+        aggs = engine.aggregate(replace(self.spec, seed=seed))
+        keys = list(aggs.keys)
+        sel_info: dict[str, Any] | None = None
+        idx = np.arange(len(keys))
+        sel = self.charge.selection
+        if sel is not None:
+            units = np.asarray(aggs.units if aggs.units is not None else [], dtype=np.int64)
+            noisy = units + np.asarray(sel.mechanism.sample(len(units), rng),
+                                       dtype=np.int64).reshape(-1)
+            order = sorted(range(len(keys)), key=lambda i: _key_order(keys[i]))
+            idx = np.asarray([i for i in order if noisy[i] >= sel.threshold], dtype=np.int64)
+            sel_info = {"threshold": sel.threshold, "noise": sel.noise().to_dict(),
+                        "delta": sel.delta, "selected": int(idx.size)}
+        noisy_parts: dict[str, Any] = {}
+        cal: dict[str, Calibrated] = {}
+        for c, part in zip(self.charge.parts, (p for k in self.plans for p in k.parts),
+                           strict=True):
+            exact = part.exact(aggs)
+            noisy_parts[part.release.name] = c.draw(exact[idx], rng)
+            cal[part.release.name] = c
+        groups = []
+        for j, i in enumerate(idx.tolist()):
+            ests = tuple(k.finish(noisy_parts, cal, j) for k in self.plans)
+            groups.append(GroupAnswer(tuple(keys[i]), ests))
+        noise = {lab: {p.release.name: cal[p.release.name].noise() for p in k.parts}
+                 for lab, k in zip(self.labels, self.plans, strict=True)}
+        details = {p.release.name: cal[p.release.name].details()
+                   for k in self.plans for p in k.parts}
+        return Answer(self.labels, tuple(groups), noise, sel_info, details)
+
+
+def _key_order(key: tuple[KeyValue, ...]) -> tuple[tuple[int, str], ...]:
+    return tuple((0, "") if v is None else (1, repr(v)) for v in key)
+
+
+def _check_privacy(p: Any, neighbouring: Neighbouring) -> PureDP | ZCDP:
+    if isinstance(p, GDP):
+        raise UnsupportedError(
+            "GDP(mu) noise is not offered: releases use the exact discrete Gaussian, which is "
+            "not known to be mu-GDP (its pessimistic PLD has mass at +inf, which no GDP "
+            "budget dominates). Request 'pure' (eps, Laplace noise; GDP budgets admit it "
+            "through the residue filter) or 'zcdp' (rho) with a zCDP or RDP budget.")
+    if not isinstance(p, PureDP | ZCDP):
+        raise fail("privacy", "query", "PureDP(eps) or ZCDP(rho)", p)
+    value = p.eps if isinstance(p, PureDP) else p.rho
+    if not (0 < value < math.inf):
+        raise fail("eps" if isinstance(p, PureDP) else "rho", "query", "a finite float > 0",
+                   value)
+    if p.neighbouring != neighbouring:
+        raise fail("privacy", "query", f"under the budget's relation {neighbouring.value!r}",
+                   p)
+    return p
+
+
+def _check_predicate(schema: Schema, p: Predicate) -> Predicate:
+    col = schema.column(p.column, "column", "where")
+    if col.type == ColumnType.OTHER:
+        raise fail("column", "where", "a column of type integer, float, string or boolean",
+                   p.column)
+    if p.op in (Op.IS_NULL, Op.NOT_NULL):
+        return p
+    if p.op in (Op.IN, Op.NOT_IN):
+        vals = p.value if isinstance(p.value, tuple) else (p.value,)
+        canon = tuple(canonical_value(col.type, v, "value", "where") for v in vals)
+        return Predicate(p.column, p.op, tuple(dict.fromkeys(canon)))
+    if col.type == ColumnType.BOOLEAN and p.op not in (Op.EQ, Op.NE):
+        raise fail("op", "where", "'==' or '!=' on a boolean column", p.op.value)
+    return Predicate(p.column, p.op, canonical_value(col.type, p.value, "value", "where"))
+
+
+def _keys(schema: Schema, q: Query) -> tuple[tuple[KeyValue, ...], ...] | None:
+    cols = [schema.column(c, "group_by", "query") for c in q.group_by]
+    for c in cols:
+        if c.type == ColumnType.OTHER or (q.selection is not None and not c.type.hashable):
+            raise fail("group_by", "query", "columns of type integer, string or boolean (or "
+                       "float with public keys)", c.name)
+    if q.keys is None:
+        return None if q.group_by else ((),)
+    if len(q.keys) > 100_000:
+        raise fail("keys", "query", "at most 100000 keys", len(q.keys))
+    out = []
+    for k in q.keys:
+        if len(k) != len(cols):
+            raise fail("keys", "query", f"tuples of {len(cols)} values (one per group_by "
+                       "column)", list(k))
+        out.append(tuple(canonical_value(c.type, v, "keys", "query")
+                         for c, v in zip(cols, k, strict=True)))
+    if len(set(out)) != len(out):
+        raise fail("keys", "query", "a list without repeated (or equal) keys", q.keys)
+    return tuple(out)
+
+
+def _shares(q: Query) -> tuple[list[tuple[Fraction, ...]], Fraction]:
+    """Per aggregation, the shares of its parts; and the selection's share."""
+    n = len(q.aggregations)
+    sel = Fraction(0)
+    if q.selection is not None:
+        sel = (Fraction(1, n + 1) if q.selection.share is None
+               else Fraction(q.selection.share))
+    w = [Fraction(x) for x in (q.weights or (1.0,) * n)]
+    tw = sum(w)
+    out = []
+    for a, wi in zip(q.aggregations, w, strict=True):
+        parts = KINDS[a.kind].parts
+        each = (1 - sel) * wi / tw / parts
+        out.append((each,) * parts)
+    if sum(s for t in out for s in t) + sel > 1:  # exact: cannot happen
+        raise fail("weights", "query", "shares summing to at most 1", q.weights)
+    return out, sel
+
+
+def prepare(query: Query, schema: Schema, neighbouring: Neighbouring) -> Prepared:
+    """Check ``query`` against ``schema`` and compute its charge (no data is read)."""
+    total = _check_privacy(query.privacy, neighbouring)
+    keys = _keys(schema, query)
+    where = tuple(_check_predicate(schema, p) for p in query.where)
+    unit = schema.privacy_unit
+    c = query.contribution
+    if unit is None and (c.max_groups != 1 or c.max_rows is not None):
+        raise fail("contribution", "query", "absent: the data set has no privacy unit (every "
+                   "row is one person)", {"max_groups": c.max_groups, "max_rows": c.max_rows})
+    if query.selection is not None and neighbouring != Neighbouring.ADD_REMOVE:
+        raise UnsupportedError("DP key selection is offered under add/remove neighbours only")
+    ctx = Ctx(schema, total, neighbouring, unit is not None, c.max_groups, c.max_rows,
+              None if keys is None else len(keys))
+    shares, sel_share = _shares(query)
+    plans: list[KindPlan] = []
+    parts: list[Calibrated] = []
+    n_groups = 1 if keys is None else len(keys)
+    for i, (a, sh) in enumerate(zip(query.aggregations, shares, strict=True)):
+        kp = KINDS[a.kind].build(a, ctx, sh, f"a{i}.")
+        plans.append(kp)
+        for part, s in zip(kp.parts, sh, strict=True):
+            parts.append(_calibrate(part, s, ctx, total, n_groups))
+    selection = None
+    description: PrivacyDescription = total
+    if query.selection is not None:
+        selection = _selection(total, sel_share, query.selection.delta, ctx.k)
+        description = (ApproxDP(total.eps, query.selection.delta, neighbouring)
+                       if isinstance(total, PureDP)
+                       else ApproxZCDP(total.rho, query.selection.delta, neighbouring))
+    measures = [m for kp in plans for p in kp.parts for m in p.measures]
+    if not measures:
+        measures = [RowCount("_rows")]
+    spec = BoundingSpec(tuple(measures), query.group_by, keys, where, unit,
+                        c.max_groups if unit is not None else 1,
+                        c.max_rows if unit is not None else None)
+    labels = tuple(label_of(a) for a in query.aggregations)
+    return Prepared(query, spec, Charge(description, tuple(parts), selection), tuple(plans),
+                    labels)
+
+
+def _calibrate(part: Part, share: Fraction, ctx: Ctx, total: PrivacyDescription,
+               n_groups: int) -> Calibrated:
+    sens = sensitivity(part.release.contrib, ctx.max_groups if ctx.has_unit else 1,
+                       ctx.groups, ctx.neighbouring)
+    return calibrate(part.release, sens, total, share, n_groups)

@@ -1,0 +1,141 @@
+"""What a query answers: values with their noise in user terms, lattice internals apart.
+
+* :class:`Noise` -- the noise added to one released number, in the answer's units: the
+  mechanism, its scale (Laplace ``b`` or Gaussian ``sigma``), its standard deviation and
+  the half-width of an interval that holds the noise with probability >= 95 %.
+* :class:`Estimate` -- one aggregation's value for one group, with the 95 % interval it
+  implies (for the bounded aggregate: clipping and contribution bounds are not noise).
+* :class:`Answer` -- every group's estimates; ``details`` keeps the lattice internals
+  (granularity, integer sensitivities, lattice scales) for those who check the charge.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from dpsieve.queries.schema import KeyValue
+
+__all__ = [
+    "Answer",
+    "Estimate",
+    "GroupAnswer",
+    "Noise",
+    "dgauss_halfwidth",
+    "dgauss_noise",
+    "dlap_halfwidth",
+    "dlap_noise",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Noise:
+    """Noise on one released coordinate, in the answer's units."""
+
+    mechanism: str
+    scale: float
+    std: float
+    ci95: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"mechanism": self.mechanism, "scale": self.scale, "std": self.std,
+                "ci95": self.ci95}
+
+
+def dlap_halfwidth(t: float, level: float = 0.95) -> int:
+    """Least integer m with P[|Z| > m] = 2 q^(m+1) / (1 + q) <= 1 - level for the discrete
+    Laplace of scale ``t`` (q = e^(-1/t)); floats, then stepped until the inequality holds."""
+    q = math.exp(-1.0 / t)
+    tail = 1.0 - level
+    m = max(0, math.ceil(t * math.log(2.0 / (tail * (1.0 + q)))) - 1)
+    while m > 0 and 2.0 * q ** m / (1.0 + q) <= tail:
+        m -= 1
+    while 2.0 * q ** (m + 1) / (1.0 + q) > tail:
+        m += 1
+    return m
+
+
+def dgauss_halfwidth(sigma2: float, level: float = 0.95) -> int:
+    """Least integer m with P[|Z| <= m] >= level for the discrete Gaussian of variance
+    parameter ``sigma2``: from the pmf for sigma <= 1e4, else the normal quantile (the
+    two differ by less than 1e-6 relative there)."""
+    from statistics import NormalDist
+
+    s = math.sqrt(sigma2)
+    if s > 1e4:
+        return math.ceil(NormalDist().inv_cdf(0.5 + level / 2.0) * s)
+    k = math.ceil(12 * s) + 10
+    w = [math.exp(-(z * z) / (2.0 * sigma2)) for z in range(k + 1)]
+    total = w[0] + 2.0 * sum(w[1:])
+    inside, m = w[0] / total, 0
+    while inside < level and m < k:
+        m += 1
+        inside += 2.0 * w[m] / total
+    return m
+
+
+def dlap_noise(t: float, unit: float) -> Noise:
+    """Discrete Laplace of lattice scale ``t`` (P[Z = z] ~ exp(-|z|/t)) times ``unit``:
+    std = sqrt(2 q) / (1 - q), q = e^(-1/t)."""
+    q = math.exp(-1.0 / t)
+    std = math.sqrt(2.0 * q) / -math.expm1(-1.0 / t)
+    return Noise("discrete_laplace", t * unit, std * unit, dlap_halfwidth(t) * unit)
+
+
+def dgauss_noise(sigma2: float, unit: float) -> Noise:
+    """Discrete Gaussian with variance parameter ``sigma2`` times ``unit``. Its variance
+    is below sigma2 (Canonne, Kamath, Steinke 2020), so std is reported as sqrt(sigma2),
+    an upper bound."""
+    s = math.sqrt(sigma2)
+    return Noise("discrete_gaussian", s * unit, s * unit, dgauss_halfwidth(sigma2) * unit)
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """One aggregation for one group: ``value`` (a number, or a list for histograms,
+    workloads and several quantiles), ``interval`` (95 % for the bounded aggregate, or
+    ``None`` where no simple one follows) and the noise of each released part."""
+
+    value: float | list[float] | None
+    interval: tuple[float, float] | list[tuple[float, float]] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        iv: Any = self.interval
+        if isinstance(iv, tuple):
+            iv = list(iv)
+        elif isinstance(iv, list):
+            iv = [list(x) for x in iv]
+        return {"value": self.value, "interval": iv}
+
+
+@dataclass(frozen=True, slots=True)
+class GroupAnswer:
+    key: tuple[KeyValue, ...]
+    estimates: tuple[Estimate, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """Every group's estimates, aligned with ``labels`` (one per aggregation).
+
+    ``noise[label]`` is the noise of each released part of that aggregation (e.g. a mean
+    has a ``sum`` and a ``count``); ``selection`` says how groups were chosen (DP key
+    selection: threshold and noise; public keys: ``None``); ``details`` holds the lattice
+    internals.
+    """
+
+    labels: tuple[str, ...]
+    groups: tuple[GroupAnswer, ...]
+    noise: dict[str, dict[str, Noise]]
+    selection: dict[str, Any] | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "labels": list(self.labels),
+            "groups": [{"key": list(g.key),
+                        "estimates": [e.to_dict() for e in g.estimates]} for g in self.groups],
+            "noise": {k: {p: n.to_dict() for p, n in v.items()} for k, v in self.noise.items()},
+            "selection": self.selection,
+        }
