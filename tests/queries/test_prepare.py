@@ -10,7 +10,6 @@ import pandas as pd
 import pytest
 
 from dpsieve.accounting.events import (
-    GDP,
     ZCDP,
     ApproxDP,
     ApproxZCDP,
