@@ -161,3 +161,56 @@ def test_pld_family_members() -> None:
     assert audit_natural(fam, approx_curve(3.0, 0.1), 2).free  # pure family, k = 2
     with pytest.raises(ValidationError):
         audit_natural({"G": PLD.gdp(1.0)}, approx_curve(1.0), 2)
+
+
+def test_issue18_free_verdict_must_be_certified() -> None:
+    """Issue 18.4: at mu = 0.6649917799953612 the approximate-GDP witness is admissible
+    within the float margin and overspends by 0.0189; ``audit_natural`` said free."""
+    l1, l2 = approx_curve(0.5), approx_curve(0.1, 0.05)
+    r = audit_natural({"L1": l1, "L2": l2}, GaussianBudget(0.6649917799953612, 0.05), 2)
+    assert not r.free
+    assert r.verdict == "not shown not free"
+    assert r.margin == 1e-12
+    assert r.max_gap == pytest.approx(0.0189, abs=1e-4)
+    assert r.to_dict()["verdict"] == "not shown not free"
+    # a little more budget certifies the overspend, a little less certifies freeness
+    assert audit_natural({"L1": l1, "L2": l2}, GaussianBudget(0.665, 0.05), 2).verdict == (
+        "not free"
+    )
+    assert audit_natural({"L1": l1, "L2": l2}, GaussianBudget(0.6649, 0.05), 2).free
+
+
+def _gdp_witness() -> tuple[PL, PL, PL]:
+    def rr(e: float) -> list[float]:
+        return [math.exp(e) / (1 + math.exp(e)), 1 / (1 + math.exp(e))]
+
+    p = [0.5 * x for x in rr(0.5)] + [0.5 * x for x in rr(3.0)]
+    q = [0.5 * x for x in rr(0.5)[::-1]] + [0.5 * x for x in rr(3.0)[::-1]]
+    return approx_curve(1.0), PL.from_distributions(p, q), approx_curve(1.75)
+
+
+def test_gdp_witness_needs_mu_2_100342() -> None:
+    """The docs' witness G_2.1003 is free: the witness needs mu >= 2.1003420893753153..."""
+    l1, l2, l3 = _gdp_witness()
+    fam = {"L1": l1, "L2": l2, "L3": l3}
+    assert audit_natural(fam, GaussianBudget(2.1003), 2).free
+    assert not pl_leq_budget(l1.compose(l2), GaussianBudget(2.10034208937))
+    res = audit_natural(fam, GaussianBudget(2.1003421), 2)  # mu* + 1e-8: certified
+    assert res.verdict == "not free"
+    assert res.max_gap == pytest.approx(0.05203, abs=1e-4)
+
+
+def test_first_witness_overspend_range() -> None:
+    """Witness 1 overspends exactly on (0.0708, 1.9292) (kinks of the curves); the default
+    grid (step 0.005) reports [0.075, 1.925]."""
+    l1, l2 = approx_curve(1.0), approx_curve(0.1, 0.05)
+    budget = pl_supremum([l1.compose(l1), l1.compose(l2)])
+    r = audit_natural({"L1": l1, "L2": l2}, budget, 2)
+    assert r.eps_range == (0.075, 1.925)
+
+    def gap(t: float) -> Fraction:
+        x = Fraction(math.exp(t))
+        return r.worst.hockey_stick_exact(x) - budget.hockey_stick_exact(x)
+
+    assert gap(0.0708) <= 0 < gap(0.0709)
+    assert gap(1.9291) > 0 >= gap(1.9292)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import mpmath
 import pytest
 
 from dpsieve.accounting.events import GDP, ApproxDP, PureDP
@@ -47,7 +48,8 @@ def test_natural_approx_reports_theorem9_not_the_budget() -> None:
     d = f.try_spend(PureDP(0.5))
     assert d.admitted
     g = d.remaining["guarantee"]
-    assert g["eps"] == pytest.approx(3080.0)  # eps' = n 2c (9 eps + 2), n = 10, c = 14
+    t9 = g["theorem9"]
+    assert t9["eps"] == pytest.approx(3080.0)  # eps' = n 2c (9 eps + 2), n = 10, c = 14
     assert g["eps"] > 1.0
     assert g["delta"] > 1e-6
     assert "NOT" in g["note"]
@@ -165,3 +167,47 @@ def test_natural_gdp_accepts_gaussian_plds() -> None:
     f = NaturalGDPFilter(1.0)
     assert f.try_spend(PLD.gaussian(2.0)).admitted  # exactly G_0.5
     assert not f.try_spend(PLD.laplace(2.0)).admitted  # not a GDP query
+
+
+def _rr_k_delta_mp(eps: float, delta: float, k: int, eps_prime: float) -> mpmath.mpf:
+    """delta(eps') of R_{eps,delta}^(+k) in mpmath: d + (1 - d) sum_B P(B) (1 - e^{eps' - loss})_+
+    with B ~ Bin(k, p), loss = eps (2B - k), d = 1 - (1 - delta)^k."""
+    with mpmath.workdps(40):
+        e, ep = mpmath.mpf(eps), mpmath.mpf(eps_prime)
+        p = 1 / (1 + mpmath.exp(-e))
+        d = 1 - (1 - mpmath.mpf(delta)) ** k
+        h = mpmath.fsum(
+            mpmath.binomial(k, b)
+            * p**b
+            * (1 - p) ** (k - b)
+            * (1 - mpmath.exp(ep - e * (2 * b - k)))
+            for b in range(k + 1)
+            if e * (2 * b - k) > ep
+        )
+        return d + (1 - d) * h
+
+
+def test_issue18_natural_approx_guarantee_is_the_best_bound() -> None:
+    """Issue 18.8: eps = 1, delta = 1e-6, k = 100 at delta' = 4.52e-3: R^(+k) gives 67.6,
+    reported instead of 1,772 (our certified Theorem 15 bound) or 3,080 (Theorem 9)."""
+    f = NaturalApproxFilter(1.0, 1e-6, 100, allow_general=True)
+    g = f.guarantee()
+    assert g["delta"] == pytest.approx(4.52e-3)
+    assert g["eps"] == pytest.approx(67.6, abs=0.05)
+    assert g["method"] == "composition (Prop. 3)"
+    assert g["certified"]["eps"] == pytest.approx(1772.0, abs=1.0)
+    assert g["theorem9"]["eps"] == 3080.0
+    # independent check (mpmath): valid at the reported eps', and tight (1e-6 below fails)
+    assert _rr_k_delta_mp(1.0, 1e-6, 100, g["eps"]) <= g["delta"]
+    assert _rr_k_delta_mp(1.0, 1e-6, 100, g["eps"] * (1 - 1e-6)) > g["delta"]
+
+
+@pytest.mark.parametrize(("eps", "delta", "k"), [(0.5, 1e-5, 10), (2.0, 1e-8, 7), (0.1, 1e-3, 40)])
+def test_composition_epsilon_against_mpmath(eps: float, delta: float, k: int) -> None:
+    from dpsieve.filters.theorem9 import composition_epsilon
+
+    target = min(theorem9(eps, delta, k).delta_prime, 0.1)
+    e = composition_epsilon(eps, delta, k, target)
+    assert _rr_k_delta_mp(eps, delta, k, e) <= target
+    if e > 0:
+        assert _rr_k_delta_mp(eps, delta, k, e * (1 - 1e-6)) > target

@@ -33,6 +33,7 @@ __all__ = [
     "GaussianBudget",
     "approx_curve",
     "pl_leq_budget",
+    "pl_maybe_leq_budget",
     "pl_supremum",
 ]
 
@@ -104,6 +105,32 @@ def pl_leq_budget(curve: PiecewiseLinearTradeoff, budget: Budget | GaussianBudge
         a_dn = math.nextafter(float(a), 0.0)
         fb = float(budget.tradeoff(a_dn))
         if not fb + MARGIN <= f:
+            return False
+    return True
+
+
+def pl_maybe_leq_budget(curve: PiecewiseLinearTradeoff, budget: Budget | GaussianBudget) -> bool:
+    """False only if L <= B is certainly false (the other side of :func:`pl_leq_budget`).
+
+    Exact for a piecewise-linear B. For an analytic B, L is certainly not <= B when at a
+    breakpoint f_L(a) < f_B(a_up) - MARGIN (f_B evaluated at a rounded *up* is at most the
+    true f_B(a), and its float error is far below MARGIN). So
+    ``pl_leq_budget(L, B) <= L <= B <= pl_maybe_leq_budget(L, B)``: the auditor uses the
+    first to certify overspends and the second to certify "free".
+    """
+    if isinstance(budget, PiecewiseLinearTradeoff):
+        return curve.leq(budget)
+    keep = Fraction(1) - Fraction(budget.delta)
+    for a, f in zip(curve.alphas, curve.betas, strict=True):
+        if a == 0:
+            if f < keep:
+                return False
+            continue
+        if a >= keep:
+            continue
+        a_up = math.nextafter(float(a), 2.0)
+        fb = float(budget.tradeoff(a_up))
+        if f < fb - MARGIN:
             return False
     return True
 

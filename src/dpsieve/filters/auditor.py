@@ -10,9 +10,20 @@ V_k(Id) (paper, Sec. 5, Lemma 1 and the recursion before Thm. 6)::
 Everything is exact for piecewise-linear tradeoff curves: composition and order in
 ``Fraction`` (:mod:`dpsieve.accounting.tradeoff`), the supremum as the lower convex
 envelope (:func:`dpsieve.filters._budgets.pl_supremum`). Budgets of the form
-R_{0,delta} (+) G_mu are compared soundly (admissibility is certified; an overspend is
-reported only when it exceeds the float margin), so any overspend found is real: the
-adversary strategies used are admissible, and the worst case can only be larger.
+R_{0,delta} (+) G_mu are analytic: each admissibility test is then made twice, with the
+float margin on either side, and the recursion run for both readings:
+
+* **lower**: only moves *certified* admissible (``pl_leq_budget``). Its V_k is at or below
+  the true one, so an overspend it shows (above the margin) is real: **not free**, with a
+  witness strategy that only uses admissible moves.
+* **upper**: every move not *certainly* inadmissible (``pl_maybe_leq_budget``). Its V_k is
+  at or above the true one, so if it is certified <= B the filter is **free**.
+* otherwise the verdict is **undetermined** ("not shown not free"): some move within the
+  margin (1e-12) of the budget decides it; ``max_gap`` is the overspend the upper reading
+  shows and ``margin`` the float margin. (Issue 18, item 4: at mu = 0.6649917799953612 the
+  approximate-GDP witness is exactly admissible; it used to be reported free.)
+
+For a piecewise-linear budget both readings coincide (exact arithmetic).
 
 When V_k(Id) is not <= B, :func:`audit_natural` returns a witness: the (eps, delta)
 where the worst analyst's hockey-stick curve exceeds B's, and the adaptive strategy
@@ -33,13 +44,23 @@ from typing import Any
 
 import numpy as np
 
+from dpsieve._rounding import sqrt_down, sqrt_up
 from dpsieve._validation import check_int, fail
 from dpsieve.accounting.gdp import gdp_delta
 from dpsieve.accounting.tradeoff import PiecewiseLinearTradeoff
 from dpsieve.errors import UnsupportedError
-from dpsieve.filters._budgets import MARGIN, GaussianBudget, pl_leq_budget, pl_supremum
+from dpsieve.filters._budgets import (
+    MARGIN,
+    GaussianBudget,
+    pl_leq_budget,
+    pl_maybe_leq_budget,
+    pl_supremum,
+)
 
 __all__ = [
+    "FREE",
+    "NOT_FREE",
+    "UNDETERMINED",
     "AuditResult",
     "GaussianBudget",
     "as_curve",
@@ -52,14 +73,22 @@ PL = PiecewiseLinearTradeoff
 _ID = PiecewiseLinearTradeoff.identity()
 
 
+#: The verdicts: certified free, certified not free (a real overspend), or neither.
+FREE, NOT_FREE, UNDETERMINED = "free", "not free", "not shown not free"
+
+
 @dataclass(frozen=True, slots=True)
 class AuditResult:
     """Verdict of the auditor.
 
-    ``free``: V_k(Id) <= B. ``worst``: V_k(Id) (a tradeoff curve, or ``{"gdp": s}``).
-    ``eps_range``/``max_gap``/``eps_at_max``: where and by how much the worst analyst's
-    delta(eps) exceeds the budget's (empty when free). ``strategy``: the adaptive strategy
-    at ``eps_at_max`` (nested dict: query name, then per observed loss the next step).
+    ``verdict``: ``"free"`` (certified: V_k(Id) <= B), ``"not free"`` (certified overspend)
+    or ``"not shown not free"`` (undetermined within the float ``margin``). ``free`` is True
+    only for a certified "free". ``worst``: V_k(Id) (a tradeoff curve, or ``{"gdp": s}``);
+    for an undetermined verdict, the upper reading's. ``eps_range``/``max_gap``/
+    ``eps_at_max``: where and by how much the worst analyst's delta(eps) exceeds the
+    budget's (a real overspend when not free; a possible one when undetermined).
+    ``strategy``: the adaptive strategy at ``eps_at_max`` (nested dict: query name, then
+    per observed loss the next step), only for a certified overspend.
     """
 
     free: bool
@@ -71,10 +100,20 @@ class AuditResult:
     delta_worst: float | None = None
     delta_budget: float | None = None
     strategy: dict[str, Any] = field(default_factory=dict)
+    verdict: str = ""
+    margin: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not self.verdict:
+            object.__setattr__(self, "verdict", FREE if self.free else NOT_FREE)
+        if self.free != (self.verdict == FREE):
+            raise ValueError("AuditResult: 'free' must say whether the verdict is 'free'")
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "free": self.free,
+            "verdict": self.verdict,
+            "margin": self.margin,
             "rounds": self.rounds,
             "eps_range": list(self.eps_range) if self.eps_range else None,
             "max_gap": self.max_gap,
@@ -92,12 +131,16 @@ def _budget_h(budget: PL | GaussianBudget, x: float) -> float:
 
 
 def overspend(
-    worst: PL, budget: PL | GaussianBudget, eps_grid: np.ndarray | None = None
+    worst: PL,
+    budget: PL | GaussianBudget,
+    eps_grid: np.ndarray | None = None,
+    *,
+    threshold: float = MARGIN,
 ) -> tuple[tuple[float, float] | None, float, float | None]:
-    """(eps range, max gap, eps at max) where h_worst(e^eps) - h_B(e^eps) > margin.
+    """(eps range, max gap, eps at max) where h_worst(e^eps) - h_B(e^eps) > threshold.
 
     h_worst is exact at each grid point; h_B is exact (piecewise linear) or its float value
-    (error ~1e-15), so every reported positive gap is real.
+    (error ~1e-15), so with the default threshold (the margin) every reported gap is real.
     """
     grid = np.linspace(0.0, 10.0, 2001) if eps_grid is None else eps_grid
     gaps = []
@@ -105,7 +148,7 @@ def overspend(
         x = math.exp(float(e))
         gaps.append(float(worst.hockey_stick_exact(Fraction(x))) - _budget_h(budget, x))
     g = np.array(gaps)
-    over = g > MARGIN
+    over = g > threshold
     if not np.any(over):
         return None, float(g.max(initial=0.0)), None
     idx = np.nonzero(over)[0]
@@ -114,16 +157,21 @@ def overspend(
 
 
 class _Natural:
-    def __init__(self, family: dict[str, PL], budget: PL | GaussianBudget) -> None:
+    """The V_k recursion with one reading of admissibility (``upper``: possibly admissible)."""
+
+    def __init__(
+        self, family: dict[str, PL], budget: PL | GaussianBudget, *, upper: bool = False
+    ) -> None:
         self.family = dict(family)
         self.family.setdefault("Id", _ID)
         self.budget = budget
+        self.test = pl_maybe_leq_budget if upper else pl_leq_budget
         self.memo: dict[tuple[PL, int], PL] = {}
         self.adm: dict[PL, bool] = {}
 
     def admissible(self, curve: PL) -> bool:
         if curve not in self.adm:
-            self.adm[curve] = pl_leq_budget(curve, self.budget)
+            self.adm[curve] = self.test(curve, self.budget)
         return self.adm[curve]
 
     def moves(self, prefix: PL) -> list[tuple[str, PL, PL]]:
@@ -193,14 +241,28 @@ def audit_natural(
     if not family:
         raise fail("family", "audit_natural", "a non-empty dict name -> tradeoff curve", family)
     fam = {name: as_curve(q) for name, q in family.items()}
-    nat = _Natural(fam, budget)
-    worst = nat.value(_ID, k)
-    if pl_leq_budget(worst, budget):
-        return AuditResult(True, k, worst)
+    exact = isinstance(budget, PiecewiseLinearTradeoff)
+    margin = 0.0 if exact else MARGIN
+    hi = _Natural(fam, budget, upper=True)
+    worst_hi = hi.value(_ID, k)
+    if pl_leq_budget(worst_hi, budget):
+        return AuditResult(True, k, worst_hi, margin=margin)
+    lo = hi if exact else _Natural(fam, budget)
+    worst = lo.value(_ID, k)
     rng, gap, e_at = overspend(worst, budget, eps_grid)
     if e_at is None:
-        # not certified <= B, but no overspend above the float margin either
-        return AuditResult(True, k, worst, max_gap=gap)
+        # neither certified free nor a certified overspend: a move within the margin decides
+        rng, gap, e_at = overspend(worst_hi, budget, eps_grid)
+        return AuditResult(
+            False,
+            k,
+            worst_hi,
+            eps_range=rng,
+            max_gap=gap,
+            eps_at_max=e_at,
+            verdict=UNDETERMINED,
+            margin=margin,
+        )
     x = Fraction(math.exp(e_at))
     return AuditResult(
         False,
@@ -211,7 +273,8 @@ def audit_natural(
         eps_at_max=e_at,
         delta_worst=float(worst.hockey_stick_exact(x)),
         delta_budget=_budget_h(budget, float(x)),
-        strategy=nat.strategy(_ID, k, x),
+        strategy=lo.strategy(_ID, k, x),
+        margin=margin,
     )
 
 
@@ -232,29 +295,40 @@ def audit_gdp_family(
         if budget.delta != 0.0:
             raise UnsupportedError("audit_gdp_family supports G_mu and R_{eps,delta} budgets.")
         cap = Fraction(budget.mu) ** 2
+        margin = 0.0
 
         def ok(s2: Fraction) -> bool:
             return s2 <= cap
+
+        maybe = ok
     else:
         eps, delta = budget
+        margin = MARGIN
 
-        def ok(s2: Fraction) -> bool:
-            return float(gdp_delta(math.sqrt(float(s2)), eps)) + MARGIN <= delta
+        def ok(s2: Fraction) -> bool:  # certified: a larger mu has a larger delta(eps)
+            return float(gdp_delta(sqrt_up(s2), eps)) + MARGIN <= delta
+
+        def maybe(s2: Fraction) -> bool:  # not certainly inadmissible
+            return float(gdp_delta(sqrt_down(s2), eps)) - MARGIN <= delta
 
     memo: dict[tuple[Fraction, int], Fraction] = {}
 
     def value(prefix: Fraction, j: int) -> Fraction:
-        """r^2 of V_j(G_prefix) = G_r."""
+        """r^2 of V_j(G_prefix) = G_r, over the possibly admissible moves (upper reading)."""
         if j == 0:
             return Fraction(0)
         if (prefix, j) not in memo:
             best = Fraction(0)
             for q in sq:
-                if ok(prefix + q):
+                if maybe(prefix + q):
                     best = max(best, q + value(prefix + q, j - 1))
             memo[(prefix, j)] = best
         return memo[(prefix, j)]
 
     r2 = value(Fraction(0), k)
-    free = ok(r2) if r2 > 0 else True
-    return AuditResult(free, k, {"gdp_mu_squared": str(r2), "gdp_mu": math.sqrt(float(r2))})
+    worst = {"gdp_mu_squared": str(r2), "gdp_mu": math.sqrt(float(r2))}
+    if r2 == 0 or ok(r2):
+        return AuditResult(True, k, worst, margin=margin)
+    # GDP queries are universally free (paper, Thm. 8), so no overspend can be certified:
+    # the upper reading's worst composition is within the margin of the budget
+    return AuditResult(False, k, worst, verdict=UNDETERMINED, margin=margin)

@@ -31,12 +31,15 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from dpsieve._rounding import rel_up
 from dpsieve._validation import check_in_open, check_int, check_positive
 
 __all__ = [
     "Theorem9",
     "certified_epsilon",
     "certified_guarantee",
+    "composition_delta",
+    "composition_epsilon",
     "rr_compose_delta",
     "theorem9",
 ]
@@ -193,3 +196,47 @@ def certified_epsilon(t9: Theorem9, delta_target: float | None = None) -> tuple[
         else:
             lo = mid
     return at(hi)
+
+
+def composition_delta(eps: float, delta: float, k: int, eps_prime: float) -> float:
+    """delta(eps') of R_{eps,delta}^(+k), rounded up.
+
+    R_{eps,delta} = R_{0,delta} (+) RR_eps (the delta part told apart), so the k-fold
+    composition is R_{0,d} (+) RR_eps^(k) with d = 1 - (1 - delta)^k, and its hockey-stick
+    curve is d + (1 - d) H(RR_eps^(k)); that is increasing in d, so an upper bound on d and
+    one on H give one on the whole. H is :func:`rr_compose_delta` (binomial, rounded up).
+    """
+    d = rel_up(-math.expm1(k * math.log1p(-delta)), 1e-12) if delta > 0.0 else 0.0
+    d = min(1.0, d)
+    h = rr_compose_delta(eps, k, eps_prime)
+    return min(1.0, rel_up(d + (1.0 - d) * h, 1e-12))
+
+
+def composition_epsilon(eps: float, delta: float, k: int, delta_prime: float) -> float:
+    """The smallest eps' (rounded up, to 1e-9 relative) with R_{eps,delta}^(+k) being
+    (eps', delta')-DP; ``inf`` if delta' is below the delta part 1 - (1 - delta)^k.
+
+    This bounds the natural (eps, delta) filter for k rounds (docs/filters.md): every query
+    it admits has L_1 (+) ... (+) L_t <= R_{eps,delta}, so L_t <= R_{eps,delta} (composing
+    with a PLD never lowers it), and k adaptively chosen queries each below R_{eps,delta}
+    compose to at most R_{eps,delta}^(+k) (paper, Prop. 3).
+    """
+    eps = check_positive("eps", eps, "composition_epsilon")
+    delta = check_in_open("delta", delta, 0.0, 1.0, "composition_epsilon")
+    k = check_int("k", k, "composition_epsilon", minimum=1)
+    delta_prime = check_positive("delta_prime", delta_prime, "composition_epsilon")
+    if delta_prime >= 1.0:
+        return 0.0  # every pair is (0, 1)-DP
+    hi = eps * k  # every loss of RR_eps^(k) is at most k eps: H = 0 there
+    if composition_delta(eps, delta, k, hi) > delta_prime:
+        return math.inf
+    lo = 0.0
+    if composition_delta(eps, delta, k, lo) <= delta_prime:
+        return 0.0
+    while hi - lo > 1e-9 * hi:
+        mid = 0.5 * (lo + hi)
+        if composition_delta(eps, delta, k, mid) <= delta_prime:
+            hi = mid
+        else:
+            lo = mid
+    return hi
