@@ -31,6 +31,8 @@ RELEASE_MECHANISMS = ("blr", "envelope", "laplace", "mwem", "pmw")
 RELEASE_MAX_UNIVERSE = 4096
 RELEASE_MAX_ENTRIES = 4_000_000
 RELEASE_MAX_ROUNDS = 1000
+#: Largest public row count (exact in float64, so every n-derived parameter is exact).
+RELEASE_MAX_N = 2**53
 #: Envelope enumeration limit in work units (about 16 s at SECONDS_PER_UNIT).
 RELEASE_MAX_COST = 2.0e9
 _RELEASE_OPTIONS = {"envelope": ("rounds", "eta", "gamma"), "pmw": ("rounds",),
@@ -131,10 +133,17 @@ def _release_domain(spec: dict[str, Any], schema: Sequence[str]) -> tuple[
     return dom, cols, lookups
 
 
+#: A public dry run (on a synthetic data set of n rows) precedes the spend when the
+#: exact envelope costs at most this many work units (every other mechanism: always).
+RELEASE_DRY_RUN_COST = 1.0e7
+
+
 def _release_mechanism(spec: dict[str, Any], eps: float, n: int, wl: Any,
-                       rng: np.random.Generator | None) -> Callable[[Any], Any]:
+                       rng: np.random.Generator | None) -> tuple[Callable[..., Any], bool]:
     """Check a mechanism's public parameters and refuse instances too large for it, from
-    public quantities only (n is public under replace-one); returns ``dataset -> Release``."""
+    public quantities only (n is public under replace-one); returns
+    ``(run(dataset, rng) -> Release, cheap)``, ``cheap`` when a dry run may precede the
+    spend (:data:`RELEASE_DRY_RUN_COST`)."""
     from dpsieve import release as rel
 
     mech = spec.get("mechanism")
@@ -150,12 +159,14 @@ def _release_mechanism(spec: dict[str, Any], eps: float, n: int, wl: Any,
         if rounds > RELEASE_MAX_ROUNDS:
             raise fail("rounds", "release", f"an int <= {RELEASE_MAX_ROUNDS}", rounds)
     if mech == "laplace":
-        return lambda ds: rel.laplace_release(wl, ds, eps, rng=rng)
+        return (lambda ds, g=rng: rel.laplace_release(wl, ds, eps, rng=g)), True
     if mech == "mwem":
-        return lambda ds: rel.mwem_release(wl, ds, eps, rounds=rounds or 4, rng=rng)
+        return (lambda ds, g=rng: rel.mwem_release(wl, ds, eps, rounds=rounds or 4,
+                                                   rng=g)), True
     if mech == "pmw":
         rel.pmw_parameters(wl.universe_size, n, eps, wl.query_range, rounds or 4)
-        return lambda ds: rel.pmw_release(wl, ds, eps, rounds=rounds or 4, rng=rng)
+        return (lambda ds, g=rng: rel.pmw_release(wl, ds, eps, rounds=rounds or 4,
+                                                  rng=g)), True
     cw = rel.collapse(wl)
     if mech == "blr":
         from dpsieve.release.baselines import blr_rows
@@ -169,7 +180,7 @@ def _release_mechanism(spec: dict[str, Any], eps: float, n: int, wl: Any,
                 f"{cw.size} classes ({wl.k} queries): {size} matrix entries, over the limit "
                 f"of {5 * RELEASE_MAX_ENTRIES}", estimated_cost=float(size),
                 limit=float(5 * RELEASE_MAX_ENTRIES))
-        return lambda ds: rel.blr_release(wl, ds, eps, rows=m, rng=rng)
+        return (lambda ds, g=rng: rel.blr_release(wl, ds, eps, rows=m, rng=g)), True
     # envelope: the group count depends on n only (any histogram of n rows gives it)
     probe = np.zeros(cw.size, dtype=np.int64)
     probe[0] = n
@@ -181,6 +192,7 @@ def _release_mechanism(spec: dict[str, Any], eps: float, n: int, wl: Any,
     if eta is not None or gamma is not None:
         params = rel.PMWParams(J, params.eta if eta is None else check_positive("eta", eta),
                              params.gamma if gamma is None else check_finite("gamma", gamma))
+    cost = 0.0
     if not rel.is_trivial_regime(params, eps, n, wl.query_range, J - 1):
         cost = rel.enumeration_cost(cw.signed_classes, J - 1, groups)
         if cost > RELEASE_MAX_COST or cw.signed_classes ** (J - 1) >= 2**62:
@@ -189,8 +201,9 @@ def _release_mechanism(spec: dict[str, Any], eps: float, n: int, wl: Any,
                 f"{J - 1} transcripts x {groups} groups), over the limit "
                 f"{RELEASE_MAX_COST:.3g}; lower 'rounds'", estimated_cost=cost,
                 limit=RELEASE_MAX_COST)
-    return lambda ds: rel.envelope_release(wl, ds, eps, params, rng=rng,
-                                         max_cost=RELEASE_MAX_COST)
+    return (lambda ds, g=rng: rel.envelope_release(wl, ds, eps, params, rng=g,
+                                                 max_cost=RELEASE_MAX_COST)), \
+        cost <= RELEASE_DRY_RUN_COST
 
 
 def _plain(v: Any) -> Any:
@@ -205,7 +218,7 @@ def _plain(v: Any) -> Any:
 
 
 def _release_plan(spec: dict[str, Any], p: PrivacyDescription, schema: Sequence[str],
-                  rng: np.random.Generator | None
+                  rng: np.random.Generator | None, row_count: Callable[[], int]
                   ) -> tuple[Any, Callable[[Frame], tuple[Any, dict[str, Any]]]]:
     """A :mod:`dpsieve.release` mechanism over a public categorical domain, charged
     PureDP(eps, REPLACE_ONE) up front (each mechanism is pure eps-DP under replace-one:
@@ -215,8 +228,13 @@ def _release_plan(spec: dict[str, Any], p: PrivacyDescription, schema: Sequence[
 
     Everything that decides the cost or a refusal is public: the domain, the workload,
     the mechanism's parameters and the row count ``n``, which replace-one neighbours
-    share. The data are read after the spend; a row count other than ``n`` then fails
-    (a function of n only). A value outside its column's public levels (missing values
+    share. Every check that can fail runs before the spend (issue 10, defect 6): the
+    data set's row count is compared with ``n`` (``row_count``: public under replace-one,
+    so the refusal is a function of public values), and the mechanism is run once on a
+    synthetic data set of ``n`` rows (a public dry run, its output discarded) whenever it
+    is cheap, so parameter failures (a Laplace scale past the sampler's range at a tiny
+    eps, ...) refuse instead of failing after the charge. The data are read after the
+    spend. A value outside its column's public levels (missing values
     included) is counted as that column's first level: ``Dataset.from_table`` raises
     naming the value instead, which after the spend would release a private value outside
     the guarantee; the per-row map keeps n fixed and maps replace-one neighbours to
@@ -229,8 +247,17 @@ def _release_plan(spec: dict[str, Any], p: PrivacyDescription, schema: Sequence[
     assert isinstance(p, PureDP)
     dom, cols, lookups = _release_domain(spec, schema)
     n = check_int("n", spec.get("n"), "release", minimum=1)
+    if n > RELEASE_MAX_N:
+        raise fail("n", "release", f"an int <= {RELEASE_MAX_N}", n)
     wl = _release_workload(spec.get("workload", "marginals:1"), dom)
-    go = _release_mechanism(spec, p.eps, n, wl, rng)
+    go, cheap = _release_mechanism(spec, p.eps, n, wl, rng)
+    if row_count() != n:
+        raise fail("n", "release", "the data set's row count (public under replace-one)",
+                   n)
+    if cheap:  # the public dry run: n synthetic rows, a throwaway generator
+        probe = np.zeros(dom.size, dtype=np.int64)
+        probe[0] = n
+        go(rel.Dataset(probe), np.random.default_rng(0))
 
     def run(df: Frame) -> tuple[Any, dict[str, Any]]:
         if len(df) != n:

@@ -71,6 +71,7 @@ __all__ = [
     "Session",
     "data_column_kinds",
     "data_columns",
+    "data_row_count",
     "filter_for_budget",
     "load_frame",
     "parse_description",
@@ -241,6 +242,20 @@ def data_column_kinds(data: Any) -> dict[str, str]:
             con.close()
         return {str(r[0]): kind_of_sql(str(r[1])) for r in rows}
     return frame_kinds(load_frame(data))
+
+
+def data_row_count(path: str | Path) -> int:
+    """The number of rows of a CSV/Parquet file (DuckDB), without loading it."""
+    import duckdb
+
+    p = str(path)
+    reader = "read_parquet" if p.lower().endswith((".parquet", ".pq")) else "read_csv_auto"
+    con = duckdb.connect()
+    try:
+        row = con.execute(f"SELECT COUNT(*) FROM {reader}(?)", [p]).fetchone()
+    finally:
+        con.close()
+    return int(row[0]) if row else 0
 
 
 def _privacy(p: Any, nb: Neighbouring, robust: bool = False,
@@ -447,7 +462,9 @@ class Session:
     budget there is reused). ``columns`` is the public schema (column names) and
     ``column_types`` maps names to kinds (``integer``, ``float``, ``boolean``, ``string``,
     ``other``; :mod:`dpsieve._columns`); without them they are read from the frame's dtypes
-    or the file header (never values) before a spend. A lazy loader (a callable) without
+    or the file header (never values) before a spend. ``row_count`` returns the number of
+    rows, read before the spend of queries whose ``n`` is public (release; robust
+    estimators); without it a file's rows are counted by DuckDB. A lazy loader (a callable) without
     ``column_types`` is loaded to read its dtypes before its first typed query (nothing is
     released; give ``column_types`` to keep a refused query from loading the data).
     """
@@ -467,6 +484,7 @@ class Session:
         columns: Sequence[str] | None = None,
         column_types: Mapping[str, str] | None = None,
         typical: Any = None,
+        row_count: Callable[[], int] | None = None,
     ) -> None:
         from dpsieve.ledger.base import BudgetNotFoundError
         from dpsieve.ledger.memory import MemoryStore
@@ -477,6 +495,7 @@ class Session:
         self._frame: Frame | None = None
         self._columns = list(columns) if columns is not None else None
         self._kinds = dict(column_types) if column_types is not None else None
+        self._rows = row_count
         self.store: BudgetStore = store if store is not None else MemoryStore()
         self.budget_id = budget_id
         self.principal = principal
@@ -624,7 +643,7 @@ class Session:
                 return float(len(df) + int(m.draw(1, rng)[0])), m.describe()
             return m.cost, count
         if t == "release":
-            return _release_plan(spec, p, self._schema(), rng)
+            return _release_plan(spec, p, self._schema(), rng, self._row_count)
         col = self._column(spec)
         kind = self._kind(col)
         if t in ROBUST_TYPES or t in ("sum", "mean"):
@@ -702,17 +721,38 @@ class Session:
         """Propose-Filter-Release mean/median (:mod:`dpsieve.robust`), charged up front.
 
         The charge is ApproxDP(eps (1 + ROBUST_EPS_MARGIN), delta) under replace-one, at
-        least what the estimator states for any run (a refusal included); the released
-        value is withheld (NumericalError) if the estimator ever states more. Missing
-        values become 0 so the row count, public for these estimators, never changes.
+        least what the estimator states for any run (a refusal included). Before the
+        spend, the estimator's public plan is built from the row count ``n`` (public under
+        replace-one; :func:`dpsieve.robust.mean_plan`, :func:`~dpsieve.robust.median.
+        median_plan`): every parameter check runs there, a public refusal (too few rows)
+        is refused uncharged, and a plan stating more than the charge is refused. The
+        released value is still withheld (NumericalError) if a run ever states more.
+        Missing values become 0 so the row count never changes.
         """
         from dpsieve.errors import NumericalError
+        from dpsieve.robust.mean import mean_plan
+        from dpsieve.robust.median import median_plan
+        from dpsieve.robust.results import Refusal
 
         if not isinstance(p, ApproxDP):
             raise UnsupportedError(f"robust statistics are charged ApproxDP, not {p!r}")
-        bound = check_positive("bound", spec.get("bound"), spec["type"])
-        charged = ApproxDP(p.eps * (1 + ROBUST_EPS_MARGIN), p.delta, Neighbouring.REPLACE_ONE)
-        rng, t = self._rng, spec["type"]
+        t = spec["type"]
+        bound = check_positive("bound", spec.get("bound"), t)
+        eps_charged = p.eps * (1 + ROBUST_EPS_MARGIN)
+        if not math.isfinite(eps_charged):
+            raise fail("eps", t, "a finite float after the charge's margin (1 + 1e-12)", p.eps)
+        charged = ApproxDP(eps_charged, p.delta, Neighbouring.REPLACE_ONE)
+        n = self._row_count()
+        planned: Any = mean_plan(n, p.eps, p.delta, bound=bound) if t == "robust_mean" \
+            else median_plan(n, p.eps, p.delta, bound=bound)
+        if isinstance(planned, Refusal):
+            raise fail("n", t, f"enough rows for the estimator ({planned.reason}; decided "
+                       "from public values, nothing charged)", n)
+        stated = planned[0].privacy if isinstance(planned, tuple) else planned
+        if not (stated.eps <= charged.eps and stated.delta <= charged.delta):
+            raise NumericalError(f"{t} would state {stated!r}, above the charge "
+                                 f"{charged!r}; refused before any spend.")
+        rng = self._rng
 
         def run(df: Frame) -> tuple[Any, dict[str, Any]]:
             import pandas as pd  # type: ignore[import-untyped,unused-ignore]
@@ -755,6 +795,16 @@ class Session:
         if kind not in KINDS:
             raise fail("column_types", "Session", f"kinds among {', '.join(KINDS)}", kind)
         return kind
+
+    def _row_count(self) -> int:
+        """The number of rows, read before a spend only for queries whose ``n`` is public
+        (replace-one neighbours share it): ``row_count=``, a file's count (DuckDB), or the
+        frame's length (a lazy loader is loaded; nothing is released)."""
+        if self._rows is not None:
+            return int(self._rows())
+        if self._frame is None and isinstance(self._data, str | Path):
+            return data_row_count(self._data)
+        return len(self.frame())
 
     def _schema(self) -> list[str]:
         """The column names (public metadata; see :meth:`_column`)."""

@@ -59,7 +59,9 @@ def _session(data: Any, budget: Any, seed: int = 0, **kw: Any) -> Session:
 def test_envelope_release_is_charged_before_the_data_are_read() -> None:
     data = Loader(_frame())
     seen: list[tuple[int, int]] = []
-    s = _session(data, ApproxZCDP(2.0, 1e-5, RO),
+    # the row count n is public under replace-one and is checked before the spend; given
+    # as row_count=, the data themselves are not read until after it
+    s = _session(data, ApproxZCDP(2.0, 1e-5, RO), row_count=lambda: N,
                  after_spend=lambda key: seen.append(
                      (data.reads, len(s.store.history("session")))))
     r = s.run(_spec(rounds=4))
@@ -172,13 +174,16 @@ def test_bad_release_specs_name_the_parameter_and_spend_nothing(
     assert s.store.history("session") == []
 
 
-def test_wrong_public_row_count_fails_after_the_spend_and_keeps_the_charge() -> None:
+def test_wrong_public_row_count_is_refused_before_the_spend() -> None:
+    """Issue 10, defect 6: n is compared with the row count (public under replace-one)
+    before the ledger is touched; it once failed after the spend and kept the charge."""
     data = Loader(_frame())
     s = _session(data, PureDP(5.0, RO))
-    with pytest.raises(ValidationError, match="'n'"):
-        s.run(_spec("laplace", n=N + 1))
-    assert data.reads == 1
-    assert len(s.store.history("session")) == 1
+    for mech in ("laplace", "envelope", "pmw", "mwem", "blr"):
+        with pytest.raises(ValidationError, match="'n'"):
+            s.run(_spec(mech, n=N + 1))
+    assert data.reads == 1  # loaded once, to count its rows
+    assert s.store.history("session") == []
 
 
 # -- HTTP ----------------------------------------------------------------------------------

@@ -163,7 +163,7 @@ def test_robust_statistics_are_charged_up_front_under_replace_one() -> None:
     from dpsieve.accounting.events import Neighbouring
 
     rng = np.random.default_rng(3)
-    df = pd.DataFrame({"x": rng.normal(50, 5, 400)})
+    df = pd.DataFrame({"x": rng.normal(50, 5, 1000)})
     q = {"type": "robust_mean", "column": "x", "bound": 100,
          "privacy": {"type": "approx", "eps": 1.0, "delta": 1e-6}}
     add_remove = Session(df, budget=ApproxZCDP(2.0, 1e-5))
@@ -180,6 +180,11 @@ def test_robust_statistics_are_charged_up_front_under_replace_one() -> None:
     assert len(s.store.history("session")) == 2
     with pytest.raises(ValidationError, match="'bound'"):
         s.run({**q, "bound": -1})
+    # too few rows for the estimator: a public refusal, decided before any spend
+    few = Session(df.head(400), budget=ApproxZCDP(2.0, 1e-5, Neighbouring.REPLACE_ONE))
+    with pytest.raises(ValidationError, match="nothing charged"):
+        few.run(q)
+    assert few.store.history("session") == []
 
 
 @pytest.mark.parametrize("privacy", [PureDP(1e6), ZCDP(1e12)])

@@ -38,10 +38,11 @@ import numpy.typing as npt
 from dpsieve._validation import check_finite, check_positive, fail, fail_private
 from dpsieve.mechanisms import _scalar
 from dpsieve.mechanisms._random import RNG, RandomSource, as_source
-from dpsieve.mechanisms.noise import discrete_laplace, snap_exact
+from dpsieve.mechanisms.noise import MAX_DISCRETE_SCALE, discrete_laplace, snap_exact
 
 __all__ = [
     "above_threshold",
+    "above_threshold_plan",
     "exponential_mechanism",
     "permute_and_flip",
     "report_noisy_max",
@@ -188,17 +189,10 @@ def above_threshold(
     """
     owner = "above_threshold"
     q = _scores(queries, owner)
-    thr = check_finite("threshold", threshold, owner)
-    e = check_positive("eps", eps, owner)
-    delta_q = check_positive("sensitivity", sensitivity, owner)
-    if granularity is None:
-        granularity = math.ldexp(1.0, math.frexp(delta_q)[1] - 1 - 30)
-    k = math.ceil(Fraction(delta_q) / Fraction(granularity))
+    granularity, rho_scale, nu_scale = above_threshold_plan(
+        threshold, eps, sensitivity, monotonic=monotonic, granularity=granularity)
     qi = snap_exact(q, granularity, owner)  # exact Python ints: no magnitude fails or wraps
-    ti = int(snap_exact([thr], granularity, owner)[0])
-    half = Fraction(e) / 2
-    rho_scale = _ceil_float(Fraction(k) / half)
-    nu_scale = _ceil_float(Fraction(k if monotonic else 2 * k) / half)
+    ti = int(snap_exact([threshold], granularity, owner)[0])
     rho = discrete_laplace(rho_scale, 1, rng)
     nu = discrete_laplace(nu_scale, q.size, rng)
     bar = ti + int(rho[0])
@@ -206,6 +200,33 @@ def above_threshold(
         if a + int(b) >= bar:
             return i
     return None
+
+
+def above_threshold_plan(threshold: float, eps: float, sensitivity: float = 1.0, *,
+                         monotonic: bool = False, granularity: float | None = None
+                         ) -> tuple[float, float, float]:
+    """The public part of :func:`above_threshold`: ``(g, rho_scale, nu_scale)``, with
+    every check on the parameters (a caller that charges first runs it before the
+    charge). The noise scales k/eps_1 and 2k/eps_2 (rounded up) must lie within the exact
+    sampler's range (at most ``MAX_DISCRETE_SCALE``): a tiny eps is refused here."""
+    owner = "above_threshold"
+    check_finite("threshold", threshold, owner)
+    e = check_positive("eps", eps, owner)
+    delta_q = check_positive("sensitivity", sensitivity, owner)
+    if granularity is None:
+        granularity = math.ldexp(1.0, math.frexp(delta_q)[1] - 1 - 30)
+    g = check_positive("granularity", granularity, owner)
+    if math.frexp(g)[0] != 0.5:
+        raise fail("granularity", owner, "a power of two (e.g. 2.0**-30)", g)
+    k = math.ceil(Fraction(delta_q) / Fraction(g))
+    half = Fraction(e) / 2
+    rho_scale = _ceil_float(Fraction(k) / half)
+    nu_scale = _ceil_float(Fraction(k if monotonic else 2 * k) / half)
+    if not nu_scale <= MAX_DISCRETE_SCALE:
+        raise fail("eps", owner, f"large enough for noise scales <= {MAX_DISCRETE_SCALE} "
+                   f"(the lattice sensitivity is {k} steps, the noise scale would be "
+                   f"{nu_scale:.4g})", eps)
+    return g, rho_scale, nu_scale
 
 
 def _ceil_float(x: Fraction) -> float:

@@ -21,18 +21,21 @@ import numpy as np
 import numpy.typing as npt
 
 from dpsieve._validation import check_in_open, check_int, check_positive, fail
+from dpsieve.mechanisms.noise import MAX_DISCRETE_SCALE
 from dpsieve.robust._noise import (
     count_margin,
+    count_scale,
     exact_column_means,
     laplace_release,
     noisy_count,
 )
 from dpsieve.robust.friendly import FilterParams, l1
 from dpsieve.robust.pipeline import PFRPlan, check_records, run_pfr
-from dpsieve.robust.propose import check_radii, geometric_radii
+from dpsieve.robust.propose import check_radii, geometric_radii, propose_plan
 from dpsieve.robust.results import Refusal, RobustResult, zero_cost
 
-__all__ = ["COUNT_FRACTION", "MAX_COLUMNS", "FriendlyMean", "default_radii", "pfr_mean"]
+__all__ = ["COUNT_FRACTION", "MAX_COLUMNS", "FriendlyMean", "default_radii", "mean_plan",
+           "pfr_mean"]
 
 #: Largest number of coordinates: float L1 distances then err by < 1e-12 relative (pfr.md §3).
 MAX_COLUMNS = 4000
@@ -99,6 +102,42 @@ class FriendlyMean:
         return value, {"noisy_core_size": n_tilde, "noise_scale": sens / self.eps_value}
 
 
+def mean_plan(
+    n: int, eps: float, delta: float, *, bound: float | None = None,
+    radii: npt.ArrayLike | None = None, columns: int = 1, propose_fraction: float = 0.2,
+    beta: float = 0.2, n_min: int = 2,
+) -> tuple[PFRPlan, FriendlyMean] | Refusal:
+    """The public part of :func:`pfr_mean`, from public values only (``n`` is public under
+    replace-one): every check that can fail, the plan and its release, or a public
+    :class:`Refusal` (charged nothing). A caller that charges before reading the data
+    (the session) runs this first, so no parameter error can follow a charge; the
+    ``privacy`` of the plan is what any run with these parameters states."""
+    check_int("n", n, "pfr_mean", minimum=1)
+    if (radii is None) == (bound is None):
+        raise fail("radii", "pfr_mean", "given, or else 'bound' given (exactly one)", radii)
+    grid = check_radii(radii, "pfr_mean") if radii is not None else default_radii(bound or 0.0)
+    if columns > MAX_COLUMNS:
+        raise fail("data", "pfr_mean", f"at most {MAX_COLUMNS} columns (float distance error "
+                   "must stay inside the 1e-12 sensitivity margin)", (n, columns))
+    if n < 4:
+        return Refusal("public", f"n = {n} < 4 records", zero_cost(), {"n": n, "n0": 4})
+    plan = PFRPlan.build(n, grid, eps, delta, propose_fraction=propose_fraction, beta=beta,
+                         params=FilterParams.default(n))
+    propose_plan(plan.params, plan.eps_propose, plan.beta)
+    eps_m, delta_m = plan.release_budget
+    rel = FriendlyMean(eps_m, delta_m, n_min)
+    check_positive("eps_value", rel.eps_value, "pfr_mean")
+    if not count_scale(rel.eps_count) <= MAX_DISCRETE_SCALE:
+        raise fail("eps", "pfr_mean", "large enough that the noisy core size's scale "
+                   f"1/eps_count is <= {MAX_DISCRETE_SCALE}", eps)
+    rel.margin  # noqa: B018 - computes the public count margin (raises on bad values)
+    if n < rel.n0:
+        return Refusal("public", f"n = {n} < n0 = {rel.n0} (the noisy core size would fall "
+                       "below n_min)", zero_cost(), {"n": n, "n0": rel.n0})
+    plan.privacy  # noqa: B018 - the stated privacy must be computable before any run
+    return plan, rel
+
+
 def pfr_mean(
     data: npt.ArrayLike,
     eps: float,
@@ -120,22 +159,12 @@ def pfr_mean(
     """
     x = check_records(data, "pfr_mean", min_rows=1)
     scalar = x.ndim == 1
-    if (radii is None) == (bound is None):
-        raise fail("radii", "pfr_mean", "given, or else 'bound' given (exactly one)", radii)
-    grid = check_radii(radii, "pfr_mean") if radii is not None else default_radii(bound or 0.0)
     n = len(x)
-    if x.reshape(n, -1).shape[1] > MAX_COLUMNS:
-        raise fail("data", "pfr_mean", f"at most {MAX_COLUMNS} columns (float distance error "
-                   "must stay inside the 1e-12 sensitivity margin)", x.shape)
-    if n < 4:
-        return Refusal("public", f"n = {n} < 4 records", zero_cost(), {"n": n, "n0": 4})
-    plan = PFRPlan.build(n, grid, eps, delta, propose_fraction=propose_fraction, beta=beta,
-                         params=FilterParams.default(n))
-    eps_m, delta_m = plan.release_budget
-    rel = FriendlyMean(eps_m, delta_m, n_min)
-    if n < rel.n0:
-        return Refusal("public", f"n = {n} < n0 = {rel.n0} (the noisy core size would fall "
-                       "below n_min)", zero_cost(), {"n": n, "n0": rel.n0})
+    planned = mean_plan(n, eps, delta, bound=bound, radii=radii, columns=x.reshape(n, -1).shape[1],
+                        propose_fraction=propose_fraction, beta=beta, n_min=n_min)
+    if isinstance(planned, Refusal):
+        return planned
+    plan, rel = planned
     out = run_pfr(x.reshape(n, -1), l1, plan, rel, rng)
     if isinstance(out, RobustResult) and scalar:
         return RobustResult(float(out.value[0]), out.privacy, out.details)

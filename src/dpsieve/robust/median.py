@@ -17,11 +17,11 @@ import numpy as np
 from dpsieve._validation import check_in_open, check_int, check_positive, fail
 from dpsieve.accounting.events import ApproxDP, Neighbouring
 from dpsieve.mechanisms.select import exponential_mechanism
-from dpsieve.robust.mean import pfr_mean
+from dpsieve.robust.mean import mean_plan, pfr_mean
 from dpsieve.robust.pipeline import check_records
 from dpsieve.robust.results import Refusal, RobustResult
 
-__all__ = ["em_median", "pfr_median"]
+__all__ = ["em_median", "median_plan", "pfr_median"]
 
 
 def em_median(x: np.ndarray[Any, Any], lo: float, hi: float, eps: float, candidates: int = 1000,
@@ -37,6 +37,22 @@ def em_median(x: np.ndarray[Any, Any], lo: float, hi: float, eps: float, candida
     return float(grid[exponential_mechanism(util, eps, 1.0, rng)])
 
 
+def median_plan(n: int, eps: float, delta: float, *, bound: float, candidates: int = 1000,
+                centre_fraction: float = 0.5) -> ApproxDP | Refusal:
+    """The public part of :func:`pfr_median` (``n`` public): every check that can fail,
+    and the privacy any run states (or a public :class:`Refusal`, charged nothing)."""
+    eps = check_positive("eps", eps, "pfr_median")
+    f = check_in_open("centre_fraction", centre_fraction, 0.0, 1.0, "pfr_median")
+    check_int("candidates", candidates, "pfr_median", minimum=2)
+    eps_b = check_positive("eps_b", (1.0 - f) * eps, "pfr_median")
+    stage1 = mean_plan(n, f * eps, delta, bound=bound)
+    if isinstance(stage1, Refusal):
+        return stage1
+    p1 = stage1[0].privacy
+    return ApproxDP(math.nextafter(p1.eps + eps_b, math.inf), p1.delta,
+                    Neighbouring.REPLACE_ONE)
+
+
 def pfr_median(
     data: Any, eps: float, delta: float, *, bound: float, candidates: int = 1000,
     centre_fraction: float = 0.5, rng: np.random.Generator | None = None,
@@ -45,8 +61,11 @@ def pfr_median(
     x = check_records(data, "pfr_median")
     if x.ndim != 1:
         raise fail("data", "pfr_median", "a 1-D array of scalars", x.shape)
-    eps = check_positive("eps", eps, "pfr_median")
-    f = check_in_open("centre_fraction", centre_fraction, 0.0, 1.0, "pfr_median")
+    planned = median_plan(len(x), eps, delta, bound=bound, candidates=candidates,
+                          centre_fraction=centre_fraction)
+    if isinstance(planned, Refusal):
+        return planned
+    f = centre_fraction
     stage1 = pfr_mean(x, f * eps, delta, bound=bound, rng=rng)
     if isinstance(stage1, Refusal):
         return stage1

@@ -16,10 +16,11 @@ import numpy as np
 import numpy.typing as npt
 
 from dpsieve._validation import check_in_open, check_positive, fail
-from dpsieve.mechanisms.select import above_threshold
+from dpsieve.mechanisms.select import above_threshold, above_threshold_plan
 from dpsieve.robust.friendly import FilterParams, keep_numerators
 
-__all__ = ["check_radii", "geometric_radii", "propose_queries", "propose_radius"]
+__all__ = ["check_radii", "geometric_radii", "propose_plan", "propose_queries",
+           "propose_radius"]
 
 
 def check_radii(radii: npt.ArrayLike, owner: str = "propose_radius") -> npt.NDArray[np.float64]:
@@ -73,10 +74,18 @@ def propose_radius(
     sensitivity together). ``rng=None`` uses the secure generator of
     :mod:`dpsieve.mechanisms`.
     """
+    thr, sens = propose_plan(params, eps, beta)
+    return above_threshold(queries, thr, eps, sens, rng)
+
+
+def propose_plan(params: FilterParams, eps: float, beta: float = 0.2) -> tuple[float, float]:
+    """The public part of :func:`propose_radius` (threshold, sensitivity), with every check
+    of its parameters, the AboveThreshold noise range included."""
     eps = check_positive("eps", eps, "propose_radius")
     beta = check_in_open("beta", beta, 0.0, 1.0, "propose_radius")
     thr = (1.0 - beta) * params.n * params.width
     if not math.isfinite(thr):
         raise fail("beta", "propose_radius", "a float in (0, 1)", beta)
     sens = float(params.width + params.n - 1)
-    return above_threshold(queries, thr, eps, sens, rng)
+    above_threshold_plan(thr, eps, sens)
+    return thr, sens

@@ -35,6 +35,7 @@ from dpsieve.session import (
     Session,
     data_column_kinds,
     data_columns,
+    data_row_count,
     filter_for_budget,
     load_frame,
     parse_description,
@@ -241,7 +242,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         kinds = src.get("column_types") or data_column_kinds(path)  # schema, not values
         session = Session(lambda: frames.get(path), store=st, budget_id=name,
                           principal=p.name, after_spend=hook, columns=src.get("columns"),
-                          column_types=kinds,
+                          column_types=kinds, row_count=lambda: data_row_count(path),
                           neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))
         key = f"{p.name}/{idempotency_key}" if idempotency_key else None
         return {"dataset": name, **session.run(body.spec(), key=key).to_dict()}
