@@ -45,6 +45,7 @@ from dpsieve._columns import (
     category_counts,
     require_kind,
 )
+from dpsieve._rounding import div_up, sqrt_up
 from dpsieve._session_release import (
     _release_plan,
 )
@@ -361,8 +362,9 @@ class _Additive:
 def _additive(p: PrivacyDescription, sens: Fraction, *, integer: bool) -> _Additive:
     """Plan the noise for a query of sensitivity ``sens`` (L1 = L2 for one coordinate).
 
-    The lattice scale is the float nearest k/eps (or k/sqrt(2 rho)), then raised ulp by
-    ulp until the exact (Fraction) inequality k/t <= eps (or k^2/(2 sigma^2) <= rho) holds.
+    The lattice scale is the least float >= k/eps (or >= k/sqrt(2 rho)), computed exactly
+    (:mod:`dpsieve._rounding`), so k/t <= eps (k^2/(2 sigma^2) <= rho) holds exactly. A
+    request whose scale is not a positive finite float (a subnormal eps, ...) is refused.
     """
     from dpsieve.mechanisms import default_granularity
 
@@ -373,24 +375,27 @@ def _additive(p: PrivacyDescription, sens: Fraction, *, integer: bool) -> _Addit
             "budget dominates). Request 'pure' (eps, Laplace noise; GDP budgets admit it "
             "through the residue filter) or 'zcdp' (rho) with a zCDP or RDP budget."
         )
+    value = p.eps if isinstance(p, PureDP) else p.rho if isinstance(p, ZCDP) else 1.0
+    if not value > 0:  # e.g. a subnormal eps halved for a mean's two releases
+        raise fail("privacy", "query", "a privacy parameter > 0 for every part of the "
+                   "query (a mean splits it in two)", p.to_dict())
     if isinstance(p, PureDP):
-        kind, ok_eps = "laplace", Fraction(p.eps)
-        target = float(sens) / p.eps
+        kind = "laplace"
+        target = div_up(sens, p.eps)
     elif isinstance(p, ZCDP):
-        kind, ok_rho = "gaussian", Fraction(p.rho)
-        target = float(sens) / math.sqrt(2.0 * p.rho)
+        kind = "gaussian"
+        target = sqrt_up(sens * sens / (2 * Fraction(p.rho)))
     else:
         raise UnsupportedError(f"no noise is calibrated to {p!r}")
+    if not 0 < target < math.inf:
+        raise fail("privacy", "query", "a value whose noise scale for the query's "
+                   f"sensitivity is a positive finite float (it would be {target!r})",
+                   p.to_dict())
     g = 1.0 if integer else default_granularity(target, 40 if kind == "laplace" else 20)
     k = max(1, math.ceil(sens / Fraction(g)))
-    if kind == "laplace":
-        t = k / p.eps  # type: ignore[union-attr]
-        while Fraction(k) > ok_eps * Fraction(t):
-            t = math.nextafter(t, math.inf)
-        return _Additive(kind, g, k, t, p)
-    sigma = k / math.sqrt(2.0 * p.rho)  # type: ignore[union-attr]
-    while Fraction(k) ** 2 > 2 * ok_rho * Fraction(sigma) ** 2:
-        sigma = math.nextafter(sigma, math.inf)
+    if kind == "laplace":  # t >= k / eps exactly (dpsieve._rounding: errs to more noise)
+        return _Additive(kind, g, k, div_up(k, p.eps), p)  # type: ignore[union-attr]
+    sigma = sqrt_up(Fraction(k) ** 2 / (2 * Fraction(p.rho)))  # type: ignore[union-attr]
     return _Additive(kind, g, k, sigma, p)
 
 
@@ -425,15 +430,10 @@ def _linear(p: PrivacyDescription, spec: dict[str, Any], rr: bool, kind: str) ->
     k2sq = max(sum(int(x) ** 2 for x in wint[:, j]) for j in range(len(cats)))
     if rr:
         k1, k2sq = 2 * k1, 4 * k2sq
-    if isinstance(p, PureDP):
-        t = k1 / p.eps
-        while Fraction(k1) > Fraction(p.eps) * Fraction(t):
-            t = math.nextafter(t, math.inf)
-        return _Additive("laplace", g, k1, t, p), wint, cats
+    if isinstance(p, PureDP):  # scales rounded up exactly (dpsieve._rounding)
+        return _Additive("laplace", g, k1, div_up(k1, p.eps), p), wint, cats
     if isinstance(p, ZCDP):
-        sigma = math.sqrt(k2sq / (2.0 * p.rho))
-        while Fraction(k2sq) > 2 * Fraction(p.rho) * Fraction(sigma) ** 2:
-            sigma = math.nextafter(sigma, math.inf)
+        sigma = sqrt_up(Fraction(k2sq) / (2 * Fraction(p.rho)))
         return _Additive("gaussian", g, math.isqrt(k2sq - 1) + 1, sigma, p), wint, cats
     return _additive(p, Fraction(1), integer=True), wint, cats  # raises for GDP
 

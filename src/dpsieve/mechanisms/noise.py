@@ -177,7 +177,9 @@ def default_granularity(scale: float, bits: int = LAPLACE_LATTICE_BITS) -> float
     """The default lattice step: the power of two ``2^(floor(log2 scale) - bits)``
     (``bits`` is 40 for :func:`laplace_noise`, 20 for :func:`gaussian_noise`)."""
     scale = check_positive("scale", scale, "default_granularity")
-    return math.ldexp(1.0, math.frexp(scale)[1] - 1 - bits)
+    # never below the smallest positive float (a subnormal scale would give 0): a coarser
+    # lattice is still exact, only the snapping error grows
+    return max(math.ldexp(1.0, math.frexp(scale)[1] - 1 - bits), math.ulp(0.0))
 
 
 def _granularity(g: float | None, scale: float, owner: str, bits: int) -> float:

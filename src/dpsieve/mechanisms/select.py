@@ -35,6 +35,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
+from dpsieve._rounding import round_up
 from dpsieve._validation import check_finite, check_positive, fail, fail_private
 from dpsieve.mechanisms import _scalar
 from dpsieve.mechanisms._random import RNG, RandomSource, as_source
@@ -230,6 +231,6 @@ def above_threshold_plan(threshold: float, eps: float, sensitivity: float = 1.0,
 
 
 def _ceil_float(x: Fraction) -> float:
-    """The smallest float >= x (noise scales are rounded up: more noise, never less)."""
-    f = float(x)
-    return f if Fraction(f) >= x else math.nextafter(f, math.inf)
+    """The smallest float >= x (noise scales are rounded up: more noise, never less);
+    inf past the largest float (then refused by the range check)."""
+    return round_up(x)

@@ -34,11 +34,13 @@ from dpsieve.robust.pipeline import PFRPlan, check_records, run_pfr
 from dpsieve.robust.propose import check_radii, geometric_radii, propose_plan
 from dpsieve.robust.results import Refusal, RobustResult, zero_cost
 
-__all__ = ["COUNT_FRACTION", "MAX_COLUMNS", "FriendlyMean", "default_radii", "mean_plan",
+__all__ = ["COUNT_FRACTION", "MAX_COLUMNS", "MAX_EPS", "FriendlyMean", "default_radii", "mean_plan",
            "pfr_mean"]
 
 #: Largest number of coordinates: float L1 distances then err by < 1e-12 relative (pfr.md §3).
 MAX_COLUMNS = 4000
+#: Largest eps accepted: the hybrid lemma's accounting computes exp(eps) in floats.
+MAX_EPS = 700.0
 #: Share of the release budget eps_M spent on the noisy size n~ (the rest on the value).
 COUNT_FRACTION = 0.3
 
@@ -113,6 +115,9 @@ def mean_plan(
     (the session) runs this first, so no parameter error can follow a charge; the
     ``privacy`` of the plan is what any run with these parameters states."""
     check_int("n", n, "pfr_mean", minimum=1)
+    if not check_positive("eps", eps, "pfr_mean") <= MAX_EPS:
+        raise fail("eps", "pfr_mean", f"a float <= {MAX_EPS} (the hybrid lemma's accounting "
+                   "needs exp(eps) as a finite float)", eps)
     if (radii is None) == (bound is None):
         raise fail("radii", "pfr_mean", "given, or else 'bound' given (exactly one)", radii)
     grid = check_radii(radii, "pfr_mean") if radii is not None else default_radii(bound or 0.0)
