@@ -218,3 +218,31 @@ def profile(t: Truth, grid: tuple[float, ...]) -> list[mpmath.mpf]:
             neg = _ncdf((-lo - mean) / m) - _ncdf((-hi - mean) / m)
             out[i] = pos + neg
         return out
+
+
+def h_truth(t: Truth, x: mpmath.mpf) -> mpmath.mpf:
+    """h of a single R_{eps,delta} or G_mu truth at x."""
+    return h_composition(compose([t]), x)
+
+
+def leq_generalized_rr(
+    t: Truth | list[Truth], v: list[Fraction], grid: tuple[float, ...]
+) -> tuple[bool, float]:
+    """(L <= RR_{v,eps} on x >= 1, largest gap): h_RR = sum_{i<n} v_i (e^{eps_i} - x)_+ /
+    (1 + e^{eps_i}) + v_n, compared at x = 1, every e^{eps_i} and 40 points in between."""
+    n = len(grid) - 1
+    worst = -math.inf
+    comp = compose(t if isinstance(t, list) else [t])
+    with mpmath.workdps(DPS):
+        edges = [mpq(e) for e in grid[1:n]]
+        ts = {mpmath.mpf(0), *edges}
+        top = max([mpmath.mpf(1), *edges])
+        ts |= {top * j / 40 for j in range(41)}
+        for tt in sorted(ts):
+            x = mpmath.exp(tt)
+            h_rr = mpq(v[n - 1]) + mpmath.fsum(
+                mpq(v[i]) * max(0, mpmath.exp(edges[i]) - x) / (1 + mpmath.exp(edges[i]))
+                for i in range(n - 1)
+            )
+            worst = max(worst, float(h_composition(comp, x) - h_rr))
+    return worst <= 0.0, worst

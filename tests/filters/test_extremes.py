@@ -56,6 +56,8 @@ DELTAS = [0.0, 5e-324, 1e-300, 1e-9, 1e-3, 0.5]
 ORDERS = (1.01, 2.0, 64.0)
 
 Check = Callable[[Any, list[Truth]], None]
+#: The decisions of the admitted queries, in order (for checks that need the charges).
+COSTS: list[dict[str, Any]] = []
 
 
 @dataclass(frozen=True)
@@ -108,6 +110,7 @@ def adaptive_run(draw: st.DrawFn, case: Case) -> tuple[Any, list[Truth]]:
     """Run an adaptive analyst against the case's filter; return it and what it admitted."""
     f = case.build()
     admitted: list[Truth] = []
+    COSTS.clear()
     level = draw(st.integers(0, len(LEVELS) - 1))
     n = draw(st.integers(1, 9))
     for _ in range(n):
@@ -123,6 +126,7 @@ def adaptive_run(draw: st.DrawFn, case: Case) -> tuple[Any, list[Truth]]:
         decision = f.try_spend(q)
         if decision.admitted:
             admitted.append(truth)
+            COSTS.append(decision.cost)
             # adaptivity: after an admission ask for as much or more
             level = draw(st.integers(level, len(LEVELS) - 1))
         else:
@@ -229,20 +233,23 @@ def _natural_approx(eps: float, delta: float, rounds: int) -> Check:
 
 
 def _profile(eps: float, delta: float, k: int) -> Check:
-    """At most k queries, and the exact profiles' tail sums within the budgets' tail sums
-    (implied by the filter's bucket-wise rule and its charges moving mass only upwards)."""
+    """At most k queries; the charged profiles c_t sum to within every bucket budget; and
+    each admitted query's exact PLD is below RR_{v_t, eps}, v_t = c_t / max(1, sum c_t)
+    (what Theorem 15 needs), checked in mpmath on x >= 1 (both symmetric): at x = 1 and at
+    every e^{eps_i} (where h of RR_v bends) and on a grid in between."""
 
     def check(f: Any, adm: list[Truth]) -> None:
         assert len(adm) <= k
         t9 = f.constants
         n = t9.n
-        with mpmath.workdps(oracle.DPS):
-            tot = [mpmath.mpf(0)] * n
-            for t in adm:
-                for i, v in enumerate(oracle.profile(t, t9.eps_grid)):
-                    tot[i] += v
-            for j in range(n):
-                assert mpmath.fsum(tot[j:]) <= mpmath.fsum(oracle.mpq(b) for b in t9.ell[j:])
+        charged = [[Fraction(x) for x in c["exact"]] for c in COSTS]
+        assert len(charged) == len(adm)
+        for i in range(n):
+            assert sum((c[i] for c in charged), Fraction(0)) <= Fraction(t9.ell[i])
+        for t, c in zip(adm, charged, strict=True):
+            scale = max(Fraction(1), sum(c, Fraction(0)))
+            ok, gap = oracle.leq_generalized_rr(t, [x / scale for x in c], t9.eps_grid)
+            assert ok, (t, [float(x) for x in c], gap)
 
     return check
 

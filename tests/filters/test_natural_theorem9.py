@@ -211,3 +211,20 @@ def test_composition_epsilon_against_mpmath(eps: float, delta: float, k: int) ->
     assert _rr_k_delta_mp(eps, delta, k, e) <= target
     if e > 0:
         assert _rr_k_delta_mp(eps, delta, k, e * (1 - 1e-6)) > target
+
+
+def test_per_bucket_lemma_fails_in_the_example() -> None:
+    """Sec. 7.3.2 claims RR_{eps_i}^(b*_i) is (2c(9 eps + 2), 32 c delta)-DP for every bucket;
+    at eps = 1, delta = 1e-6, k = 100 buckets 8 and 9 have delta ~ 1 at eps = 308
+    (docs/filters.md). Checked with mpmath's binomial law (independent of rr_compose_delta)."""
+    t = theorem9(1.0, 1e-6, 100)
+    eps_b = 2 * t.c * (9 * 1.0 + 2)
+    assert eps_b == 308
+    for i in (7, 8):  # buckets 8 and 9 (0-based 7, 8)
+        e, b = t.eps_grid[i + 1], t.b[i]
+        d = _rr_k_delta_mp(e, 0.0, b, eps_b) if b < 1000 else None
+        assert d is not None
+        assert d > 0.99
+        assert rr_compose_delta(e, b, eps_b) > 0.99
+    for i in range(6):  # buckets 1-6 are far inside
+        assert rr_compose_delta(t.eps_grid[i + 1], t.b[i], eps_b) < 1e-60

@@ -7,7 +7,9 @@ The filter also stops after k admitted queries (the theorem is for k rounds).
 
 Charges are pessimistic: mass may only move to *higher* buckets (RR_{p,eps} with mass
 moved up dominates, since RR_{eps_i} <= RR_{eps_j} for i < j and the bucket index is
-revealed), so float round-off in p_i for i < n is moved to bucket n.
+revealed), so float round-off in p_i for i < n is moved to bucket n. A PLD query's profile
+is read from its (pessimistic) atoms and accepted only once its dominance is verified
+(:func:`_pld_profile`; docs/proofs/filters.md, Sec. 7).
 
 Guarantee: with the budgets of Theorem 9 (:func:`dpsieve.filters.theorem9.theorem9`),
 the paper states (eps', delta'); we also report the certified (eps'', delta'') of
@@ -22,11 +24,19 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy import special
 
 from dpsieve.accounting.events import GDP, ApproxDP, PureDP
 from dpsieve.errors import UnsupportedError
-from dpsieve.filters._common import FilterBase, StateReader, frac_from_json, frac_to_json
+from dpsieve.filters._common import (
+    FilterBase,
+    StateReader,
+    float_down,
+    float_up,
+    frac_from_json,
+    frac_to_json,
+)
 from dpsieve.filters._queries import as_query, is_pld, query_to_dict
 from dpsieve.filters.base import Decision
 from dpsieve.filters.theorem9 import Theorem9, certified_epsilon, theorem9
@@ -81,11 +91,17 @@ def discretized_profile(query: Any, grid: tuple[float, ...]) -> list[Fraction]:
 
 
 def _pld_profile(q: Any, grid: tuple[float, ...]) -> list[Fraction]:
-    """Profile of a symmetric, non-optimistic PLD D (+) G_mu (mu = 0, or D = Id).
+    """A verified profile of a symmetric, non-optimistic PLD D (+) G_mu (mu = 0, or D = Id).
 
-    The accounting layer's pessimistic discretization splits each unit of true loss mass
-    between the two neighbouring knots, so the true |loss| of mass at knot z is at most
-    |z| + grid: bucketing by |z| + grid only moves mass up (docs/proofs/filters.md).
+    The PLD L' is a pessimistic discretization of the (symmetric) query L: h_L <= h_L'. A
+    candidate profile c is read off L''s atoms by |z| (+inf mass and any float shortfall in
+    the top bucket), and accepted only if L' <= RR_{v,eps} is *verified*, v = c / max(1, sum c)
+    (a probability vector below c): then L <= L' <= RR_{v,eps}, the guarantee Algorithm 3
+    needs, and charging c >= v only costs more. If the check fails, the atoms are moved up
+    by 1, 2, 4, ... grid steps and checked again; at worst everything goes to the top bucket
+    (RR_inf dominates every PLD). Proof: docs/proofs/filters.md, Sec. 7 (issue 18: bucketing
+    by |z| + grid alone is not enough for composed PLDs, whose knots can sit several grid
+    steps below the true loss).
     """
     if not bool(getattr(q, "symmetric", False)) or q.direction == "optimistic":
         raise UnsupportedError("discretized_profile(): the PLD must be symmetric, not optimistic")
@@ -101,15 +117,75 @@ def _pld_profile(q: Any, grid: tuple[float, ...]) -> list[Fraction]:
             "additive profile; discretize() it first"
         )
     n = len(grid) - 1
-    out = [Fraction(0)] * n
-    for zi, pi in zip(z, p, strict=True):
-        out[_bucket(grid, abs(float(zi)) + float(q.grid))] += Fraction(float(pi))
-    out[n - 1] += Fraction(float(q.inf_mass))
+    inf_mass = float(q.inf_mass)
+    g = float(q.grid)
+    top_edge = grid[n - 1]
+    shift = 0.0
+    while True:
+        c = _bucketed(np.abs(z) + shift, p, inf_mass, grid)
+        if _verified(c, grid, z, p, inf_mass):
+            return c
+        if shift >= top_edge:
+            break
+        shift = g if shift == 0.0 else 2.0 * shift
+    total = sum((Fraction(float(x)) for x in p), Fraction(inf_mass))
+    return [Fraction(0)] * (n - 1) + [max(Fraction(1), total)]
+
+
+def _bucketed(
+    a: npt.NDArray[np.float64], p: npt.NDArray[np.float64], inf_mass: float, grid: tuple[float, ...]
+) -> list[Fraction]:
+    """Masses p at |loss| a summed per bucket, +inf mass and any shortfall on top."""
+    n = len(grid) - 1
+    idx = np.searchsorted(np.asarray(grid[1:n]), a, side="right")  # grid[i] <= a < grid[i+1]
+    # correctly rounded bucket sums: the check verifies the profile actually charged, and
+    # any rounding of these sums is covered by it (docs/proofs/filters.md, Sec. 7)
+    out = [Fraction(math.fsum(p[idx == i].tolist())) for i in range(n)]
+    out[n - 1] += Fraction(inf_mass)
     total = sum(out, Fraction(0))
     if total < 1:
         out[n - 1] += 1 - total  # float shortfall goes to the top bucket (moved up)
     return out
-    return out
+
+
+#: Relative slack of the dominance check per term (each float term is within a few ulp).
+_REL = 1e-12
+
+
+def _verified(
+    c: list[Fraction],
+    grid: tuple[float, ...],
+    z: npt.NDArray[np.float64],
+    p: npt.NDArray[np.float64],
+    inf_mass: float,
+) -> bool:
+    """Certified h_L'(x) <= h_{RR_{v,eps}}(x) for all x >= 1, v = c / max(1, sum c).
+
+    On x >= 1, h of RR_{v,eps} is sum_{i<n} v_i (e^{eps_i} - x)_+/(1 + e^{eps_i}) + v_n:
+    linear between consecutive e^{eps_i} and constant after e^{eps_{n-1}}, while h_L' is
+    convex and decreasing; so h_L' - h_RR is convex on each piece and non-increasing on the
+    last, and the check at x = 1 and x = e^{eps_i} (i < n) covers every x >= 1. In log form
+    at t = log x: h_L'(e^t) = inf + sum_j p_j (-expm1(t - z_j))_+ and
+    h_RR(e^t) = sum_{eps_i > t} v_i (-expm1(t - eps_i)) / (1 + e^{-eps_i}) + v_n. Each term is
+    within a few ulp (positive terms, no cancellation), so the left side is raised and the
+    right lowered by (N + 16) 2^-52 + 1e-12 relative, N the number of terms.
+    """
+    n = len(grid) - 1
+    total = sum(c, Fraction(0))
+    scale = max(Fraction(1), total)
+    v = [float_down(ci / scale) for ci in c]
+    eps_in = np.asarray(grid[1:n], dtype=np.float64)
+    rel = (z.size + n + 16) * 2.0**-52 + _REL
+    with np.errstate(over="ignore", under="ignore"):
+        for t in [0.0, *grid[1:n]]:
+            live = z > t
+            lhs = inf_mass + float(np.sum(p[live] * -np.expm1(t - z[live])))
+            above = eps_in > t
+            terms = -np.expm1(t - eps_in[above]) / (1.0 + np.exp(-eps_in[above]))
+            rhs = float(np.sum(np.asarray(v[: n - 1])[above] * terms)) + v[n - 1]
+            if not lhs * (1.0 + rel) <= rhs * (1.0 - rel):
+                return False
+    return True
 
 
 class AdditiveProfileFilter(FilterBase):
@@ -186,7 +262,11 @@ class AdditiveProfileFilter(FilterBase):
         except UnsupportedError as err:
             return Decision(False, str(err), self.remaining(), {"query": qd}), None
         new = [s + p for s, p in zip(self._spent, prof, strict=True)]
-        cost = {"profile": [float(p) for p in prof], "query": qd}
+        cost = {
+            "profile": [float_up(p) for p in prof],
+            "exact": [frac_to_json(p) for p in prof],
+            "query": qd,
+        }
         if any(v > Fraction(b) for v, b in zip(new, t9.ell, strict=True)):
             return Decision(False, "a bucket would go negative", self.remaining(), cost), None
         state = dict(self._state(), spent=[frac_to_json(v) for v in new], count=self._count + 1)
