@@ -23,7 +23,7 @@ from dpsieve.filters import MixedFilter
 from dpsieve.ledger import SQLiteStore
 from dpsieve.service import Settings, create_app
 
-OWNER = "owner-words-key"
+OWNER = "dps_test-owner-key_Wd7RmZ2vK9pLw4sN8bYc3FhJ6t"
 
 
 def _frame() -> pd.DataFrame:

@@ -22,7 +22,7 @@ import pytest
 from cdp import Browser
 from service_harness import Server, write_csv
 
-OWNER = "owner-key-page-budget"
+OWNER = "dps_test-owner-key_Pg7RmZ2vK9pLw4sN8bYc3FhJ6t"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome", "headless_shell")
 ROOT = Path(__file__).resolve().parents[2]
 OUT = Path(os.environ.get("DPSIEVE_TEST_OUTPUT", ROOT / "test-output"))

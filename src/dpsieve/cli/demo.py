@@ -19,15 +19,19 @@ from __future__ import annotations
 import csv
 import json
 from importlib import resources
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
+
+if TYPE_CHECKING:  # numpy is imported when the demo runs, not for --help
+    import numpy as np
 
 __all__ = ["demo", "register"]
 
 
 def _load() -> dict[str, np.ndarray]:
+    import numpy as np
+
     text = resources.files("dpsieve.data").joinpath("diabetes.csv").read_text()
     rows = list(csv.DictReader(text.splitlines()))
     return {k: np.array([float(r[k]) for r in rows]) for k in rows[0]}
@@ -89,6 +93,8 @@ def demo(
              "--no-typical lets the first question choose the split.")] = True,
 ) -> None:
     """An adaptive analysis of the bundled diabetes data under an (eps, delta) budget."""
+    import numpy as np
+
     from dpsieve.accounting.events import PureDP
     from dpsieve.filters import MixedFilter
 

