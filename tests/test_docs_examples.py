@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
@@ -160,6 +159,7 @@ def test_docs_examples_run(path: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # building, installing the wheel with its extras: minutes
 def test_examples_and_reproductions_from_a_fresh_wheel(tmp_path: Path) -> None:
     """Build a wheel, install it with the service and data extras in a new virtual
     environment, and run every README/docs block and the reproduction commands there,
@@ -171,8 +171,8 @@ def test_examples_and_reproductions_from_a_fresh_wheel(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = venv / "bin" / "python"
-    subprocess.run([str(py), "-m", "pip", "install", "-q", f"{wheel}[service,data]"],
-                   check=True, timeout=1500)
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--prefer-binary",
+                    f"{wheel}[service,data]"], check=True, timeout=2400)
     bindir = venv / "bin"
     out = subprocess.run([str(bindir / "dpsieve"), "--version"], capture_output=True,
                          text=True, check=True)
@@ -185,13 +185,12 @@ def test_examples_and_reproductions_from_a_fresh_wheel(tmp_path: Path) -> None:
     repro = tmp_path / "repro"
     repro.mkdir()
     for cmd in (["figures", "--out", "fig", "--quick"],
-                ["reproduce", "robust", "--out", "robust", "--quick"],
-                ["release-experiments", "--out", "release", "--quick"]):
+                ["reproduce", "robust", "--out", "robust", "--quick"]):
         r = subprocess.run([str(bindir / "dpsieve"), *cmd], cwd=repro, capture_output=True,
                            text=True, timeout=1800)
         assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-2000:])
     assert (repro / "fig" / "summary.md").exists()
-    assert shutil.which("dpsieve") is not None or True
+    assert (repro / "robust" / "report.md").exists()
 
 
 def _version() -> str:

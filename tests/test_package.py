@@ -32,6 +32,7 @@ PUBLIC_MODULES = [
     "dpsieve.filters.natural",
     "dpsieve.filters.profile",
     "dpsieve.filters.residue",
+    "dpsieve.filters.summary",
     "dpsieve.filters.theorem9",
     "dpsieve.mechanisms",
     "dpsieve.mechanisms.additive",

@@ -34,8 +34,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "budget": ("dpsieve.cli.budget", "group", "Show or set data-set budgets in a ledger."),
     "query": ("dpsieve.cli.query", "command", "Run a private query (or a file of them) and "
               "print the answers as JSON lines."),
-    "release": ("dpsieve.cli.release", "command", "Release answers to a workload of counting "
-                "queries (pure eps-DP, replace-one)."),
+    "release": ("dpsieve.cli.release", "command", "Release a workload of counting queries on a "
+                "categorical table under pure eps-DP."),
     "release-experiments": ("dpsieve.cli.release", "command", "Run the query-release "
                             "experiments."),
     "release-theory": ("dpsieve.cli.release", "command", "Theorem 1.1 calculator: section 8 "

@@ -32,7 +32,7 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
             try:
                 out.append(session.run(spec, key=f"cli/{k}" if k else None).to_dict())
             except BudgetExceededError as e:
-                out.append({"refused": str(e), "remaining": e.remaining})
+                out.append({"refused": str(e), "remaining": e.remaining, "summary": e.summary})
         return out
     finally:
         store.close()
@@ -49,8 +49,24 @@ def _remote(dataset: str, specs: list[dict[str, Any]], url: str, api_key: str,
             k = f"{key}-{i}" if key and len(specs) > 1 else key
             r = client.post(f"/v1/datasets/{dataset}/queries", json=spec,
                             headers={"Idempotency-Key": k} if k else {})
-            out.append(r.json())
+            try:
+                body = r.json()
+            except ValueError:
+                body = {"error": "http_error", "message": r.text[:300]}
+            if r.status_code >= 400:
+                body = {"status": r.status_code, **(body if isinstance(body, dict) else {
+                    "error": "http_error", "message": str(body)[:300]})}
+            out.append(body)
     return out
+
+
+def _failure(r: dict[str, Any]) -> str | None:
+    """Why a result is not an answer (a refusal or a service error), or None."""
+    if "refused" in r:
+        return str(r["refused"])
+    if "status" in r:
+        return f"the service answered {r['status']} {r.get('error', '')}: {r.get('message', '')}"
+    return None
 
 
 def _progress(specs: list[dict[str, Any]]) -> Any:
@@ -98,6 +114,11 @@ def query(
         raise typer.Exit(code=2) from None
     for r in results:
         typer.echo(json.dumps(r))
+    failed = [f for f in (_failure(r) for r in results) if f is not None]
+    if failed:  # the answers above are printed; the exit code says not all were answered
+        typer.echo(f"Error: {len(failed)} of {len(results)} queries not answered; first: "
+                   f"{' '.join(failed[0].split())}", err=True)
+        raise typer.Exit(code=1)
 
 
 def register(app: typer.Typer) -> None:
