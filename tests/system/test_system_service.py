@@ -75,7 +75,8 @@ def test_query_admitted_carries_noise_cost_and_remaining(env: dict[str, Any]) ->
 def test_keys_see_only_granted_datasets(env: dict[str, Any]) -> None:
     c = env["client"]
     assert c.get("/v1/datasets", headers=env["ana"]).json() == [
-        {"dataset": "people", "remaining": {"eps": 1.0, "exact": "1/1"}}]
+        {"dataset": "people", "remaining": {"eps": 1.0, "exact": "1/1"},
+         "budget_left": "eps 1 of 1 left, 0% used"}]
     for path in ("/v1/datasets/secret/budget", "/v1/datasets/secret/curves"):
         r = c.get(path, headers=env["ana"])
         assert r.status_code == 404

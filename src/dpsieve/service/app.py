@@ -26,7 +26,7 @@ from dpsieve.accounting.events import Neighbouring
 from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal
 from dpsieve.ledger.factory import open_store
 from dpsieve.service.auth import hash_key, new_key
-from dpsieve.service.budget_view import budget_view, step_eps
+from dpsieve.service.budget_view import budget_text, budget_view, step_eps
 from dpsieve.service.curves import ALPHAS, description_of, tradeoff_curve
 from dpsieve.service.errors import BodyLimit, install_error_handlers, redact_quoted
 from dpsieve.service.schemas import AnalystIn, BudgetIn, DatasetIn, GrantIn, QueryIn
@@ -202,7 +202,8 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
     @app.get("/v1/datasets", tags=["analysts"])
     def list_datasets(p: Who) -> list[dict[str, Any]]:
         names = st.datasets() if p.role == "owner" else st.grants(p.name)
-        return [{"dataset": n, "remaining": budget_of(n)} for n in names]
+        return [{"dataset": n, "remaining": budget_of(n), "budget_left": budget_text(st, n)}
+                for n in names]
 
     @app.get("/v1/datasets/{name}/budget", tags=["analysts"])
     def get_budget(name: str, p: Who) -> dict[str, Any]:

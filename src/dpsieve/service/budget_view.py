@@ -16,7 +16,7 @@ from dpsieve._budget_view import PAGE_CAP, charged_of, describe_request
 from dpsieve.filters.summary import budget_summary, describe_query, display_delta, eps_of
 from dpsieve.ledger.base import BudgetStore, Principal
 
-__all__ = ["PAGE_CAP", "budget_view", "split_of", "step_eps"]
+__all__ = ["PAGE_CAP", "budget_text", "budget_view", "split_of", "step_eps"]
 
 def step_eps(kind: str, remaining: dict[str, Any]) -> tuple[float | None, float]:
     """(eps left at the display delta, rounded up, or None; that delta) of a stored state."""
@@ -55,6 +55,17 @@ def budget_view(st: BudgetStore, name: str, p: Principal) -> dict[str, Any]:
         "summary": summary.to_dict(), "split": split_of(current), "history": rows,
         "refusals": _refusals(st, name, p),
     }
+
+
+def budget_text(st: BudgetStore, name: str) -> str | None:
+    """The budget left in plain words (no count: cheap enough for a list), or None."""
+    from dpsieve.ledger.base import BudgetNotFoundError
+
+    try:
+        current, initial = st.load_filter(name), st.initial_filter(name)
+    except BudgetNotFoundError:
+        return None
+    return budget_summary(current, initial).text
 
 
 def split_of(flt: Any) -> dict[str, Any] | None:
