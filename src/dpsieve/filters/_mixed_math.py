@@ -12,6 +12,7 @@ h_B(e^t); :func:`mu_for` never above the largest mu whose budget meets the targe
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -44,6 +45,7 @@ def h_gauss(mu: float, s: float) -> float:
     return min(1.0, max(0.0, first - second))
 
 
+@functools.lru_cache(maxsize=4096)
 def _weights(a: float) -> tuple[float, float]:
     """(p, q) = (1/(1 + e^{-a}), 1/(1 + e^{a})), each rounded up (dpsieve._rounding)."""
     p = div_up(1, add_down(1, exp_down(-a)))
