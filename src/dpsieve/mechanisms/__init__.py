@@ -53,11 +53,17 @@ from dpsieve.mechanisms.selection import (
     PermuteAndFlip,
     ReportNoisyMax,
 )
-from dpsieve.mechanisms.subsampled import PoissonSubsampledGaussian, poisson_sample
+from dpsieve.mechanisms.subsampled import (
+    DPSGDStep,
+    PoissonSubsampledGaussian,
+    poisson_sample,
+    subsampled_gaussian_pld,
+)
 
 __all__ = [
     "RNG",
     "AboveThreshold",
+    "DPSGDStep",
     "DiscreteGaussianMechanism",
     "DiscreteLaplaceMechanism",
     "ExponentialMechanism",
@@ -96,4 +102,5 @@ __all__ = [
     "sampled_sigma2",
     "snap_exact",
     "snap_to_lattice",
+    "subsampled_gaussian_pld",
 ]

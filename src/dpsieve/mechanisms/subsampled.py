@@ -19,11 +19,18 @@ dominated by ``(M, P)`` for removal and ``(P, M)`` for addition, ``M = (1 - q) P
 *full* integer support ``[-L, L + k]``, ``L = ceil(12 s) + 1`` (no coarsening, which would
 err optimistically), with a bound on the tail masses (about ``e^-72``) kept as two separate
 atoms (a pair that dominates the truncated one), discretized pessimistically, and
-returns their Blackwell supremum. Direction of error: pessimistic (losses rounded up onto
+returns their Blackwell supremum (one step). For k steps compose the directions
+separately with :meth:`PoissonSubsampledGaussian.plds` (``plds().self_compose(k)``) and
+take the worse at the end: composing the supremum is valid but loose (issue 18.6).
+Direction of error: pessimistic (losses rounded up onto
 the grid by the PLD constructor); the pmfs themselves are float64 evaluations of
 ``exp(-z^2 / (2 s^2))`` (relative error ~1e-16 per mass), which is not certified.
 Replace-one is refused (:class:`UnsupportedError`): its dominating pair is a different
 mixture that we have not implemented.
+
+:func:`subsampled_gaussian_pld` is the accounting of the *continuous* Poisson-subsampled
+Gaussian (the DP-SGD step of Opacus, TF Privacy, JAX Privacy): both directions on the
+grid from closed-form cell masses, pessimistic or optimistic (:mod:`._sgm`).
 """
 
 from __future__ import annotations
@@ -50,13 +57,17 @@ from dpsieve.mechanisms.noise import (
 )
 
 if TYPE_CHECKING:
+    from dpsieve.accounting.directed import DirectedPLD
     from dpsieve.accounting.pld import PLD
 
 __all__ = [
+    "SAMPLINGS",
     "SUBSAMPLED_LATTICE_BITS",
     "TAIL_SIGMAS",
+    "DPSGDStep",
     "PoissonSubsampledGaussian",
     "poisson_sample",
+    "subsampled_gaussian_pld",
 ]
 
 #: Default lattice of the subsampled Gaussian: g = 2^(floor(log2 Delta) - 6).
@@ -64,6 +75,37 @@ SUBSAMPLED_LATTICE_BITS = 6
 _MIN_RATE = 2.0**-60
 #: Half-width of the explicit support of the subsampled pair, in standard deviations.
 TAIL_SIGMAS = 12.0
+#: Sampling schemes a DP-SGD step may declare (fixed-size batches are refused).
+SAMPLINGS = ("poisson", "full_batch")
+
+
+@dataclass(frozen=True, slots=True)
+class DPSGDStep:
+    """One kind of training step: noise multiplier, sampling rate, sampling scheme."""
+
+    sigma: float
+    rate: float
+    sampling: str = "poisson"
+
+    def __post_init__(self) -> None:
+        o = "DPSGDStep"
+        check_positive("sigma", self.sigma, o)
+        if self.sampling not in SAMPLINGS:
+            if self.sampling in ("fixed_size", "shuffle", "without_replacement"):
+                raise UnsupportedError(
+                    f"Sampling {self.sampling!r} is not accounted: fixed-size batches are not "
+                    "Poisson-subsampled, and no PLD with a proof is implemented for them. "
+                    "Use Poisson sampling (Opacus: poisson_sampling=True) or full batches."
+                )
+            raise fail("sampling", o, f"one of {SAMPLINGS}", self.sampling)
+        check_in_closed("rate", self.rate, _MIN_RATE, 1.0, o)
+        if self.sampling == "full_batch" and self.rate != 1.0:
+            raise fail("rate", o, "1.0 for full-batch steps", self.rate)
+        object.__setattr__(self, "sigma", float(self.sigma))
+        object.__setattr__(self, "rate", float(self.rate))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"sigma": self.sigma, "rate": self.rate, "sampling": self.sampling}
 
 
 def poisson_sample(n: int, rate: float, rng: RNG = None) -> npt.NDArray[np.bool_]:
@@ -167,6 +209,17 @@ class PoissonSubsampledGaussian(NoFamilyParameters):
         add = PLD.from_distributions(p, m, grid=gr)
         return supremum([remove, add])
 
+    def plds(self, *, grid: float | None = None) -> DirectedPLD:
+        """Both directions, pessimistic: compose these separately (module docstring)."""
+        from dpsieve.accounting.directed import DirectedPLD
+        from dpsieve.accounting.pld import DEFAULT_GRID, PLD
+
+        m, p = self.pair()
+        gr = DEFAULT_GRID if grid is None else grid
+        return DirectedPLD(
+            PLD.from_distributions(m, p, grid=gr), PLD.from_distributions(p, m, grid=gr)
+        )
+
     def under(self, neighbouring: Neighbouring) -> PoissonSubsampledGaussian:
         if as_relation(neighbouring, "under") != Neighbouring.ADD_REMOVE:
             raise UnsupportedError("PoissonSubsampledGaussian: replace-one is not implemented.")
@@ -193,3 +246,34 @@ class PoissonSubsampledGaussian(NoFamilyParameters):
             "neighbouring": self.neighbouring.value,
             "granularity": self.step,
         }
+
+
+def subsampled_gaussian_pld(
+    sigma: float, rate: float, *, grid: float | None = None, pessimistic: bool = True
+) -> DirectedPLD:
+    """PLDs (remove, add) of one Poisson-subsampled continuous Gaussian step.
+
+    ``sigma`` is the noise multiplier (noise std / clipping norm), ``rate`` the Poisson
+    sampling probability; add/remove neighbours (Zhu, Dong & Wang 2022, Thm. 11: (M, P) for
+    removal, (P, M) for addition, M = (1 - rate) N(0, sigma^2) + rate N(1, sigma^2)).
+    ``pessimistic=True`` dominates the truth in each direction (for accounting queries);
+    ``False`` is dominated by it (for budgets). rate = 1 is the Gaussian G_{1/sigma}, exact.
+    Errs as stated in :mod:`dpsieve.mechanisms._sgm`.
+    """
+    from dpsieve.accounting.directed import DirectedPLD
+    from dpsieve.accounting.pld import DEFAULT_GRID, PLD
+    from dpsieve.mechanisms._sgm import directed_parts
+
+    o = "subsampled_gaussian_pld"
+    sigma = check_positive("sigma", sigma, o)
+    rate = check_in_closed("rate", rate, _MIN_RATE, 1.0, o)
+    g = DEFAULT_GRID if grid is None else check_positive("grid", grid, o)
+    if not sigma >= 1e-3:
+        raise fail("sigma", o, "a float >= 0.001 (below it the grid cannot resolve a step)", sigma)
+    if rate == 1.0:
+        gp = PLD.gaussian(sigma, pessimistic=pessimistic, grid=g)
+        return DirectedPLD(gp, gp)
+    d = "pessimistic" if pessimistic else "optimistic"
+    parts = [directed_parts(sigma, rate, g, rm, pessimistic) for rm in (True, False)]
+    rem, add = (PLD(g, off, pr, inf, 0.0, d, False) for off, pr, inf in parts)
+    return DirectedPLD(rem, add)
