@@ -35,6 +35,7 @@ PUBLIC_MODULES = [
     "dpsieve.filters.residue",
     "dpsieve.filters.summary",
     "dpsieve.filters.theorem9",
+    "dpsieve.filters.training",
     "dpsieve.mechanisms",
     "dpsieve.mechanisms.additive",
     "dpsieve.mechanisms.base",

@@ -31,6 +31,7 @@ from dpsieve.filters.natural import NaturalApproxFilter, NaturalGDPFilter, Natur
 from dpsieve.filters.profile import AdditiveProfileFilter, discretized_profile
 from dpsieve.filters.residue import ResidueFilter, register_rule
 from dpsieve.filters.theorem9 import Theorem9, certified_epsilon, theorem9
+from dpsieve.filters.training import TrainingFilter
 
 __all__ = [
     "AdditiveProfileFilter",
@@ -52,6 +53,7 @@ __all__ = [
     "ResidueFilter",
     "StateReader",
     "Theorem9",
+    "TrainingFilter",
     "ZCDPFilter",
     "audit_gdp_family",
     "audit_natural",

@@ -1,0 +1,388 @@
+"""A valid adaptive filter for DP-SGD steps, with a budget shaped like the mechanism.
+
+The budget is the PLD of N *reference* steps (the most expensive step the run will take:
+smallest noise multiplier ``sigma``, largest sampling ``rate``) plus a small reserve of
+pure delta:
+
+    B_0 = R_{0, Delta} (+) L^_ref^{(+)N},
+
+L^ the pessimistic grid PLD of one Poisson-subsampled Gaussian step (removal direction; the
+addition direction is its dual, docs/proofs/training.md §1). N is the largest count whose
+certified delta(eps) meets the target, so a fixed schedule at the reference admits as many
+steps as the non-adaptive accountant.
+
+State: a multiset of step kinds with counts, ``units`` (B = R_{0,reserve} (+) (+)_tau
+L^_tau^{(+)n_tau}, removal direction; the addition direction is its dual), and the reserve
+left. ``try_step(sigma, rate)`` (or ``try_spend`` with a
+:class:`~dpsieve.mechanisms.subsampled.DPSGDStep`):
+
+1. a unit of the step's own kind (sigma rounded *down* to two decimals: a dominated kind)
+   pays for the step: B' (+) L <= B' (+) L^_tau = B (exact, symbolic);
+2. otherwise the reference pool is *exchanged* at full scale: the largest m with
+   L^_t^{(+)k} (+) L^_s^{(+)m} <= R_{0,d} (+) L^_s^{(+)n_s}, checked soundly (upper bounds on
+   the left, lower bounds on the right, :mod:`._sgm_powers`; the Blackwell order is checked
+   as x >= 1 for the removal PLDs and x >= 1 for their duals); then n_s := m, n_t += k,
+   reserve -= d, and step 1;
+3. otherwise a unit of a dominating kind (smaller sigma, larger rate) pays;
+4. otherwise the step is refused and nothing changes.
+
+Why one state for both directions, and the reference the most expensive step: the
+exchange must hold on all of the hockey-stick curve, and a budget of cheaper steps never
+dominates a more expensive step's tail (measured: 1.0 -> 0.8 exchanges almost nothing).
+Exchange rates are set by the worst x (the addition side, near eps = 0): from sigma 0.8 to
+1.0 about 1.67 steps per unit and to 1.2 about 2.56, where eps = 3 alone would allow 3.0 and
+5.4 (docs/training.md). Every update satisfies the residue condition U(B, L) (+) L <= B, so the
+interaction is dominated by B_0 (docs/proofs/training.md §2; paper, Thm. 1). Decisions depend
+only on the public (sigma, rate) sequence. Exchanges cost a few hundred ms (once per change
+of kind); every other decision is a dictionary look-up.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Any
+
+from dpsieve._validation import check_in_open, check_positive, fail
+from dpsieve.errors import ValidationError
+from dpsieve.filters import _sgm_powers as sp
+from dpsieve.filters._common import FilterBase, frac_from_json, frac_to_json
+from dpsieve.filters.base import Decision
+from dpsieve.mechanisms.subsampled import DPSGDStep
+
+__all__ = ["TRAINING_GRID", "TrainingFilter", "kind_of"]
+
+#: Grid of the step PLDs (loss units): 5e-4 keeps eps within 4e-4 of exact at 2,663 steps.
+TRAINING_GRID = 5e-4
+#: Names the discretization the budget is made of; a stored state with another is refused.
+VERSION = "sgm-ctd-1"
+_EXCHANGE_STEPS = 100
+#: Each exchange may spend reserve0 / this on top of its certified tails (numerical slack).
+_EXCHANGES_PER_RESERVE = 64
+_Kind = tuple[float, float]
+
+
+def kind_of(sigma: float, rate: float) -> _Kind:
+    """The unit kind that pays for a step: sigma rounded down to 0.01, the rate kept. The
+    kind has at most the step's noise, so its PLD dominates the step's (post-processing:
+    adding independent noise maps the kind's pair to the step's)."""
+    s = math.floor(sigma * 100.0) / 100.0
+    while s > 0 and Fraction(s) > Fraction(sigma):
+        s = math.nextafter(s, 0.0)
+    if not s > 0:
+        s = sigma  # below 0.01: the step's own sigma
+    return (s, rate)
+
+
+def _certified_delta(sigma: float, rate: float, n: int, eps: float, grid: float) -> float:
+    up = sp.upper_power(sigma, rate, grid, n)
+    return max(float(up.delta(eps)), float(up.dual().delta(eps)))
+
+
+def _largest_n(sigma: float, rate: float, eps: float, delta: float, grid: float) -> int:
+    def ok(n: int) -> bool:
+        return _certified_delta(sigma, rate, n, eps, grid) <= delta
+
+    if not ok(1):
+        return 0
+    lo, hi = 1, 2
+    while ok(hi):
+        lo, hi = hi, hi * 2
+        if hi > 1 << 22:
+            break
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
+
+
+class TrainingFilter(FilterBase):
+    """Adaptive filter for DP-SGD steps with a PLD budget (module docstring).
+
+    ``eps, delta``: the target; ``sigma, rate``: the reference step (the smallest noise
+    multiplier and largest sampling rate the run may use); ``reserve``: the fraction of
+    ``delta`` kept as R_{0, Delta} to pay the tails of exchanges (0 disables exchanges).
+    """
+
+    KIND = "training_pld"
+
+    def __init__(
+        self,
+        eps: float,
+        delta: float,
+        *,
+        sigma: float,
+        rate: float,
+        reserve: float = 0.01,
+        grid: float = TRAINING_GRID,
+        exchange_steps: int = _EXCHANGE_STEPS,
+    ) -> None:
+        o = "TrainingFilter"
+        eps = check_positive("eps", eps, o)
+        delta = check_in_open("delta", delta, 0.0, 1.0, o)
+        ref = DPSGDStep(sigma, rate)
+        frac = float(reserve)
+        if not 0.0 <= frac < 1.0:
+            raise fail("reserve", o, "a fraction of delta in [0, 1)", reserve)
+        grid = check_positive("grid", grid, o)
+        if not (isinstance(exchange_steps, int) and exchange_steps >= 1):
+            raise fail("exchange_steps", o, "an int >= 1", exchange_steps)
+        big_delta = Fraction(delta) * Fraction(frac)
+        rest = float((Fraction(delta) - big_delta) / (1 - big_delta))
+        rest = math.nextafter(rest, 0.0)
+        kind = kind_of(ref.sigma, ref.rate)
+        n = _largest_n(kind[0], kind[1], eps, rest, grid)
+        self._state_d: dict[str, Any] = {
+            "version": VERSION,
+            "eps": eps,
+            "delta": delta,
+            "grid": grid,
+            "reference": list(kind),
+            "n0": n,
+            "reserve0": frac_to_json(big_delta),
+            "reserve": frac_to_json(big_delta),
+            "units": [[kind[0], kind[1], n]] if n > 0 else [],
+            "steps": 0,
+            "exchanges": 0,
+            "exchange_steps": exchange_steps,
+        }
+
+    # ------------------------------------------------------------------ state
+    def _state(self) -> dict[str, Any]:
+        return dict(self._state_d, units=[list(u) for u in self._state_d["units"]])
+
+    def _load(self, state: dict[str, Any]) -> None:
+        self._state_d = _validated(state)
+
+    def remaining(self) -> dict[str, Any]:
+        """Reference units left (steps at the reference still payable), units of other kinds,
+        the reserve left."""
+        st = self._state_d
+        ref = list(st["reference"])
+        return {
+            "reference_steps": sum(c for s, q, c in st["units"] if [s, q] == ref),
+            "units": {f"{s:g}@{q:g}": c for s, q, c in st["units"]},
+            "reserve": float(frac_from_json(st["reserve"], "reserve")),
+        }
+
+    # ------------------------------------------------------------------ decisions
+    def try_step(self, sigma: float, rate: float) -> Decision:
+        """Offer one Poisson-subsampled Gaussian step; on admission the budget is spent."""
+        return self.try_spend(DPSGDStep(sigma, rate))
+
+    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+        if not isinstance(query, DPSGDStep):
+            return (
+                Decision(False, "the training filter admits DP-SGD steps only (DPSGDStep)",
+                         self.remaining(), {"query": _describe(query)}),
+                None,
+            )
+        if query.sampling != "poisson":
+            return (
+                Decision(False, "full-batch steps: use a GDP filter (exact for Gaussians)",
+                         self.remaining(), {"query": query.to_dict()}),
+                None,
+            )
+        st = self._state()
+        kind = kind_of(query.sigma, query.rate)
+        cost: dict[str, Any] = {"query": query.to_dict(), "kind": list(kind)}
+        paid = _pay(st, kind)
+        if paid is None:
+            return Decision(False, "no budget left for this step", self.remaining(), cost), None
+        cost.update(paid)
+        st["steps"] += 1
+        new = TrainingFilter.__new__(TrainingFilter)
+        new._state_d = st
+        return Decision(True, "admitted", new.remaining(), cost), st
+
+
+def _pay(st: dict[str, Any], kind: _Kind) -> dict[str, Any] | None:
+    """Pay one step of ``kind`` (mutates st); None: cannot pay."""
+    d = st
+    units = {(s, q): c for s, q, c in d["units"]}
+    paid: dict[str, Any] = {}
+    if units.get(kind, 0) <= 0:
+        ex = _exchange(st, units, kind)
+        if ex is not None:
+            paid["exchange"] = ex
+    charged = kind
+    if units.get(kind, 0) <= 0:
+        dom = [k for k, c in units.items() if c > 0 and k[0] <= kind[0] and k[1] >= kind[1]]
+        if not dom:
+            return None
+        charged = max(dom)  # the closest dominating kind: largest sigma, then rate
+    units[charged] -= 1
+    paid["charged_as"] = list(charged)
+    d["units"] = sorted([s, q, c] for (s, q), c in units.items() if c > 0)
+    return paid
+
+
+def _exchange(st: dict[str, Any], units: dict[_Kind, int], target: _Kind) -> dict[str, Any] | None:
+    """Convert part of the reference pool into units of ``target`` (mutates st, units)."""
+    d = st
+    src: _Kind = (float(st["reference"][0]), float(st["reference"][1]))
+    n_s = units.get(src, 0)
+    if n_s <= 0 or src == target:
+        return None
+    if not (src[0] <= target[0] and src[1] >= target[1]):
+        return None  # exchanges only from a dominating pool (docs/training.md)
+    reserve = frac_from_json(d["reserve"], "reserve")
+    extra = frac_from_json(d["reserve0"], "reserve0") / _EXCHANGES_PER_RESERVE
+    grid = float(st["grid"])
+    k = min(int(st["exchange_steps"]), 4 * n_s)
+    while k >= 1:
+        got = _best_m(src, target, n_s, k, grid, reserve, extra)
+        if got is not None:
+            m, spent = got
+            units[src] = m
+            units[target] = units.get(target, 0) + k
+            d["reserve"] = frac_to_json(reserve - spent)
+            st["exchanges"] += 1
+            return {"from": list(src), "units": n_s - m, "to": list(target), "got": k,
+                    "reserve_spent": float(spent)}
+        k //= 2
+    return None
+
+
+def _best_m(
+    src: _Kind,
+    tgt: _Kind,
+    n_s: int,
+    k: int,
+    grid: float,
+    reserve: Fraction,
+    extra: Fraction,
+) -> tuple[int, Fraction] | None:
+    """Largest m < n_s with L_t^k (+) L_s^m <= R_{0,d} (+) L_s^{n_s} certified (both sides
+    of x, i.e. both directions), and the reserve d it spends."""
+    right_rem = sp.lower_power(src[0], src[1], grid, n_s)
+    right_add = sp.lower_power(src[0], src[1], grid, n_s, add=True)
+    left_t = sp.upper_power(tgt[0], tgt[1], grid, k)
+
+    def check(m: int) -> Fraction | None:
+        left = left_t if m == 0 else left_t.compose(
+            sp.upper_power(src[0], src[1], grid, m), tail_mass=sp.TAIL
+        )
+        left_add = left.dual()
+        d = Fraction(max(left.inf_mass, left_add.inf_mass)) * Fraction(101, 100) + extra
+        if d > reserve:
+            return None
+        ok = sp.leq_x_ge_1(left, sp.with_reserve(right_rem, float(d))) and sp.leq_x_ge_1(
+            left_add, sp.with_reserve(right_add, float(d))
+        )
+        return d if ok else None
+
+    guess = _RATES.get((src, tgt, grid))
+    start = n_s - 1 if guess is None else max(0, n_s - math.ceil(k / guess) - 1)
+    best: tuple[int, Fraction] | None = None
+    d0 = check(start)
+    if d0 is not None:  # climb
+        best = (start, d0)
+        step = 1
+        while best[0] + step < n_s:
+            d1 = check(best[0] + step)
+            if d1 is None:
+                break
+            best = (best[0] + step, d1)
+            step *= 2
+        hi = min(n_s, best[0] + step)
+    else:  # descend
+        hi = start
+        step = 1
+        lo = start - 1
+        while lo >= 0:
+            d1 = check(lo)
+            if d1 is not None:
+                best = (lo, d1)
+                break
+            hi = lo
+            step *= 2
+            lo = start - step
+        if best is None:
+            d1 = check(0)
+            if d1 is None:
+                return None
+            best = (0, d1)
+    lo_m = best[0]
+    while hi - lo_m > 1:
+        mid = (lo_m + hi) // 2
+        d1 = check(mid)
+        if d1 is not None:
+            best, lo_m = (mid, d1), mid
+        else:
+            hi = mid
+    if n_s - best[0] > 0:
+        _RATES[(src, tgt, grid)] = k / (n_s - best[0])
+    return best
+
+
+_RATES: dict[tuple[_Kind, _Kind, float], float] = {}
+
+
+def _describe(q: Any) -> dict[str, Any]:
+    to_dict = getattr(q, "to_dict", None)
+    if callable(to_dict):
+        try:
+            d = to_dict()
+            if isinstance(d, dict):
+                return {"type": str(d.get("type", type(q).__name__))}
+        except Exception:  # pragma: no cover - descriptive only
+            pass
+    return {"type": type(q).__name__}
+
+
+def _validated(state: Any) -> dict[str, Any]:
+    """Every invariant of a stored state; a violation names the field (issue 18.5)."""
+
+    def bad(field: str, constraint: str, value: Any) -> ValidationError:
+        return fail(field, "TrainingFilter state", constraint, value)
+
+    if not isinstance(state, dict):
+        raise bad("state", "a dict", state)
+    need = ("version", "eps", "delta", "grid", "reference", "n0", "reserve0", "reserve",
+            "units", "steps", "exchanges", "exchange_steps")
+    for f in need:
+        if f not in state:
+            raise bad(f, "present", None)
+    if state["version"] != VERSION:
+        raise bad("version", f"{VERSION!r} (the discretization the budget was made of)",
+                  state["version"])
+    for f in ("eps", "grid"):
+        v = state[f]
+        if not (isinstance(v, float | int) and not isinstance(v, bool) and math.isfinite(v)
+                and v > 0):
+            raise bad(f, "a finite float > 0", v)
+    d = state["delta"]
+    if not (isinstance(d, float) and 0.0 < d < 1.0):
+        raise bad("delta", "a float in (0, 1)", d)
+    for f in ("n0", "steps", "exchanges", "exchange_steps"):
+        v = state[f]
+        if not (isinstance(v, int) and not isinstance(v, bool) and v >= 0):
+            raise bad(f, "an int >= 0", v)
+    r0 = frac_from_json(state["reserve0"], "reserve0")
+    r = frac_from_json(state["reserve"], "reserve")
+    if not (0 <= r <= r0 < Fraction(d)):
+        raise bad("reserve", "0 <= reserve <= reserve0 < delta", state["reserve"])
+    ref = state["reference"]
+    if not (isinstance(ref, list) and len(ref) == 2):
+        raise bad("reference", "[sigma, rate]", ref)
+    DPSGDStep(ref[0], ref[1])  # validates sigma, rate
+    units = state["units"]
+    if not isinstance(units, list):
+        raise bad("units", "a list of [sigma, rate, count]", units)
+    seen = set()
+    for u in units:
+        if not (isinstance(u, list) and len(u) == 3):
+            raise bad("units", "a list of [sigma, rate, count]", u)
+        DPSGDStep(u[0], u[1])
+        if not (isinstance(u[2], int) and not isinstance(u[2], bool) and u[2] > 0):
+            raise bad("units", "counts that are ints > 0", u)
+        if (u[0], u[1]) in seen:
+            raise bad("units", "one entry per kind", u)
+        seen.add((u[0], u[1]))
+        if not (u[0] >= ref[0] and u[1] <= ref[1]):
+            raise bad("units", "kinds dominated by the reference", u)
+    ref_units = sum(u[2] for u in units if [u[0], u[1]] == ref)
+    if ref_units > state["n0"]:
+        raise bad("units", f"at most n0 = {state['n0']} reference units", ref_units)
+    return {k: state[k] for k in need}

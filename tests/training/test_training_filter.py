@@ -1,0 +1,158 @@
+"""The adaptive training filter: budget of reference steps, exchanges, residue conditions."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from dpsieve.errors import ValidationError
+from dpsieve.filters import filter_from_json
+from dpsieve.filters._sgm_powers import lower_power, upper_power
+from dpsieve.filters.training import TrainingFilter, kind_of
+from dpsieve.mechanisms import DPSGDStep
+from dpsieve.training import DPSGDAccountant
+
+EPS, DELTA = 1.0, 1e-5
+REF = {"sigma": 1.5, "rate": 0.02}
+
+
+@pytest.fixture(scope="module")
+def small() -> TrainingFilter:
+    return TrainingFilter(EPS, DELTA, **REF)
+
+
+def test_fixed_schedule_admits_exactly_the_accountants_count(small: TrainingFilter) -> None:
+    f = filter_from_json(small.to_json())
+    n = 0
+    while f.try_step(1.5, 0.02).admitted:  # type: ignore[attr-defined]
+        n += 1
+    acc = DPSGDAccountant()
+    acc.step(1.5, 0.02, count=n)
+    assert acc.epsilon(DELTA * 0.99) <= EPS  # what was admitted meets the target
+    more = DPSGDAccountant()
+    more.step(1.5, 0.02, count=n + 2)
+    assert more.epsilon(DELTA) > EPS  # and nearly nothing was left on the table
+    before = f.to_json()
+    assert not f.try_step(1.5, 0.02).admitted  # type: ignore[attr-defined]
+    assert f.to_json() == before
+
+
+def test_cheaper_steps_spend_less_and_the_realised_run_meets_the_target(
+    small: TrainingFilter,
+) -> None:
+    f = filter_from_json(small.to_json())
+    sched = [1.5] * 40 + [2.0] * 60 + [1.5] * 20 + [2.5] * 80
+    acc = DPSGDAccountant()
+    admitted = 0
+    for s in sched * 10:
+        d = f.try_step(s, 0.02)  # type: ignore[attr-defined]
+        if not d.admitted:
+            break
+        admitted += 1
+        acc.step(s, 0.02)
+    ref_only = small.remaining()["reference_steps"]
+    assert admitted > ref_only * 1.1  # cheaper steps were exchanged at a profit
+    # necessary condition: the non-adaptive accounting of what ran is within the target
+    assert acc.epsilon(DELTA) <= EPS
+
+
+@pytest.mark.slow
+def test_exchange_residue_condition_against_dp_accounting() -> None:
+    """The exchange 'k steps at 2.0 + m at 1.5 <= n at 1.5' recomputed with the independent
+    oracle: dp_accounting connect-the-dots at a fine grid on both sides (within ~1e-9 of the
+    exact curves; its optimistic mode is too coarse to resolve the margin)."""
+    dpa = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
+    f = TrainingFilter(EPS, DELTA, **REF)
+    n_s = f.remaining()["reference_steps"]
+    d = f.try_step(2.0, 0.02)
+    ex = d.cost["exchange"]
+    k, m = ex["got"], n_s - ex["units"]
+    mk = dpa.from_gaussian_mechanism
+    left = mk(2.0, sampling_prob=0.02, value_discretization_interval=2e-5).self_compose(k)
+    left = left.compose(
+        mk(1.5, sampling_prob=0.02, value_discretization_interval=2e-5).self_compose(m)
+    )
+    right = mk(1.5, sampling_prob=0.02, value_discretization_interval=2e-5).self_compose(n_s)
+    for e in np.linspace(0.0, 4.0, 41):
+        assert left.get_delta_for_epsilon(e) <= right.get_delta_for_epsilon(e) + ex[
+            "reserve_spent"
+        ] + 1e-8, e
+
+
+def test_lower_and_upper_powers_bracket_each_other() -> None:
+    lo, hi = lower_power(1.5, 0.02, 5e-4, 300), upper_power(1.5, 0.02, 5e-4, 300)
+    lo_add = lower_power(1.5, 0.02, 5e-4, 300, add=True)
+    xs = np.exp(np.linspace(0.0, 3.0, 31))
+    assert np.all(lo.hockey_stick(xs) <= hi.hockey_stick(xs))
+    assert np.all(lo_add.hockey_stick(xs) <= hi.dual().hockey_stick(xs))
+    assert np.all(hi.hockey_stick(xs) - lo.hockey_stick(xs) <= 1e-6)
+
+
+def test_more_expensive_steps_than_the_reference_are_refused(small: TrainingFilter) -> None:
+    f = filter_from_json(small.to_json())
+    before = f.to_json()
+    d = f.try_step(1.0, 0.02)  # type: ignore[attr-defined]
+    assert not d.admitted
+    assert f.to_json() == before
+    assert not f.try_step(1.5, 0.05).admitted  # type: ignore[attr-defined]
+
+
+def test_kind_rounds_sigma_down() -> None:
+    assert kind_of(1.234, 0.01) == (1.23, 0.01)
+    assert kind_of(0.29, 0.1)[0] <= 0.29
+    assert kind_of(2.0, 0.5) == (2.0, 0.5)
+
+
+def test_other_queries_are_refused_and_json_round_trips(small: TrainingFilter) -> None:
+    from dpsieve.accounting.events import PureDP
+
+    f = filter_from_json(small.to_json())
+    assert not f.try_spend(PureDP(0.1)).admitted
+    assert not f.try_spend(DPSGDStep(1.0, 1.0, "full_batch")).admitted
+    assert f.try_spend(DPSGDStep(1.5, 0.02)).admitted
+    g = filter_from_json(f.to_json())
+    assert g.to_json() == f.to_json()
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("version", "old"),
+        ("units", [[1.5, 0.02, -3]]),
+        ("units", [[1.0, 0.02, 3]]),
+        ("reserve", "1/1"),
+        ("n0", -1),
+        ("steps", 1.5),
+        ("delta", 2.0),
+    ],
+)
+def test_tampered_states_are_refused_naming_the_field(
+    small: TrainingFilter, field: str, value: object
+) -> None:
+    d = json.loads(small.to_json())
+    d["state"][field] = value
+    with pytest.raises(ValidationError, match=field):
+        filter_from_json(json.dumps(d))
+
+
+def test_too_many_reference_units_are_refused(small: TrainingFilter) -> None:
+    d = json.loads(small.to_json())
+    d["state"]["units"] = [[1.5, 0.02, d["state"]["n0"] + 1]]
+    with pytest.raises(ValidationError, match="units"):
+        filter_from_json(json.dumps(d))
+
+
+@pytest.mark.parametrize(
+    ("kw", "name"),
+    [
+        ({"sigma": -1.0, "rate": 0.1}, "sigma"),
+        ({"sigma": 1.0, "rate": 2.0}, "rate"),
+        ({"sigma": 1.0, "rate": 0.1, "reserve": 1.0}, "reserve"),
+        ({"sigma": 1.0, "rate": 0.1, "exchange_steps": 0}, "exchange_steps"),
+    ],
+)
+def test_bad_parameters(kw: dict[str, float], name: str) -> None:
+    with pytest.raises(ValidationError, match=name):
+        TrainingFilter(1.0, 1e-5, **kw)  # type: ignore[arg-type]
