@@ -31,6 +31,7 @@ PUBLIC_MODULES = [
     "dpsieve.filters.gdp",
     "dpsieve.filters.mixed",
     "dpsieve.filters.natural",
+    "dpsieve.filters.per_record",
     "dpsieve.filters.profile",
     "dpsieve.filters.residue",
     "dpsieve.filters.summary",

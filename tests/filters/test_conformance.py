@@ -19,9 +19,12 @@ from dpsieve.filters import (
     NaturalApproxFilter,
     NaturalGDPFilter,
     NaturalZeroDeltaFilter,
+    PerRecordGDPFilter,
+    PerRecordRDPFilter,
     PrivacyFilter,
     PureDPFilter,
     RDPFilter,
+    TrainingFilter,
     ZCDPFilter,
     filter_from_json,
 )
@@ -44,6 +47,9 @@ def _filters():
         MixedFilter(2.0, 1e-5),  # split chosen at the first admitted query
         MixedFilter(2.0, 1e-5, pure=1.0),
         MixedFilter(2.0, 1e-5, typical=[PureDP(0.3), GDP(0.4)]),
+        TrainingFilter(1.0, 1e-5, sigma=2.0, rate=0.05),
+        PerRecordGDPFilter(10, 1.0),
+        PerRecordRDPFilter(10, 8.0, 1.0),
     ]
 
 

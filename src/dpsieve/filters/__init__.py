@@ -28,6 +28,7 @@ from dpsieve.filters.gdp import (
 )
 from dpsieve.filters.mixed import MixedFilter, choose_split
 from dpsieve.filters.natural import NaturalApproxFilter, NaturalGDPFilter, NaturalZeroDeltaFilter
+from dpsieve.filters.per_record import PerRecordGDPFilter, PerRecordRDPFilter, RecordStep
 from dpsieve.filters.profile import AdditiveProfileFilter, discretized_profile
 from dpsieve.filters.residue import ResidueFilter, register_rule
 from dpsieve.filters.theorem9 import Theorem9, certified_epsilon, theorem9
@@ -47,9 +48,12 @@ __all__ = [
     "NaturalApproxFilter",
     "NaturalGDPFilter",
     "NaturalZeroDeltaFilter",
+    "PerRecordGDPFilter",
+    "PerRecordRDPFilter",
     "PrivacyFilter",
     "PureDPFilter",
     "RDPFilter",
+    "RecordStep",
     "ResidueFilter",
     "StateReader",
     "Theorem9",

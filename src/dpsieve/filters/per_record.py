@@ -1,0 +1,350 @@
+"""Per-record (individual) filters for full-batch Gaussian training steps, vectorised.
+
+A full-batch step releases sum_i g_i + N(0, s^2 I) with ||g_i|| <= c_i, where c_i is record
+i's clipped gradient norm at this step (chosen from the public model and x_i). Against
+removing or adding record i the step is exactly G_{c_i / s}; the sequence of these costs is
+predictable (a function of past outputs and of x_i), so by fully adaptive GDP composition
+(Smith & Thakurta 2022; Koskela, Tobaben & Honkela 2023, arXiv 2209.15596) record i keeps a
+mu-GDP guarantee as long as its own sum of (c_{t,i} / s_t)^2 stays <= mu^2. The Renyi
+variant is Feldman & Zrnic (2021, arXiv 2008.11193): cost alpha c^2 / (2 s^2) at each order.
+
+* :class:`PerRecordGDPFilter` -- record i pays (c_i / s)^2 from mu^2 (``for_target`` takes the
+  largest mu with G_mu <= R_{eps, delta}: by the paper's Sec. 6.2 the natural filter is free
+  for GDP queries under *any* budget, so for Gaussian steps every residue filter we have --
+  GDP residue, natural with an (eps, delta) budget -- reduces to this one; nothing is lost);
+* :class:`PerRecordRDPFilter` -- Feldman-Zrnic at one order (the baseline).
+
+Each step: ``step(noise_std, norms)`` returns the mask of records that may contribute (their
+whole cost fits) and charges only them; a record outside the mask must contribute nothing
+to this step (the training loop zeroes it), which costs it nothing. ``allowance(noise_std)``
+gives each record the largest norm its budget still pays for, so a loop can clip to
+``min(C, allowance)`` and let every record spend its budget to the end.
+
+Threat model (docs/training.md): the guarantee of record i is about record i (its own
+add/remove neighbours); other records' decisions are functions of public outputs and their
+own data. The mask and the remaining budgets are *private* (functions of the data): they
+stay with the data owner (here: in the state, which the ledger stores), never in an
+analyst's decision (``Decision`` carries only public numbers). Only full-batch steps are
+offered: with sampling, individual accounting must not use per-record sampling outcomes,
+and colluding records can learn about each other's participation (Kaiser et al. 2026).
+
+Arithmetic: every cost is rounded up (each IEEE operation followed by a relative margin of
+2^-48, five times the rounding error, plus 2^-1000 against underflow; norms are first
+raised by the same margin), sums likewise, budgets rounded down, so a record is admitted
+only if its exact spend stays within its exact budget.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from dpsieve import _rounding as rd
+from dpsieve._validation import check_in_open, check_int, check_positive, fail
+from dpsieve.accounting.gdp import gdp_mu_for
+from dpsieve.errors import ValidationError
+from dpsieve.filters._common import FilterBase
+from dpsieve.filters.base import Decision
+
+__all__ = ["PerRecordGDPFilter", "PerRecordRDPFilter", "RecordStep"]
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, eq=False)
+class RecordStep:
+    """One full-batch Gaussian step as a query: noise std and each record's norm bound.
+
+    ``expected_step`` (optional) must equal the filter's step counter, so a mask computed from
+    a loaded state is exactly the one charged (optimistic concurrency for ledger use).
+    ``norms`` is private data: ``to_dict`` only reports public numbers.
+    """
+
+    noise_std: float
+    norms: FloatArray = field(repr=False)
+    expected_step: int | None = None
+
+    def __post_init__(self) -> None:
+        check_positive("noise_std", self.noise_std, "RecordStep")
+        a = np.asarray(self.norms, dtype=np.float64).reshape(-1)
+        if a.size == 0 or not bool(np.all(np.isfinite(a) & (a >= 0))):
+            raise fail("norms", "RecordStep", "a non-empty array of finite norms >= 0", "<array>")
+        object.__setattr__(self, "norms", a)
+        if self.expected_step is not None:
+            check_int("expected_step", self.expected_step, "RecordStep", minimum=0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "record_step", "noise_std": self.noise_std, "records": self.norms.size}
+
+
+#: Relative margin after each rounded operation: 2^-48 covers the 2^-53 of one rounding
+#: with room to spare, so x * UP_F >= the exact value for every normal result.
+UP_F = 1.0 + 2.0**-48
+#: Added to each cost: covers results that underflow to subnormals or zero.
+TINY = 2.0**-1000
+
+
+def _up(x: FloatArray) -> FloatArray:
+    """An upper bound of the exact value of one rounded operation that produced ``x``."""
+    x *= UP_F
+    x += TINY
+    return x
+
+
+def _mu2_costs(norms: FloatArray, noise_std: float) -> FloatArray:
+    """Upper bounds on (c / s)^2, elementwise: fl(fl(c c) K) + TINY with
+    K >= UP_F^4 / s^2 (the margin on c squared, one on c*c, one on the product)."""
+    k = rd.round_up(rd.div_up(1.0, rd.mul_down(noise_std, noise_std)) * UP_F**4 * UP_F)
+    c = np.multiply(norms, norms)
+    c *= k
+    c += TINY
+    return c
+
+
+def _b64(a: FloatArray) -> str:
+    return base64.b64encode(np.ascontiguousarray(a, dtype="<f8").tobytes()).decode("ascii")
+
+
+def _unb64(s: Any, name: str, n: int | None = None) -> FloatArray:
+    if not isinstance(s, str):
+        raise fail(name, "filter_from_json", "a base64 string of float64", "<value>")
+    try:
+        a = np.frombuffer(base64.b64decode(s, validate=True), dtype="<f8").astype(np.float64)
+    except ValueError:
+        raise fail(name, "filter_from_json", "a base64 string of float64", "<value>") from None
+    if n is not None and a.size != n:
+        raise fail(name, "filter_from_json", f"{n} values", a.size)
+    if not bool(np.all(np.isfinite(a) & (a >= 0))):
+        raise fail(name, "filter_from_json", "finite values >= 0", "<array>")
+    return a
+
+
+class _PerRecord(FilterBase):
+    """Shared machinery: spent (n x K) against budgets (K), a step counter, the mask."""
+
+    _spent: FloatArray
+    _budget: FloatArray
+    _steps: int
+
+    @property
+    def records(self) -> int:
+        return int(self._spent.shape[0])
+
+    @property
+    def steps(self) -> int:
+        return self._steps
+
+    def _costs(self, step: RecordStep) -> FloatArray:  # n x K
+        raise NotImplementedError
+
+    def _plan(self, step: RecordStep) -> tuple[BoolArray, FloatArray]:
+        """(mask, new spent) -- a pure function of the state and the step."""
+        if step.norms.size != self.records:
+            raise fail("norms", type(self).__name__, f"{self.records} norms", step.norms.size)
+        cost = self._costs(step)
+        new = cost + self._spent
+        # the sum rounded once: margin (TINY in the cost covers underflow); a zero norm
+        # costs exactly nothing, and its record's spent stays as it is
+        new *= np.where(cost > TINY, UP_F, 1.0)
+        if new.shape[1] == 1:
+            mask: BoolArray = new[:, 0] <= self._budget[0]
+            out = np.where(mask, new[:, 0], self._spent[:, 0])[:, None]
+        else:
+            mask = np.all(new <= self._budget[None, :], axis=1)
+            out = np.where(mask[:, None], new, self._spent)
+        return mask, out
+
+    def mask_for(self, step: RecordStep) -> BoolArray:
+        """The records ``step`` would admit (private; nothing changes)."""
+        return self._plan(step)[0]
+
+    def step(self, noise_std: float, norms: npt.ArrayLike) -> BoolArray:
+        """Charge one full-batch step; returns the mask of records that may contribute."""
+        st = RecordStep(noise_std, np.asarray(norms, dtype=np.float64))
+        mask, new = self._plan(st)
+        self._spent = new
+        self._steps += 1
+        return mask
+
+    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+        pub = {"records": self.records, "steps": self._steps}
+        if not isinstance(query, RecordStep):
+            return Decision(False, "per-record filters take RecordStep queries", pub, {}), None
+        if query.expected_step is not None and query.expected_step != self._steps:
+            return Decision(False, "the filter moved on (expected_step differs)", pub,
+                            query.to_dict()), None
+        if query.norms.size != self.records:
+            return Decision(False, f"this filter holds {self.records} records", pub,
+                            query.to_dict()), None
+        _, new = self._plan(query)
+        state = self._state_with(new, self._steps + 1)
+        rem = {"records": self.records, "steps": self._steps + 1}
+        return Decision(True, "step charged to the records whose budget covers it", rem,
+                        query.to_dict()), state
+
+    def _state_with(self, spent: FloatArray, steps: int) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def remaining(self) -> dict[str, Any]:
+        """Public numbers only (records, steps): remaining budgets are private."""
+        return {"records": self.records, "steps": self._steps}
+
+    def remaining_private(self) -> FloatArray:
+        """Each record's remaining budget (n x K). Private: for the data owner only."""
+        out: FloatArray = np.clip(self._budget[None, :] - self._spent, 0.0, None)
+        return out
+
+    def digest(self) -> str:
+        """SHA-256 of the spent array (to detect a changed state; reveals nothing usable)."""
+        return hashlib.sha256(self._spent.tobytes()).hexdigest()
+
+
+class PerRecordGDPFilter(_PerRecord):
+    """Each record keeps mu-GDP: it pays (c / s)^2 per step from mu^2 (module docstring)."""
+
+    KIND = "per_record_gdp"
+
+    def __init__(self, n_records: int, mu: float) -> None:
+        o = "PerRecordGDPFilter"
+        n = check_int("n_records", n_records, o, minimum=1)
+        mu = check_positive("mu", mu, o)
+        self._mu = mu
+        self._budget = np.array([rd.mul_down(mu, mu)])
+        self._spent = np.zeros((n, 1))
+        self._steps = 0
+
+    @classmethod
+    def for_target(cls, n_records: int, eps: float, delta: float) -> PerRecordGDPFilter:
+        """mu the largest with G_mu <= R_{eps, delta} (rounded down, both conditions of
+        :func:`dpsieve.accounting.leq_approx`: h(e^eps) <= delta and h(1) <= its chord)."""
+        from dpsieve.accounting.order import leq_approx
+        from dpsieve.accounting.pld import PLD
+
+        mu = gdp_mu_for(eps, delta)
+        while mu > 0 and not leq_approx(PLD.gdp(mu), eps, delta):
+            mu = rd.mul_down(mu, 1.0 - 1e-6)
+        return cls(n_records, mu)
+
+    @property
+    def mu(self) -> float:
+        """Each record's GDP budget."""
+        return self._mu
+
+    def _costs(self, step: RecordStep) -> FloatArray:
+        return _mu2_costs(step.norms, step.noise_std)[:, None]
+
+    def allowance(self, noise_std: float) -> FloatArray:
+        """The largest norm each record's remaining budget pays for at ``noise_std``
+        (rounded down; 0 when exhausted). Private."""
+        s = check_positive("noise_std", noise_std, "allowance")
+        # admission needs (spent + cost) UP_F <= budget with cost <= (c/s)^2 UP_F^6 + TINY:
+        # leave a relative 2^-44 of the budget for those margins and the roundings here
+        left = self._budget[0] * (1.0 - 2.0**-44) - self._spent[:, 0] - 2 * TINY
+        out: FloatArray = np.sqrt(np.clip(left, 0.0, None)) * (rd.mul_down(s, 1.0 - 2.0**-44))
+        return np.clip(out, 0.0, None)
+
+    def _state_with(self, spent: FloatArray, steps: int) -> dict[str, Any]:
+        return {"mu": self._mu, "spent": _b64(spent[:, 0]), "steps": steps,
+                "records": spent.shape[0]}
+
+    def _state(self) -> dict[str, Any]:
+        return self._state_with(self._spent, self._steps)
+
+    def _load(self, state: dict[str, Any]) -> None:
+        try:
+            n = check_int("records", state["records"], "filter_from_json", minimum=1)
+            mu = check_positive("mu", state["mu"], "filter_from_json")
+            steps = check_int("steps", state["steps"], "filter_from_json", minimum=0)
+            spent = _unb64(state["spent"], "spent", n)
+        except KeyError as e:
+            raise fail(str(e.args[0]), "filter_from_json", "present", None) from None
+        self._mu = mu
+        self._budget = np.array([rd.mul_down(mu, mu)])
+        self._spent = spent[:, None]
+        self._steps = steps
+
+
+class PerRecordRDPFilter(_PerRecord):
+    """Feldman-Zrnic individual Renyi filter at one order alpha (module docstring).
+
+    Record i pays alpha (c_i / s)^2 / 2 (the Gaussian's RDP) from rho. With Gaussian steps
+    only, the costs at all orders are proportional, so one order chosen in advance (the one
+    whose budget converts best, :meth:`for_target`) loses nothing to a set of orders.
+    """
+
+    KIND = "per_record_rdp"
+
+    def __init__(self, n_records: int, order: float, budget: float) -> None:
+        o = "PerRecordRDPFilter"
+        n = check_int("n_records", n_records, o, minimum=1)
+        if not (isinstance(order, float | int) and math.isfinite(order) and order > 1):
+            raise fail("order", o, "a finite float > 1", order)
+        self._order = float(order)
+        self._budget = np.array([check_positive("budget", budget, o)])
+        self._spent = np.zeros((n, 1))
+        self._steps = 0
+
+    @classmethod
+    def for_target(
+        cls,
+        n_records: int,
+        eps: float,
+        delta: float,
+        orders: tuple[float, ...] = tuple(1.0 + i / 8.0 for i in range(1, 512)),
+    ) -> PerRecordRDPFilter:
+        """The order among ``orders`` maximising 2 rho_a / a, rho_a the RDP budget with
+        (a, rho_a)-RDP => (eps, delta)-DP (Canonne, Kamath & Steinke 2020, Prop. 12, as
+        :meth:`dpsieve.filters.RDPFilter.for_target`), rounded down."""
+        check_in_open("delta", delta, 0.0, 1.0, "PerRecordRDPFilter.for_target")
+        best: tuple[float, float, float] | None = None
+        for a in orders:
+            b = eps - math.log1p(-1.0 / a) + math.log(delta * a) / (a - 1.0)
+            if b > 0 and (best is None or 2 * b / a > best[0]):
+                best = (2 * b / a, a, rd.rel_down(b, 1e-12))
+        if best is None:
+            raise fail("orders", "PerRecordRDPFilter.for_target", "an order with budget > 0",
+                        orders)
+        return cls(n_records, best[1], best[2])
+
+    @property
+    def order(self) -> float:
+        return self._order
+
+    def _costs(self, step: RecordStep) -> FloatArray:
+        out: FloatArray = _mu2_costs(step.norms, step.noise_std)  # (c/s)^2, up
+        out *= self._order * 0.5 * UP_F  # alpha/2 times it, rounded: margin
+        return out[:, None]
+
+    def _state_with(self, spent: FloatArray, steps: int) -> dict[str, Any]:
+        return {
+            "order": self._order,
+            "budget": float(self._budget[0]),
+            "spent": _b64(spent[:, 0]),
+            "steps": steps,
+            "records": spent.shape[0],
+        }
+
+    def _state(self) -> dict[str, Any]:
+        return self._state_with(self._spent, self._steps)
+
+    def _load(self, state: dict[str, Any]) -> None:
+        try:
+            n = check_int("records", state["records"], "filter_from_json", minimum=1)
+            steps = check_int("steps", state["steps"], "filter_from_json", minimum=0)
+            order, budget = state["order"], state["budget"]
+        except KeyError as e:
+            raise fail(str(e.args[0]), "filter_from_json", "present", None) from None
+        try:
+            probe = PerRecordRDPFilter(1, order, budget)
+        except ValidationError as e:
+            raise fail(str(e.parameter), "filter_from_json", str(e.constraint), e.value) from None
+        self._order, self._budget = probe._order, probe._budget
+        self._spent = _unb64(state["spent"], "spent", n)[:, None]
+        self._steps = steps
