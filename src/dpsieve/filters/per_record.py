@@ -49,7 +49,7 @@ from dpsieve import _rounding as rd
 from dpsieve._validation import check_in_open, check_int, check_positive, fail
 from dpsieve.accounting.gdp import gdp_mu_for
 from dpsieve.errors import ValidationError
-from dpsieve.filters._common import FilterBase
+from dpsieve.filters._common import FilterBase, StateReader
 from dpsieve.filters.base import Decision
 
 __all__ = ["PerRecordGDPFilter", "PerRecordRDPFilter", "RecordStep"]
@@ -192,6 +192,17 @@ class _PerRecord(FilterBase):
     def _state_with(self, spent: FloatArray, steps: int) -> dict[str, Any]:
         raise NotImplementedError
 
+    _FIELDS: tuple[str, ...] = ()
+
+    @classmethod
+    def _check_state(cls, r: StateReader) -> None:
+        st = {k: r.raw(k) for k in cls._FIELDS}
+        probe = cls.__new__(cls)
+        try:
+            probe._load(st)
+        except ValidationError as e:
+            raise r.error(str(e.parameter), str(e.constraint), e.value) from None
+
     def remaining(self) -> dict[str, Any]:
         """Public numbers only (records, steps): remaining budgets are private."""
         return {"records": self.records, "steps": self._steps}
@@ -210,6 +221,7 @@ class PerRecordGDPFilter(_PerRecord):
     """Each record keeps mu-GDP: it pays (c / s)^2 per step from mu^2 (module docstring)."""
 
     KIND = "per_record_gdp"
+    _FIELDS = ("mu", "spent", "steps", "records")
 
     def __init__(self, n_records: int, mu: float) -> None:
         o = "PerRecordGDPFilter"
@@ -280,6 +292,7 @@ class PerRecordRDPFilter(_PerRecord):
     """
 
     KIND = "per_record_rdp"
+    _FIELDS = ("order", "budget", "spent", "steps", "records")
 
     def __init__(self, n_records: int, order: float, budget: float) -> None:
         o = "PerRecordRDPFilter"
@@ -342,7 +355,8 @@ class PerRecordRDPFilter(_PerRecord):
         except KeyError as e:
             raise fail(str(e.args[0]), "filter_from_json", "present", None) from None
         try:
-            probe = PerRecordRDPFilter(1, order, budget)
+            probe = PerRecordRDPFilter.__new__(PerRecordRDPFilter)
+            PerRecordRDPFilter.__init__(probe, 1, order, budget)
         except ValidationError as e:
             raise fail(str(e.parameter), "filter_from_json", str(e.constraint), e.value) from None
         self._order, self._budget = probe._order, probe._budget

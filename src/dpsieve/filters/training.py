@@ -46,7 +46,7 @@ from typing import Any
 from dpsieve._validation import check_in_open, check_positive, fail
 from dpsieve.errors import ValidationError
 from dpsieve.filters import _sgm_powers as sp
-from dpsieve.filters._common import FilterBase, frac_from_json, frac_to_json
+from dpsieve.filters._common import FilterBase, StateReader, frac_from_json, frac_to_json
 from dpsieve.filters.base import Decision
 from dpsieve.mechanisms.subsampled import DPSGDStep
 
@@ -153,6 +153,14 @@ class TrainingFilter(FilterBase):
 
     def _load(self, state: dict[str, Any]) -> None:
         self._state_d = _validated(state)
+
+    @classmethod
+    def _check_state(cls, r: StateReader) -> None:
+        st = {k: r.raw(k) for k in _FIELDS}
+        try:
+            _validated(st)
+        except ValidationError as e:
+            raise r.error(str(e.parameter), str(e.constraint), e.value) from None
 
     def remaining(self) -> dict[str, Any]:
         """Reference units left (steps at the reference still payable), units of other kinds,
@@ -331,6 +339,10 @@ def _describe(q: Any) -> dict[str, Any]:
     return {"type": type(q).__name__}
 
 
+_FIELDS = ("version", "eps", "delta", "grid", "reference", "n0", "reserve0", "reserve",
+           "units", "steps", "exchanges", "exchange_steps")
+
+
 def _validated(state: Any) -> dict[str, Any]:
     """Every invariant of a stored state; a violation names the field (issue 18.5)."""
 
@@ -339,8 +351,7 @@ def _validated(state: Any) -> dict[str, Any]:
 
     if not isinstance(state, dict):
         raise bad("state", "a dict", state)
-    need = ("version", "eps", "delta", "grid", "reference", "n0", "reserve0", "reserve",
-            "units", "steps", "exchanges", "exchange_steps")
+    need = _FIELDS
     for f in need:
         if f not in state:
             raise bad(f, "present", None)
