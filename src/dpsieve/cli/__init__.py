@@ -50,6 +50,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                 "privacy-filters paper."),
     "reproduce": ("dpsieve.cli.figures", "group", "Reproduce the papers' claims (figures and "
                   "tables)."),
+    "training-figures": ("dpsieve.cli.training", "command", "Train logistic regression under "
+                         "uniform, adaptive and per-record accounting."),
     "data": ("dpsieve.cli.data", "command", "List the bundled example data sets, or copy "
              "them into a directory."),
 }

@@ -372,12 +372,17 @@ def _validated(state: Any) -> dict[str, Any]:
             raise bad(f, "an int >= 0", v)
     r0 = frac_from_json(state["reserve0"], "reserve0")
     r = frac_from_json(state["reserve"], "reserve")
-    if not (0 <= r <= r0 < Fraction(d)):
-        raise bad("reserve", "0 <= reserve <= reserve0 < delta", state["reserve"])
+    if not (0 <= r0 < Fraction(d)):
+        raise bad("reserve0", "0 <= reserve0 < delta", state["reserve0"])
+    if not (0 <= r <= r0):
+        raise bad("reserve", "0 <= reserve <= reserve0", state["reserve"])
     ref = state["reference"]
     if not (isinstance(ref, list) and len(ref) == 2):
         raise bad("reference", "[sigma, rate]", ref)
-    DPSGDStep(ref[0], ref[1])  # validates sigma, rate
+    try:
+        DPSGDStep(ref[0], ref[1])  # validates sigma, rate
+    except ValidationError:
+        raise bad("reference", "[sigma > 0, rate in (0, 1]]", ref) from None
     units = state["units"]
     if not isinstance(units, list):
         raise bad("units", "a list of [sigma, rate, count]", units)
@@ -385,7 +390,10 @@ def _validated(state: Any) -> dict[str, Any]:
     for u in units:
         if not (isinstance(u, list) and len(u) == 3):
             raise bad("units", "a list of [sigma, rate, count]", u)
-        DPSGDStep(u[0], u[1])
+        try:
+            DPSGDStep(u[0], u[1])
+        except ValidationError:
+            raise bad("units", "[sigma > 0, rate in (0, 1], count]", u) from None
         if not (isinstance(u[2], int) and not isinstance(u[2], bool) and u[2] > 0):
             raise bad("units", "counts that are ints > 0", u)
         if (u[0], u[1]) in seen:
