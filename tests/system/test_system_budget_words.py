@@ -163,6 +163,18 @@ def test_budget_endpoint_summary_history_refusals(client: dict[str, Any]) -> Non
     assert steps[0]["eps_left"] == pytest.approx(1.0, abs=1e-6)
 
 
+def test_budget_endpoint_counts_a_given_query(client: dict[str, Any]) -> None:
+    c = client["c"]
+    r = c.get("/v1/datasets/people/budget", headers=client["ana"],
+              params={"like": '{"type": "pure", "eps": 0.2}'})
+    assert r.status_code == 200, r.text
+    assert r.json()["summary"]["more"] == {"count": 4, "at_least": False}
+    assert r.json()["summary"]["like"] == "pure eps 0.2"
+    r = c.get("/v1/datasets/people/budget", headers=client["ana"], params={"like": "{bad"})
+    assert r.status_code == 422
+    assert r.json()["parameter"] == "like"
+
+
 def test_example_server_zcdp_against_gdp_budget(tmp_path: Path) -> None:
     from dpsieve.service.example import setup_example
 

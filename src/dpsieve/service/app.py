@@ -19,14 +19,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, HTTPException
+from fastapi import Depends, FastAPI, Header, HTTPException, Query
 from fastapi.responses import HTMLResponse
 
 from dpsieve.accounting.events import Neighbouring
 from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal
 from dpsieve.ledger.factory import open_store
 from dpsieve.service.auth import hash_key, new_key
-from dpsieve.service.budget_view import budget_text, budget_view, step_eps
+from dpsieve.service.budget_view import budget_text, budget_view, like_privacy, step_eps
 from dpsieve.service.curves import ALPHAS, description_of, tradeoff_curve
 from dpsieve.service.errors import BodyLimit, install_error_handlers, redact_quoted
 from dpsieve.service.schemas import AnalystIn, BudgetIn, DatasetIn, GrantIn, QueryIn
@@ -206,13 +206,21 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
                 for n in names]
 
     @app.get("/v1/datasets/{name}/budget", tags=["analysts"])
-    def get_budget(name: str, p: Who) -> dict[str, Any]:
+    def get_budget(
+        name: str, p: Who,
+        like: Annotated[str | None, Query(max_length=300, description=(
+            'Count "about N more queries like this one" for this privacy, e.g. '
+            '{"type": "pure", "eps": 0.1} (default: like the last admitted query).'))] = None,
+    ) -> dict[str, Any]:
         src = visible(p, name)
         if not budget_of(name):
             return {"dataset": name, "budget": src.get("budget"), "remaining": {},
                     "admitted": 0, "history": [], "refusals": [], "summary": None,
                     "split": None}
-        return {"dataset": name, "budget": src.get("budget"), **budget_view(st, name, p)}
+        asked = None if like is None else like_privacy(
+            like, src.get("neighbouring", "add_remove"))
+        return {"dataset": name, "budget": src.get("budget"),
+                **budget_view(st, name, p, like=asked)}
 
     @app.get("/v1/datasets/{name}/curves", tags=["analysts"])
     def curves(name: str, p: Who) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from dpsieve._budget_view import PAGE_CAP, charged_of, describe_request
 from dpsieve.filters.summary import budget_summary, describe_query, display_delta, eps_of
 from dpsieve.ledger.base import BudgetStore, Principal
 
-__all__ = ["PAGE_CAP", "budget_text", "budget_view", "split_of", "step_eps"]
+__all__ = ["PAGE_CAP", "budget_text", "budget_view", "like_privacy", "split_of", "step_eps"]
 
 def step_eps(kind: str, remaining: dict[str, Any]) -> tuple[float | None, float]:
     """(eps left at the display delta, rounded up, or None; that delta) of a stored state."""
@@ -28,8 +28,26 @@ def _sees(p: Principal, who: str) -> bool:
     return p.role == "owner" or who == p.name
 
 
-def budget_view(st: BudgetStore, name: str, p: Principal) -> dict[str, Any]:
-    """remaining, admitted, summary, history (described) and refusals of one budget."""
+def like_privacy(text: str, neighbouring: str) -> Any:
+    """The ``like`` parameter (a JSON privacy, e.g. {"type": "pure", "eps": 0.1}) as a
+    description under the data set's relation; a ValidationError (422) otherwise."""
+    import json
+
+    from dpsieve._validation import fail
+    from dpsieve.service.schemas import PrivacyIn
+    from dpsieve.session import parse_description
+
+    try:
+        d = PrivacyIn.model_validate(json.loads(text)).model_dump(exclude_none=True)
+    except ValueError:
+        raise fail("like", "budget", 'a JSON privacy such as {"type": "pure", "eps": 0.1}',
+                   text) from None
+    return parse_description({"neighbouring": neighbouring, **d}, "like")
+
+
+def budget_view(st: BudgetStore, name: str, p: Principal, like: Any = None) -> dict[str, Any]:
+    """remaining, admitted, summary, history (described) and refusals of one budget;
+    "more queries like" ``like`` (default: the last admitted query's charge)."""
     current, initial = st.load_filter(name), st.initial_filter(name)
     kind = str(getattr(initial, "kind", ""))
     hist = st.history(name)
@@ -48,7 +66,8 @@ def budget_view(st: BudgetStore, name: str, p: Principal) -> dict[str, Any]:
         else:
             row["description"] = "a query by another analyst"
         rows.append(row)
-    like = charged_of(hist[-1].cost) if hist else None
+    if like is None:
+        like = charged_of(hist[-1].cost) if hist else None
     summary = budget_summary(current, initial, like=like, cap=PAGE_CAP)
     return {
         "remaining": current.remaining(), "admitted": len(hist),
