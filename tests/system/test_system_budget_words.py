@@ -155,6 +155,7 @@ def test_budget_endpoint_summary_history_refusals(client: dict[str, Any]) -> Non
     assert mine["eps_left"] > theirs["eps_left"] > 0
     (ref,) = b["refusals"]
     assert ref["asked"] == "pure eps 0.9"
+    assert ref["reason"].startswith("more than the budget had left (eps ")
     assert ref["description"] == "count of rows"
     own = c.get("/v1/datasets/people/budget", headers=client["owner"]).json()
     assert own["history"][1]["description"] == "mean of 'age' in [0, 100]"

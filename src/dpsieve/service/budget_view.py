@@ -114,7 +114,11 @@ def split_of(flt: Any) -> dict[str, Any] | None:
 
 
 def _refusals(st: BudgetStore, name: str, p: Principal) -> list[dict[str, Any]]:
-    """Refused requests from the audit log, oldest first (nothing was spent for them)."""
+    """Refused requests from the audit log, oldest first (nothing was spent for them).
+
+    ``reason`` is in plain words (what was left then, from the decision's ``remaining``);
+    the filter's own wording is kept as ``detail`` for the owner and the asker."""
+    kind = str(getattr(st.initial_filter(name), "kind", ""))
     requests: dict[str, dict[str, Any]] = {}
     out: list[dict[str, Any]] = []
     for e in st.audit(name):
@@ -127,9 +131,13 @@ def _refusals(st: BudgetStore, name: str, p: Principal) -> list[dict[str, Any]]:
                 "seq": e.seq, "ts": e.ts,
                 "asked": None if charged is None else describe_query(charged),
             }
+            left, delta = step_eps(kind, e.payload.get("remaining") or {})
+            at = "" if delta == 0 else f" at delta {delta:.3g}"
+            row["reason"] = ("more than the budget had left" if left is None else
+                             f"more than the budget had left (eps {left:.4g}{at})")
             if _sees(p, e.principal):
                 req = requests.get(e.key, {})
-                row.update(principal=e.principal, reason=str(e.payload.get("reason", "")),
+                row.update(principal=e.principal, detail=str(e.payload.get("reason", "")),
                            description=describe_request(req) if req else "a query")
             else:
                 row["description"] = "a query by another analyst"
