@@ -84,21 +84,12 @@ def naive_gdp_cost(query: Any) -> float:
 def _smallest_mu(atoms: Atoms) -> float:
     """Certified upper bound on the smallest nu with L <= G_nu (0 for Id, inf if none).
 
-    A query whose only positive loss z has at least R_z's mass there (randomized response,
-    pure DP) has the closed form of :func:`smallest_gdp_mu_rr_up` (exact for R_z); other
-    atoms go through the certified bisection (memoised on the atoms' value).
+    Memoised on the atoms' value (:func:`_smallest_mu_cached`).
     """
     if atoms.is_identity:
         return 0.0
     if atoms.p_inf > 0.0:
         return math.inf
-    live = atoms.p > 0
-    z, p = atoms.z[live], atoms.p[live]
-    pos = z > 0.0
-    if int(np.count_nonzero(pos)) == 1:
-        zp, pp = float(z[pos][0]), float(p[pos][0])
-        if pp >= float(special.expit(zp)):
-            return smallest_gdp_mu_rr_up(zp, pp)
     zb = np.ascontiguousarray(atoms.z, dtype=np.float64).tobytes()
     pb = np.ascontiguousarray(atoms.p, dtype=np.float64).tobytes()
     return _smallest_mu_cached(zb, pb, float(atoms.p_inf))
@@ -147,9 +138,20 @@ def _naive_residue(atoms: Atoms, mu: float) -> float:
 
 @functools.lru_cache(maxsize=256)
 def _smallest_mu_cached(z: bytes, p: bytes, p_inf: float) -> float:
-    """smallest_gdp_mu_atoms, memoised on the atoms' value (a pure function of them)."""
+    """The naive GDP cost of the atoms (a pure function of their value, memoised).
+
+    A query whose only positive loss z has at least R_z's mass there (randomized response,
+    pure DP) has the closed form of :func:`smallest_gdp_mu_rr_up` (exact for R_z); other
+    atoms go through the certified bisection :func:`smallest_gdp_mu_atoms`.
+    """
     za = np.frombuffer(z, dtype=np.float64)
     pa = np.frombuffer(p, dtype=np.float64)
+    live = pa > 0
+    pos = za[live] > 0.0
+    if int(np.count_nonzero(pos)) == 1:
+        zp, pp = float(za[live][pos][0]), float(pa[live][pos][0])
+        if pp >= float(special.expit(zp)):
+            return smallest_gdp_mu_rr_up(zp, pp)
     return smallest_gdp_mu_atoms(Atoms(za, pa, p_inf))
 
 
