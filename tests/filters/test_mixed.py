@@ -271,3 +271,16 @@ def test_constructor_validation() -> None:
         MixedFilter(-1.0, 1e-6)
     with pytest.raises(ValidationError, match="'pure'"):
         MixedFilter(1.0, 1e-6, pure=0.5, typical=PureDP(0.1))
+
+
+def test_tiny_delta_keeps_the_pure_corner() -> None:
+    """Below the float allowance (delta = 1e-15) mu = 0 is certified exactly (R_a <= R_eps):
+    the pure part still works and the state round-trips (it was refused before)."""
+    f = MixedFilter(1.0, 1e-15, typical=PureDP(0.2))
+    assert sum(f.try_spend(PureDP(0.2)).admitted for _ in range(6)) == 4
+    assert filter_from_json(f.to_json()).to_json() == f.to_json()
+    assert f.epsilon_left() == 0.0  # the pure part is spent and mu = 0: exactly 0 left
+    g = MixedFilter(1.0, 1e-15)
+    assert g.try_spend(PureDP(0.2)).admitted
+    assert g.epsilon_left() == pytest.approx(0.6)  # split a = 4 x 0.2: 0.6 of it left
+    assert filter_from_json(g.to_json()).to_json() == g.to_json()

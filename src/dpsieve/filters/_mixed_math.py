@@ -74,14 +74,17 @@ def _delta(af: float, w: tuple[float, float], mu: float, t: float) -> float:
 
 
 def mu_for(a: float | Fraction, eps: float, delta: float) -> float:
-    """The largest mu (rounded down) with delta_upper(a, mu, eps) <= delta; -1.0 if none.
+    """The largest mu (rounded down) with delta_upper(a, mu, eps) <= delta, or 0 when only
+    mu = 0 passes (exact for a <= eps); -1.0 if a > eps.
 
     R_a (+) G_mu is then (eps, delta)-DP, i.e. inside the target R_{eps,delta}.
     """
     af = round_up(a)
     w = _weights(af)
-    if not _delta(af, w, 0.0, eps) <= delta:
-        return -1.0
+    if Fraction(a) > Fraction(eps):
+        return -1.0  # R_a alone is not (eps, delta)-DP for a > eps (h = p(1 - e^{eps-a}) > 0)
+    # mu = 0 is exact for a <= eps: R_a is a-DP, so h_{R_a}(e^eps) = 0 <= delta; the float
+    # test below only decides how far above 0 mu may go.
 
     def ok(m: float) -> bool:
         return _delta(af, w, m, eps) <= delta
@@ -110,6 +113,12 @@ def epsilon_upper(a: float | Fraction, mu: float, delta: float) -> float:
     log delta_upper, keeping a bracket [lo, hi] with hi passing and lo failing.
     """
     af = round_up(a)
+    if mu == 0.0:  # R_a is a-DP: af bounds its eps at any delta exactly, even where the
+        return min(af, _epsilon_search(af, mu, delta))  # float allowance exceeds delta
+    return _epsilon_search(af, mu, delta)
+
+
+def _epsilon_search(af: float, mu: float, delta: float) -> float:
     w = _weights(af)
     if _delta(af, w, mu, 0.0) <= delta:
         return 0.0

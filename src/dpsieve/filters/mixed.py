@@ -83,6 +83,8 @@ def split_inside(a: Fraction, mu: float, eps: float, delta: float) -> bool:
     (h_mu(e^eps) + H_ABS_ERR <= delta, :func:`dpsieve.accounting.gdp.gdp_mu_for`), so the
     all-Gaussian split is exactly that filter's budget.
     """
+    if mu == 0 and Fraction(a) <= Fraction(eps):
+        return True  # exact: R_a is a-DP, so (eps, 0)-DP (docs/proofs/mixed.md §3)
     if delta_upper(a, mu, eps) <= delta:
         return True
     return a == 0 and float(gdp_delta(mu, eps)) + H_ABS_ERR <= delta
