@@ -1,0 +1,158 @@
+"""The Spark engine: identical bounded aggregates to the reference and DuckDB engines, one
+shuffle on the privacy unit, sampling independent of row order and partitioning.
+
+Skips with the reason when pyspark or a Java runtime is missing (spark_support).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+from engine_conformance import COLUMNS, check_engine, random_spec, random_table
+from spark_support import session_or_skip, spark_frame
+from test_engine_duckdb import duckdb_table
+
+from dpsieve.errors import NumericalError, ValidationError
+from dpsieve.queries import (
+    Bins,
+    BoundingSpec,
+    BucketCount,
+    Column,
+    ColumnType,
+    Level,
+    RowCount,
+    ValueSum,
+)
+from dpsieve.queries._mix import encode, fold, mix
+from dpsieve.queries.engines import DuckDBEngine, ReferenceEngine
+from dpsieve.queries.engines.spark import SparkEngine, spark_column_type
+
+
+@pytest.fixture(scope="module")
+def spark() -> Any:
+    return session_or_skip()
+
+
+def test_spark_engine_matches_the_reference_on_random_specs(spark: Any) -> None:
+    check_engine(lambda rows, cols: SparkEngine(spark_frame(spark, rows, cols)), cases=2,
+                 seed=3)
+
+
+@pytest.mark.slow
+def test_spark_engine_matches_the_reference_on_many_random_specs(spark: Any) -> None:
+    check_engine(lambda rows, cols: SparkEngine(spark_frame(spark, rows, cols, 3)), cases=12,
+                 seed=17)
+
+
+def test_spark_duckdb_and_reference_agree_with_dp_key_selection_counts(spark: Any) -> None:
+    """Observed keys (DP key selection): the same groups and the same unit counts."""
+    rng = np.random.default_rng(8)
+    rows = random_table(rng, 60)
+    spec = BoundingSpec((RowCount("n"), RowCount("u", Level.UNIT),
+                         ValueSum("s", "x", 0.25, -2.0, 2.0, -8, 8),
+                         BucketCount("b", "x", bins=Bins(0.5, 0.0, 4.0, 0, 8, 3))),
+                        ("city", "k"), None, unit="name", max_groups=2, max_rows=2, seed=99)
+    ref = ReferenceEngine(rows, COLUMNS).aggregate(spec)
+    duck = DuckDBEngine(connection=duckdb_table(rows, COLUMNS), table="t").aggregate(spec)
+    got = SparkEngine(spark_frame(spark, rows, COLUMNS)).aggregate(spec)
+    assert ref.units is not None
+    assert int(ref.units.sum()) > 0
+    assert got.same_as(ref)
+    assert duck.same_as(ref)
+
+
+def test_one_shuffle_on_the_privacy_unit(spark: Any) -> None:
+    """Bounding (cells, L0, L-inf) adds exactly one exchange, hash-partitioned on the unit."""
+    eng = SparkEngine(spark_frame(spark, random_table(np.random.default_rng(1), 20), COLUMNS))
+    cells_only = BoundingSpec((RowCount("n"), ValueSum("s", "x", 1.0, -4.0, 4.0, -4, 4,
+                                                       Level.UNIT, -6, 6)),
+                              ("city",), (("a",), ("b",)), unit="pid", max_groups=2,
+                              max_rows=3)
+    with_rows = BoundingSpec((RowCount("n"), ValueSum("s", "x", 1.0, -4.0, 4.0, -4, 4),
+                              BucketCount("c", "city", categories=("a", "b"))),
+                             ("k",), None, unit="name", max_groups=1, max_rows=2)
+    for spec in (cells_only, with_rows):
+        plan = eng.explain(spec)
+        assert eng.bounding_shuffles(spec) == 1, plan
+        # the only other shuffle is the final aggregation by group (of partial aggregates);
+        # the public keys travel by broadcast
+        shuffles = re.findall(r"(?<!Broadcast)Exchange (\w+)", plan)
+        assert shuffles == ["hashpartitioning", "hashpartitioning"], plan
+
+
+def test_row_order_and_partitioning_do_not_change_the_aggregates(spark: Any) -> None:
+    rng = np.random.default_rng(21)
+    rows = random_table(rng, 60)
+    shuffled = [rows[i] for i in rng.permutation(len(rows))]
+    by_unit = sorted(rows, key=lambda r: (r["pid"] is None, r["pid"] or 0))
+    engines = [SparkEngine(spark_frame(spark, rows, COLUMNS)),
+               SparkEngine(spark_frame(spark, shuffled, COLUMNS, 3)),
+               SparkEngine(spark_frame(spark, by_unit, COLUMNS, 1), partitions=5)]
+    for _ in range(2):
+        spec = random_spec(rng, rows)
+        outs = [e.aggregate(spec) for e in engines]
+        assert outs[0].same_as(outs[1])
+        assert outs[0].same_as(outs[2])
+
+
+def test_mixer_on_spark_columns_matches_python(spark: Any) -> None:
+    """The limb arithmetic of the mixer and the string encoding, on edge words."""
+    from pyspark.sql import functions as sf
+
+    from dpsieve.queries.engines.spark import _Plan, _signed
+
+    words = [0, 1, 2**63 - 1, 2**63, 2**64 - 1, 0x9E3779B97F4A7C15, 12345678901234567]
+    strings = ["", "a", "é", "p-3", "日本"]
+    df = spark.createDataFrame([(_signed(w),) for w in words], "w long")
+    P = _Plan(df, {"w": ColumnType.INTEGER})
+    P.mix_many({"m": "`w`"})
+    got = [r["m"] & (2**64 - 1) for r in P.df.orderBy(sf.monotonically_increasing_id())
+           .select("m").collect()]
+    assert got == [mix(w) for w in words]
+    sdf = spark.createDataFrame([(s,) for s in [*strings, None]], "s string")
+    Q = _Plan(sdf, {"s": ColumnType.STRING})
+    enc = [r[0] & (2**64 - 1) for r in sdf.select(Q.encode("s")).collect()]
+    assert enc == [encode(s) for s in [*strings, None]]
+    assert fold(["a", 1]) != fold(["a", 2])
+
+
+def test_exact_sums_and_overflow(spark: Any) -> None:
+    """Sums are exact decimals; a total outside 64 bits is an error, never a wrap."""
+    cols = (Column("pid", ColumnType.INTEGER), Column("v", ColumnType.FLOAT))
+    rows = [{"pid": i, "v": 1e15} for i in range(12)]
+    big = ValueSum("s", "v", 1.0, -2.0**51, 2.0**51, -(2**51), 2**51, square_shift=0)
+    spec = BoundingSpec((big,), unit="pid", max_groups=1, max_rows=1)
+    eng = SparkEngine(spark_frame(spark, rows, cols))
+    with pytest.raises(NumericalError):
+        ReferenceEngine(rows, cols).aggregate(spec)
+    with pytest.raises(NumericalError):
+        eng.aggregate(spec)
+    ok = BoundingSpec((ValueSum("s", "v", 1.0, -2.0**51, 2.0**51, -(2**51), 2**51),),
+                      unit="pid", max_groups=1, max_rows=1)
+    assert int(eng.aggregate(ok).values["s"][0]) == 12 * 10**15
+
+
+def test_catalog_tables_and_bad_sources(spark: Any) -> None:
+    rows = random_table(np.random.default_rng(4), 10)
+    spark_frame(spark, rows, COLUMNS).createOrReplaceTempView("dpsieve_people")
+    eng = SparkEngine("dpsieve_people", spark=spark)
+    assert {c.name: c.type for c in eng.columns()} == {c.name: c.type for c in COLUMNS}
+    with pytest.raises(ValidationError, match="source"):
+        SparkEngine("no_such_table_here", spark=spark)
+    with pytest.raises(ValidationError, match="source"):
+        SparkEngine(42)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="partitions"):
+        SparkEngine("dpsieve_people", spark=spark, partitions=0)
+    with pytest.raises(ValidationError, match="column"):
+        eng.aggregate(BoundingSpec((RowCount("n"),), unit="nobody"))
+
+
+def test_column_types() -> None:
+    assert spark_column_type("long") == ColumnType.INTEGER
+    assert spark_column_type("decimal(10,2)") == ColumnType.FLOAT
+    assert spark_column_type("string") == ColumnType.STRING
+    assert spark_column_type("boolean") == ColumnType.BOOLEAN
+    assert spark_column_type("timestamp") == ColumnType.OTHER
