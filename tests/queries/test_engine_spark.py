@@ -156,3 +156,72 @@ def test_column_types() -> None:
     assert spark_column_type("string") == ColumnType.STRING
     assert spark_column_type("boolean") == ColumnType.BOOLEAN
     assert spark_column_type("timestamp") == ColumnType.OTHER
+
+
+CONNECT_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+from pyspark.sql import SparkSession
+from engine_conformance import check_engine
+from spark_support import spark_frame
+from dpsieve.queries.engines.spark import SparkEngine
+spark = (SparkSession.builder.remote("local[2]")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
+check_engine(lambda rows, cols: SparkEngine(spark_frame(spark, rows, cols)), cases=1, seed=5)
+print("CONNECT-OK")
+"""
+
+
+@pytest.mark.slow
+def test_the_same_engine_runs_through_spark_connect(tmp_path: Any) -> None:
+    """DataFrame API only: the engine runs unchanged on a Spark Connect session (a local
+    Connect server, in its own process so that it does not share the classic session)."""
+    import importlib.util
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from spark_support import skip_reason
+
+    reason = skip_reason()
+    if reason is not None:
+        pytest.skip(reason)
+    if importlib.util.find_spec("grpc") is None:
+        pytest.skip("Spark Connect client packages missing (pip install 'pyspark[connect]')")
+    script = tmp_path / "connect.py"
+    script.write_text(CONNECT_SCRIPT.format(tests=str(Path(__file__).parent)))
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=1200, check=False)
+    assert "CONNECT-OK" in out.stdout, out.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_contribution_bounding_is_uniform_on_spark(spark: Any) -> None:
+    """3,000 units each with rows in 6 groups (L0 = 2) and 5 distinct rows in group "a"
+    (L-inf = 2): the kept groups and rows are uniform (chi-square, false alarm 1e-4 each),
+    and a sorted and a shuffled, repartitioned copy give the same aggregates."""
+    from scipy.stats import chisquare
+
+    units, groups = 3000, ("a", "b", "c", "d", "e", "f")
+    cols = (Column("pid", ColumnType.INTEGER), Column("g", ColumnType.STRING),
+            Column("v", ColumnType.FLOAT))
+    rows = [{"pid": u, "g": g, "v": float(j)} for u in range(units) for g in groups
+            for j in (range(5) if g == "a" else range(1))]
+    keys = tuple((g,) for g in groups)
+    spec = BoundingSpec((RowCount("units", Level.UNIT),
+                         BucketCount("b", "v", bins=Bins(1.0, 0.0, 4.0, 0, 4, 5))),
+                        ("g",), keys, unit="pid", max_groups=2, max_rows=2, seed=2024)
+    eng = SparkEngine(spark_frame(spark, rows, cols))
+    out = eng.aggregate(spec)
+    kept = out.values["units"]
+    assert int(kept.sum()) == 2 * units
+    assert chisquare(kept).pvalue > 1e-4, kept
+    # rows of group "a" in units that kept it: each of the 5 values kept w.p. 2/5
+    a_rows = out.values["b"][0]
+    assert int(a_rows.sum()) == 2 * int(kept[0])
+    assert chisquare(a_rows).pvalue > 1e-4, a_rows
+    rng = np.random.default_rng(3)
+    shuffled = [rows[i] for i in rng.permutation(len(rows))]
+    other = SparkEngine(spark_frame(spark, shuffled, cols, 7), partitions=3).aggregate(spec)
+    assert other.same_as(out)

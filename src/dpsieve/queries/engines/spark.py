@@ -473,9 +473,13 @@ class SparkEngine:
     # ---- running it ---------------------------------------------------------------------
     def explain(self, spec: BoundingSpec) -> str:
         """The physical plan Spark executes for ``spec`` (as text)."""
-        plan = self.plan(spec)
-        jplan = plan._jdf.queryExecution().executedPlan()
-        return str(jplan.toString())
+        import contextlib
+        import io
+
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):  # classic and Connect both print it
+            self.plan(spec).explain()
+        return buf.getvalue()
 
     def bounding_shuffles(self, spec: BoundingSpec) -> int:
         """Exchanges on the privacy unit in the physical plan (1 for any spec with a unit)."""
