@@ -7,16 +7,29 @@ import math
 import numpy as np
 import pytest
 
-from dpsieve.accounting.events import ApproxDP, Neighbouring
+from dpsieve.accounting.events import ApproxDP, Neighbouring, PureDP
 from dpsieve.errors import ValidationError
 from dpsieve.robust import FriendlyMean, PFRPlan, Refusal, RobustResult, pfr_mean
 from dpsieve.robust.mean import default_radii
 
 
-def test_mean_scalar_close_and_charged_exactly_the_budget() -> None:
+def test_rowwise_mean_is_the_default_and_pure() -> None:
     rng = np.random.default_rng(3)
     x = rng.normal(5, 1, 2000)
     out = pfr_mean(x, 1.0, 1e-6, bound=1e4, rng=rng)
+    assert isinstance(out, RobustResult)
+    assert isinstance(out.value, float)
+    assert abs(out.value - x.mean()) < 0.1
+    assert out.privacy == PureDP(1.0, Neighbouring.REPLACE_ONE)
+    assert out.details["method"] == "rowwise"
+    assert 1.0 < out.details["radius"] < 6.0  # about three SDs
+    assert out.to_dict()["refused"] is False
+
+
+def test_mean_scalar_close_and_charged_exactly_the_budget() -> None:
+    rng = np.random.default_rng(3)
+    x = rng.normal(5, 1, 2000)
+    out = pfr_mean(x, 1.0, 1e-6, bound=1e4, rng=rng, method="friendly")
     assert isinstance(out, RobustResult)
     assert isinstance(out.value, float)
     assert abs(out.value - 5) < 0.5
@@ -31,33 +44,38 @@ def test_mean_scalar_close_and_charged_exactly_the_budget() -> None:
 def test_mean_vector() -> None:
     rng = np.random.default_rng(4)
     x = rng.normal([1.0, -2.0, 3.0], 1.0, (3000, 3))
-    out = pfr_mean(x, 2.0, 1e-6, bound=1e3, rng=rng)
-    assert isinstance(out, RobustResult)
-    assert np.asarray(out.value).shape == (3,)
-    assert np.allclose(out.value, [1, -2, 3], atol=1.0)
+    for method in ("rowwise", "friendly"):
+        out = pfr_mean(x, 2.0, 1e-6, bound=1e3, rng=rng, method=method)
+        assert isinstance(out, RobustResult)
+        assert np.asarray(out.value).shape == (3,)
+        assert np.allclose(out.value, [1, -2, 3], atol=1.0)
 
 
 def test_contaminated_data_gives_the_inlier_mean() -> None:
     rng = np.random.default_rng(5)
     x = np.concatenate([rng.normal(0, 1, 1800), np.full(200, 1e4)])
-    out = pfr_mean(x, 1.0, 1e-6, bound=1e5, rng=rng)
-    assert isinstance(out, RobustResult)
-    assert abs(out.value) < 0.5  # the 10 % outliers at 1e4 are never kept
+    for method in ("rowwise", "friendly"):
+        out = pfr_mean(x, 1.0, 1e-6, bound=1e5, rng=rng, method=method)
+        assert isinstance(out, RobustResult)
+        assert abs(out.value) < 0.5  # the 10 % outliers at 1e4 are never kept
 
 
 def test_public_refusal_spends_nothing() -> None:
-    out = pfr_mean(np.ones(50), 1.0, 1e-6, bound=10.0)
+    out = pfr_mean(np.ones(50), 1.0, 1e-6, bound=10.0, method="friendly")
     assert isinstance(out, Refusal)
     assert out.stage == "public"
     assert out.privacy.eps == 0.0
     assert out.details["n0"] > 50
-    assert pfr_mean(np.ones(3), 1.0, 1e-6, bound=10.0).refused
+    assert pfr_mean(np.ones(3), 1.0, 1e-6, bound=10.0, method="friendly").refused
+    small = pfr_mean(np.ones(50), 1.0, 1e-6, bound=10.0, rng=np.random.default_rng(0))
+    assert isinstance(small, RobustResult)  # the row-wise mean has no public n0
 
 
 def test_spread_data_refuse_at_propose_with_the_full_charge() -> None:
     rng = np.random.default_rng(6)
     x = rng.uniform(-1e6, 1e6, 2000)  # no radius in the grid below 2 * bound keeps 80 %
-    out = pfr_mean(x, 1.0, 1e-6, radii=np.geomspace(1e-3, 10.0, 20), rng=rng)
+    out = pfr_mean(x, 1.0, 1e-6, radii=np.geomspace(1e-3, 10.0, 20), rng=rng,
+                   method="friendly")
     assert isinstance(out, Refusal)
     assert out.stage == "propose"
     assert out.privacy.eps > 0.99
@@ -70,10 +88,15 @@ def test_spread_data_refuse_at_propose_with_the_full_charge() -> None:
         ([1.0, float("nan")] * 500, {"bound": 1.0}, "data"),
         ([1.0, float("inf")] * 500, {"bound": 1.0}, "data"),
         (["a"] * 10, {"bound": 1.0}, "data"),
-        ([1.0] * 1000, {}, "radii"),
-        ([1.0] * 1000, {"bound": 1.0, "radii": [1.0, 2.0]}, "radii"),
-        ([1.0] * 1000, {"radii": [2.0, 1.0]}, "radii"),
+        ([1.0] * 1000, {"method": "friendly"}, "radii"),
+        ([1.0] * 1000, {"bound": 1.0, "radii": [1.0, 2.0], "method": "friendly"}, "radii"),
+        ([1.0] * 1000, {"radii": [2.0, 1.0], "method": "friendly"}, "radii"),
         ([1.0] * 1000, {"bound": -1.0}, "bound"),
+        ([1.0] * 1000, {}, "bound"),
+        ([1.0] * 1000, {"radii": [1.0, 2.0]}, "bound"),
+        ([1.0] * 1000, {"bound": 1.0, "method": "median"}, "method"),
+        ([1.0] * 1000, {"bound": 1.0, "width": 0.0}, "width"),
+        ([1.0] * 1000, {"bound": 1e300}, "bound"),
     ],
 )
 def test_bad_input(data: object, kwargs: dict[str, object], param: str) -> None:
@@ -108,7 +131,8 @@ def test_mean_utility_pilot() -> None:
     rng = np.random.default_rng(8)
     errs, refused = [], 0
     for _ in range(100):
-        out = pfr_mean(rng.normal(5, 1, 1000), 1.0, 1e-6, bound=1e4, rng=rng)
+        out = pfr_mean(rng.normal(5, 1, 1000), 1.0, 1e-6, bound=1e4, rng=rng,
+                       method="friendly")
         if isinstance(out, Refusal):
             refused += 1
             assert out.stage in ("propose", "release")

@@ -19,6 +19,7 @@ from dpsieve.robust.audit import (
     realised_epsilon,
 )
 from dpsieve.robust.friendly import FilterParams, hybrid_privacy
+from dpsieve.robust.mean import COUNT_FRACTION
 
 
 def _laws(x, y, r, params, release):  # type: ignore[no-untyped-def]
@@ -118,8 +119,9 @@ def _audit_mean(trials: int, edges: np.ndarray, seed: int) -> float:
         laws = []
         for d in (x, y):
             pr = keep_probs(d, r, params)
-            laws.append(_mean_law_from_count_sum(core_count_sum_distribution(d, pr),
-                                                 0.3 * eps_m, 0.7 * eps_m, delta_m, r, 2, edges))
+            e_count = COUNT_FRACTION * eps_m  # the split pfr_mean ships
+            laws.append(_mean_law_from_count_sum(core_count_sum_distribution(d, pr), e_count,
+                                                 eps_m - e_count, delta_m, r, 2, edges))
         (P, t1), (Q, t2) = laws
         eps_c, delta_c = hybrid_privacy(eps_m, delta_m, params.kappa)
         assert hockey_stick(P, Q, eps_c, max(t1, t2)) <= delta_c

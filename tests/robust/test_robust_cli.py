@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -36,9 +37,19 @@ def test_mean_refusal_is_a_result(tmp_path: Path) -> None:
     p = tmp_path / "x.npy"
     np.save(p, np.ones(30))
     res = runner.invoke(app, ["robust", "mean", "--data", str(p), "--eps", "1", "--bound", "10",
-                              "--json"])
+                              "--method", "friendly", "--json"])
     assert res.exit_code == 0
     assert json.loads(res.stdout)["refused"] is True
+    res = runner.invoke(app, ["robust", "mean", "--data", str(p), "--eps", "1", "--bound", "10",
+                              "--json"])
+    assert res.exit_code == 0
+    d = json.loads(res.stdout)
+    assert d.get("stage") != "public"  # the row-wise mean has no public n0
+    assert d["privacy"]["type"] == "pure"
+    res = runner.invoke(app, ["robust", "clipped-mean", "--data", str(p), "--eps", "1",
+                              "--bound", "10", "--json"])
+    assert res.exit_code == 0, res.output
+    assert math.isfinite(json.loads(res.stdout)["value"])  # n = 30: noisy, but released
 
 
 def test_bad_input_exits_2(tmp_path: Path) -> None:

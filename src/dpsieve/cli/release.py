@@ -28,7 +28,7 @@ import typer
 
 __all__ = ["register", "release", "release_experiments", "release_theory"]
 
-MECHANISMS = ("envelope", "mwem", "pmw", "laplace", "blr")
+MECHANISMS = ("envelope", "mwem", "pmw", "laplace", "identity", "blr")
 #: Exact expected error is computed when the enumeration costs at most this many units.
 EXACT_ERROR_MAX_COST = 2.0e8
 
@@ -79,7 +79,8 @@ def _workload(spec: str, domain: Any) -> Any:
 
 
 def release(
-    mechanism: Annotated[str, typer.Option(help="envelope | mwem | pmw | laplace | blr")],
+    mechanism: Annotated[str, typer.Option(
+        help="envelope | mwem | pmw | laplace | identity | blr")],
     data: Annotated[Path, typer.Option(help="Categorical CSV with a header row.",
                                        exists=True, dir_okay=False)],
     workload: Annotated[str, typer.Option(
@@ -165,6 +166,8 @@ def _run(R: Any, mechanism: str, wl: Any, ds: Any, eps: float, rounds: int | Non
          progress: bool, diagnostics: bool) -> Any:
     if mechanism == "laplace":
         return R.laplace_release(wl, ds, eps, rng=rng)
+    if mechanism == "identity":
+        return R.identity_release(wl, ds, eps, rng=rng)
     if mechanism == "blr":
         return R.blr_release(wl, ds, eps, rng=rng)
     if mechanism == "mwem":

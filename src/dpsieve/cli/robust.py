@@ -87,11 +87,26 @@ def mean(
     data: Path = DATA, eps: float = EPS, delta: float = DELTA,
     bound: float = typer.Option(..., "--bound", help="Public scale Lambda of the data."),
     columns: str | None = COLUMNS, as_json: bool = JSON,
+    method: str = typer.Option("rowwise", "--method",
+                               help="rowwise (pure eps-DP, default) | friendly ((eps, delta))"),
 ) -> None:
-    """PFR mean of scalars or vectors ((eps, delta)-DP)."""
+    """PFR mean of scalars or vectors (row-wise: pure eps-DP; friendly: (eps, delta)-DP)."""
     from dpsieve.robust import pfr_mean
 
-    _run(lambda: _emit(pfr_mean(_select(load_table(data), columns), eps, delta, bound=bound),
+    _run(lambda: _emit(pfr_mean(_select(load_table(data), columns), eps, delta, bound=bound,
+                                method=method), as_json))
+
+
+@app.command("clipped-mean")
+def clipped_mean(
+    data: Path = DATA, eps: float = EPS,
+    bound: float = typer.Option(..., "--bound", help="Public scale Lambda of the data."),
+    columns: str | None = COLUMNS, as_json: bool = JSON,
+) -> None:
+    """Private median and MAD, clip, Laplace mean (the strong pure eps-DP baseline)."""
+    from dpsieve.robust import mad_clipped_mean
+
+    _run(lambda: _emit(mad_clipped_mean(_select(load_table(data), columns), eps, bound=bound),
                        as_json))
 
 

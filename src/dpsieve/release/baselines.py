@@ -2,7 +2,13 @@
 
 * :func:`laplace_release` - Laplace on all k answers, L1 sensitivity of the workload
   (:class:`dpsieve.mechanisms.LaplaceMechanism`: exact lattice noise, its reported eps is
-  at most the requested one).
+  at most the requested one), clipped to each query's range by default (post-processing),
+  optionally made consistent by least squares over the simplex.
+* :func:`dpsieve.release.identity_release` (module ``identity``) - Laplace on the histogram.
+
+Every other mechanism here outputs the answers of a distribution over the universe (PMW,
+MWEM: the average synthetic distribution; BLR: a synthetic histogram), so its answers are
+already in range and consistent.
 * :func:`pmw_release` - "pure PMW": the selection-only PMW transcript (Fitzsimons 2026,
   section 3) released directly with eta = eps n / (2 J' r), so each of the J' selections
   is (eps / J')-DP by the bounded log-ratio 2 eta r / n (proof of Prop. 3.1) and basic
@@ -18,6 +24,7 @@ Noise and selection come from :mod:`dpsieve.mechanisms` (secure by default).
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -32,12 +39,14 @@ from dpsieve.release.data import Dataset, Workload
 from dpsieve.release.envelope import DEFAULT_MAX_COST, enumerate_envelope
 from dpsieve.release.groups import enumerate_histograms, histogram_count
 from dpsieve.release.mechanism import center_only_groups
+from dpsieve.release.project import answer_range, clip_to_range, least_squares_simplex
 from dpsieve.release.result import Release
 from dpsieve.release.transcript import PMWParams, collapse, decode, sample_transcript
 
 __all__ = [
     "blr_release",
     "blr_rows",
+    "clipped_laplace_expected_max_error",
     "laplace_expected_max_error",
     "laplace_release",
     "mwem_release",
@@ -66,17 +75,71 @@ def laplace_expected_max_error(scale: float, k: int) -> float:
     return scale * sum(1.0 / i for i in range(1, k + 1))
 
 
+def clipped_laplace_expected_max_error(scale: float, answers: npt.ArrayLike,
+                                       lo: npt.ArrayLike, hi: npt.ArrayLike) -> float:
+    """E max_i |clip(F_i + L_i, lo_i, hi_i) - F_i| for iid continuous Laplace(scale) L_i.
+
+    With a_i = F_i - lo_i and b_i = hi_i - F_i the clipped error is clip(L_i, -a_i, b_i), so
+    with x = e^{-t/s}, P(|err_i| <= t) is 1 - x (t below a_i and b_i), 1 - x/2 (below one of
+    them) or 1. Between consecutive knots (the sorted a_i, b_i) the expectation
+    int (1 - prod_i P(|err_i| <= t)) dt equals s int (1 - (1-x)^A (1-x/2)^B) / x dx, the
+    integral of a polynomial of degree A + B - 1 in x, which Gauss-Legendre quadrature with
+    ceil((A + B)/2) + 1 nodes computes exactly (up to float rounding). The lattice release
+    differs from the continuous one by at most about its step g."""
+    s = check_positive("scale", scale, "clipped_laplace_expected_max_error")
+    f = np.asarray(answers, dtype=np.float64)
+    a = f - np.asarray(lo, dtype=np.float64)
+    b = np.asarray(hi, dtype=np.float64) - f
+    knots = np.unique(np.concatenate([[0.0], a, b]))
+    total = 0.0
+    for t0, t1 in itertools.pairwise(knots):
+        both = int(np.sum((a > t0) & (b > t0)))
+        one = int(np.sum((a > t0) != (b > t0)))
+        if both + one == 0 or t1 <= t0:
+            continue
+        x_hi, x_lo = math.exp(-t0 / s), math.exp(-t1 / s)
+        if not x_hi > x_lo:  # e^{-t/s} underflows: the piece contributes < 1e-300
+            continue
+        nodes, weights = np.polynomial.legendre.leggauss((both + one + 1) // 2 + 1)
+        x = x_lo + (nodes + 1.0) * (x_hi - x_lo) / 2.0
+        g = (1.0 - np.power(1.0 - x, both) * np.power(1.0 - x / 2.0, one)) / x
+        total += s * float(weights @ g) * (x_hi - x_lo) / 2.0
+    return total
+
+
 def laplace_release(workload: Workload, data: Dataset, eps: float,
-                    rng: np.random.Generator | None = None) -> Release:
+                    rng: np.random.Generator | None = None, *, clip: bool = True,
+                    consistent: bool = False) -> Release:
     """F(x) + Laplace(Delta_1 / eps)^k with the exact replace-one L1 sensitivity of the
-    workload (:meth:`Workload.l1_sensitivity`); pure eps-DP (Dwork et al. 2006)."""
+    workload (:meth:`Workload.l1_sensitivity`); pure eps-DP (Dwork et al. 2006).
+
+    Post-processing (free): ``clip`` (default) clips each answer to its query's range
+    (:func:`dpsieve.release.project.clip_to_range`); ``consistent`` replaces the noisy
+    answers by the closest answer vector of a distribution (least squares over the simplex,
+    :func:`dpsieve.release.project.least_squares_simplex`), which also lies in range.
+    ``expected_error`` (at the true data, not private): ``scale * H_k`` unclipped, the
+    clipped-Laplace integral when clipped, None when made consistent."""
     e = check_positive("eps", eps, "laplace_release")
     sens = workload.l1_sensitivity(data.n)
     mech = _laplace(sens, e, workload.k)
-    noisy = np.asarray(mech.release(workload.answers(data), rng), dtype=np.float64)
-    return Release("laplace", noisy, mech.privacy(),
-                   laplace_expected_max_error(mech.scale, workload.k),
-                   {"l1_sensitivity": sens, "scale": mech.scale, "lattice_step": mech.step})
+    f = workload.answers(data)
+    noisy = np.asarray(mech.release(f, rng), dtype=np.float64)
+    err: float | None
+    if consistent:
+        cw = collapse(workload)
+        p = least_squares_simplex(cw.columns, noisy)
+        noisy = cw.columns @ p
+        err = None
+    elif clip:
+        lo, hi = answer_range(workload.matrix)
+        noisy = clip_to_range(noisy, workload.matrix)
+        err = clipped_laplace_expected_max_error(mech.scale, f, lo, hi)
+    else:
+        err = laplace_expected_max_error(mech.scale, workload.k)
+    name = "laplace_consistent" if consistent else "laplace" if clip else "laplace_unclipped"
+    return Release(name, noisy, mech.privacy(), err,
+                   {"l1_sensitivity": sens, "scale": mech.scale, "lattice_step": mech.step,
+                    "clip": bool(clip or consistent), "consistent": bool(consistent)})
 
 
 def pmw_parameters(universe_size: int, n: int, eps: float, query_range: float,

@@ -21,7 +21,7 @@ PUBLIC_DETAILS = frozenset({
     "rounds", "eta", "gamma", "variant", "selections", "trivial_regime", "distinct_columns",
     "signed_query_classes", "groups", "transcripts", "transcript", "measured", "rows",
     "candidates", "l1_sensitivity", "scale", "lattice_step", "budget", "weight_bound",
-    "refusal_delta", "log_z"})
+    "refusal_delta", "log_z", "cells", "count_scale", "projection", "clip", "consistent"})
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -1,4 +1,5 @@
-"""Exact privacy audits of Filter-then-Release on small data sets (docs/proofs/pfr.md §7).
+"""Exact privacy audits on small data sets: Filter-then-Release (docs/proofs/pfr.md §8) and
+the row-wise means (docs/proofs/robust_mean.md §4, at the end of this module).
 
 For a dataset ``D`` and a neighbour ``D'`` (record ``k`` replaced) the filter keeps record
 ``i`` independently with probability ``p_i``. :func:`core_distribution` enumerates all
@@ -29,9 +30,11 @@ __all__ = [
     "ReleasePMF",
     "core_count_sum_distribution",
     "core_distribution",
+    "grid_quantile_logpmf",
     "hockey_stick",
     "pipeline_pmf",
     "realised_epsilon",
+    "rowwise_mean_realised_epsilon",
 ]
 
 ReleasePMF = Callable[[tuple[Any, ...]], tuple[npt.NDArray[np.float64], float]]
@@ -150,3 +153,72 @@ def realised_epsilon(
         else:
             lo = mid
     return hi
+
+
+# ------------------------------------------------ row-wise means (docs/proofs/robust_mean.md)
+def grid_quantile_logpmf(index: npt.ArrayLike, size: int, level: float,
+                         eps: float) -> npt.NDArray[np.float64]:
+    """Exact log-probabilities of every grid index under the ideal law of
+    :func:`dpsieve.robust.quantile.grid_quantile` (``size`` small enough to list)."""
+    v = np.clip(np.asarray(index, dtype=np.int64), 0, size)
+    j = np.arange(size)
+    counts = np.searchsorted(np.sort(v), j, side="right")
+    logit = -eps * np.abs(counts - math.ceil(level * v.size)) / 2.0
+    m = float(logit.max())
+    out: npt.NDArray[np.float64] = logit - (m + math.log(float(np.exp(logit - m).sum())))
+    return out
+
+
+def rowwise_mean_realised_epsilon(
+    x: npt.ArrayLike, y: npt.ArrayLike, *, bound: float, grid_points: int,
+    split: Sequence[float], width: float = 3.0, trim: bool = True,
+) -> float:
+    """Exact pure privacy loss ``max_o |log P_x(o) / P_y(o)|`` of the row-wise mean of
+    scalars (``trim=True``: :func:`~dpsieve.robust.rowwise.rowwise_pfr_mean`; ``False``:
+    :func:`~dpsieve.robust.rowwise.mad_clipped_mean`) on two data sets of equal size, with
+    small public grids of ``grid_points`` points.
+
+    The output is (centre index, scale index, noisy integer sum[, noisy count]). Given the
+    two indices, the sum and count are integers plus discrete Laplace noise, whose largest
+    log-ratio is ``|S_x - S_y| / t`` (attained: the laws are shifts of one another), so the
+    loss is the maximum over the listed (centre, scale) pairs of the sum of the four stages'
+    log-ratios, for both signs. Exact up to float summation.
+    """
+    from dpsieve.robust.rowwise import (
+        centre_scale_grids,
+        lattice,
+        noise_scale,
+        snap,
+        window_radius,
+    )
+
+    a = np.asarray(x, dtype=np.float64).reshape(-1)
+    b = np.asarray(y, dtype=np.float64).reshape(-1)
+    if a.size != b.size:
+        raise fail("y", "rowwise_mean_realised_epsilon", f"{a.size} records", b.size)
+    ec, es, esum = float(split[0]), float(split[1]), float(split[2])
+    ecount = float(split[3]) if trim else 0.0
+    lin, geo = centre_scale_grids(bound, grid_points)
+    lc_a = grid_quantile_logpmf(lin.index(a), lin.size, 0.5, ec)
+    lc_b = grid_quantile_logpmf(lin.index(b), lin.size, 0.5, ec)
+    t_count = noise_scale(1, ecount) if trim else 0.0
+    worst = 0.0
+    for i in range(lin.size):
+        m = lin.value(i)
+        ls_a = grid_quantile_logpmf(geo.index(np.abs(a - m)), geo.size, 0.5, es)
+        ls_b = grid_quantile_logpmf(geo.index(np.abs(b - m)), geo.size, 0.5, es)
+        for j in range(geo.size):
+            r = window_radius(geo.value(j), width, bound)
+            g, k = lattice(r)
+            t = noise_scale(k, esum)
+            if trim:
+                ka, kb = np.abs(a - m) <= r, np.abs(b - m) <= r
+                sa, sb = int(snap(a[ka] - m, g).sum()), int(snap(b[kb] - m, g).sum())
+                tail = abs(sa - sb) / t + abs(int(ka.sum()) - int(kb.sum())) / t_count
+            else:
+                sa = int(snap(np.clip(a - m, -r, r), g).sum())
+                sb = int(snap(np.clip(b - m, -r, r), g).sum())
+                tail = abs(sa - sb) / t
+            head = lc_a[i] - lc_b[i] + ls_a[j] - ls_b[j]
+            worst = max(worst, abs(head) + tail)
+    return worst

@@ -66,7 +66,7 @@ def pfr_pca(
     vecs = block_projections(a, k, block_size, seed)
     top = 2.0 * d * (d + 1) / 2  # L1 diameter bound of vec_u of projections (entries in [-1,1])
     out = pfr_mean(vecs, eps, delta, radii=geometric_radii(top * 1e-4, top, 48), rng=rng,
-                   **pfr_kwargs)
+                   method="friendly", **pfr_kwargs)
     if isinstance(out, Refusal):
         return out
     mat = np.zeros((d, d))

@@ -73,7 +73,7 @@ class PFRPlan:
     eps: float
     delta: float
     eps_propose: float
-    beta: float = 0.2
+    beta: float = 0.3
 
     def __post_init__(self) -> None:
         check_positive("eps", self.eps, "PFRPlan")
@@ -87,7 +87,7 @@ class PFRPlan:
     @classmethod
     def build(
         cls, n: int, radii: Any, eps: float, delta: float, *, propose_fraction: float = 0.2,
-        beta: float = 0.2, params: FilterParams | None = None,
+        beta: float = 0.3, params: FilterParams | None = None,
     ) -> PFRPlan:
         """Default filter parameters for ``n`` and ``eps_propose = propose_fraction * eps``."""
         check_in_open("propose_fraction", propose_fraction, 0.0, 1.0, "PFRPlan.build")

@@ -63,7 +63,7 @@ def propose_radius(
     queries: npt.NDArray[np.float64],
     params: FilterParams,
     eps: float,
-    beta: float = 0.2,
+    beta: float = 0.3,
     rng: np.random.Generator | None = None,
 ) -> int | None:
     """Index of the proposed radius, or ``None`` (refuse). ``eps``-DP, replace-one.
