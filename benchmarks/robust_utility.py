@@ -262,7 +262,7 @@ def rows_others(reps: int) -> list[tuple[str, str, dict[str, float]]]:
                   med_draw, 1.0, reps)
     meds: dict[str, Estimator] = {
         "PFR median": lambda x, g: _val(pfr_median(x, EPS, DELTA, bound=LAM, rng=g)),
-        "EM median, 2^40-point grid on [-Lambda, Lambda]": lambda x, g: private_median(
+        "EM median, 2^24-point grid on [-Lambda, Lambda]": lambda x, g: private_median(
             x, EPS, bound=LAM, rng=g),
         "EM median, 1000 candidates on [-Lambda, Lambda]": lambda x, g: em_median(
             x, -LAM, LAM, EPS, 1000, g),

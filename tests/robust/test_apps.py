@@ -101,7 +101,7 @@ def test_median_close() -> None:
     assert isinstance(out, RobustResult)
     assert abs(out.value - np.median(x)) < 0.5
     assert out.privacy.eps <= 1.0 + 1e-9
-    assert pfr_median(np.ones(20), 1.0, 1e-6, bound=1.0, method="friendly").refused
+    assert pfr_median(np.ones(20), 1.0, 1e-6, bound=1.0).refused
 
 
 def test_kl_matches_inlier_statistic() -> None:

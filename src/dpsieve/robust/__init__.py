@@ -7,7 +7,7 @@ fallback), and states the ``ApproxDP``/``PureDP`` (replace-one) it was charged.
 * Means: :func:`pfr_mean` (default: PFR in row-wise form, :func:`rowwise_pfr_mean`: private
   median and MAD, keep the records inside the window, pure eps-DP) and the strong pure-eps
   baseline :func:`mad_clipped_mean` (same window, clipping instead of dropping);
-  :func:`private_median` (exponential mechanism on a 2^40-point grid).
+  :func:`private_median` (exponential mechanism on a 2^24-point grid).
 * Variant A (friend-count filter + hybrid lemma): :func:`run_pfr` (framework, any metric
   and friendly-DP release), ``pfr_mean(method="friendly")``, :func:`pfr_median`,
   :func:`pfr_pca`.

@@ -160,10 +160,10 @@ def grid_quantile_logpmf(index: npt.ArrayLike, size: int, level: float,
                          eps: float) -> npt.NDArray[np.float64]:
     """Exact log-probabilities of every grid index under the ideal law of
     :func:`dpsieve.robust.quantile.grid_quantile` (``size`` small enough to list)."""
-    v = np.clip(np.asarray(index, dtype=np.int64), 0, size)
+    v = np.sort(np.clip(np.asarray(index, dtype=np.int64), 0, size))
     j = np.arange(size)
-    counts = np.searchsorted(np.sort(v), j, side="right")
-    logit = -eps * np.abs(counts - math.ceil(level * v.size)) / 2.0
+    mid = (np.searchsorted(v, j, side="left") + np.searchsorted(v, j, side="right")) / 2.0
+    logit = -eps * np.abs(mid - level * v.size) / 2.0
     m = float(logit.max())
     out: npt.NDArray[np.float64] = logit - (m + math.log(float(np.exp(logit - m).sum())))
     return out

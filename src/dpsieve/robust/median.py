@@ -39,7 +39,7 @@ def em_median(x: np.ndarray[Any, Any], lo: float, hi: float, eps: float, candida
 
 
 def median_plan(n: int, eps: float, delta: float, *, bound: float, candidates: int = 1000,
-                centre_fraction: float = 0.5, method: str = "rowwise") -> ApproxDP | Refusal:
+                centre_fraction: float = 0.5, method: str = "friendly") -> ApproxDP | Refusal:
     """The public part of :func:`pfr_median` (``n`` public): every check that can fail,
     and the privacy any run states (or a public :class:`Refusal`, charged nothing). With the
     row-wise stage 1 the privacy is ``ApproxDP(eps', 0)`` (pure; a run states ``PureDP``)."""
@@ -57,13 +57,16 @@ def median_plan(n: int, eps: float, delta: float, *, bound: float, candidates: i
 
 def pfr_median(
     data: Any, eps: float, delta: float, *, bound: float, candidates: int = 1000,
-    centre_fraction: float = 0.5, method: str = "rowwise",
+    centre_fraction: float = 0.5, method: str = "friendly",
     rng: np.random.Generator | None = None,
 ) -> RobustResult | Refusal:
     """``(eps, delta)``-DP median of scalar data; ``bound`` is the public scale Lambda.
 
-    Stage 1 is :func:`pfr_mean` with ``method`` (default ``"rowwise"``: pure, so the whole
-    median is then pure eps-DP; ``"friendly"``: the friend-count filter, (eps, delta))."""
+    Stage 1 is :func:`pfr_mean` with ``method`` (default ``"friendly"``: the friend-count
+    filter, (eps, delta); ``"rowwise"``: pure, so the whole median is pure eps-DP, but its
+    private centre gets only a tenth of eps). For a plain private median,
+    :func:`dpsieve.robust.private_median` (the exponential mechanism on a 2^24-point grid)
+    is more accurate."""
     x = check_records(data, "pfr_median")
     if x.ndim != 1:
         raise fail("data", "pfr_median", "a 1-D array of scalars", x.shape)

@@ -1,9 +1,10 @@
 """Private quantiles on very fine public grids (docs/proofs/robust_mean.md §1).
 
 The exponential mechanism (McSherry & Talwar 2007) over a public grid ``y_0 < ... < y_{G-1}``
-with the rank utility ``u(j) = -| #{i : x_i <= y_j} - ceil(level n) |`` (replace-one
-sensitivity 1) is eps-DP. Its error depends on ``log(range / spread)``, not on the grid's
-resolution, so the grid can be as fine as we like (``G`` up to ``2^52``) if we never list it:
+with the mid-rank utility ``u(j) = -| (#{i : x_i < y_j} + #{i : x_i <= y_j}) / 2 - level n |``
+(replace-one sensitivity 1) is eps-DP. For continuous data its error depends on
+``log(range / spread)``, not on the grid's resolution, so the grid can be very fine (``G``
+up to ``2^52``) if we never list it:
 ``u`` is constant between consecutive data points, so we pick a *segment* of the grid with
 probability proportional to ``(number of grid points in it) * exp(eps u / 2)`` and then a grid
 point uniformly inside it, which is exactly the exponential mechanism over all ``G`` points.
@@ -32,6 +33,7 @@ from dpsieve.mechanisms._random import RNG, as_source
 
 __all__ = [
     "DEFAULT_GRID_POINTS",
+    "SCALE_GRID_POINTS",
     "GeometricGrid",
     "LinearGrid",
     "grid_quantile",
@@ -39,8 +41,14 @@ __all__ = [
     "private_quantile_fine",
 ]
 
-#: Default grid size: 2^40 + 1 points (resolution 2 bound / 2^40 for a linear grid).
-DEFAULT_GRID_POINTS = 2**40 + 1
+#: Default grid size of a linear grid: 2^24 + 1 points (resolution 2 bound / 2^24). The error
+#: of continuous data does not depend on it, but a value that many records share (ties) is a
+#: single grid point, which must outweigh the other ``G`` points: ``exp(-eps n / 4) G << 1``.
+#: 2^24 keeps that cost at log G = 16.6 nats while resolving ``bound * 1.2e-7``.
+DEFAULT_GRID_POINTS = 2**24 + 1
+#: Default size of a geometric (scale) grid: 2^16 + 1 points (relative step ~3e-4 over the
+#: 21 nats of ``[bound 2^-30, 2 bound]``, ample for a scale); the tie argument: log G = 11.1.
+SCALE_GRID_POINTS = 2**16 + 1
 _MAX_POINTS = 2**52
 
 I64 = npt.NDArray[np.int64]
@@ -86,7 +94,7 @@ class GeometricGrid:
 
     lo: float
     hi: float
-    size: int = DEFAULT_GRID_POINTS
+    size: int = SCALE_GRID_POINTS
 
     def __post_init__(self) -> None:
         check_positive("lo", self.lo, "GeometricGrid")
@@ -114,33 +122,49 @@ class GeometricGrid:
 
 def grid_quantile(index: npt.ArrayLike, size: int, level: float, eps: float,
                   rng: RNG = None) -> int:
-    """The exponential mechanism over grid indices ``0..size-1`` with utility
-    ``-| #{i : index_i <= j} - ceil(level n) |`` (sensitivity 1): an index, eps-DP.
+    """The exponential mechanism over grid indices ``0..size-1`` with the mid-rank utility
+    ``u(j) = -| (#{i : index_i < j} + #{i : index_i <= j}) / 2 - level n |`` (sensitivity 1):
+    an index, eps-DP.
 
     ``index`` holds one integer in ``[0, size]`` per record (a row-wise map of the data).
+    The mid-rank (rather than ``#{index_i <= j}`` alone) credits a grid point that many
+    records share: when every record maps to the same index (constant data, or data below
+    the grid's first point) that index has utility 0 and every other ``-level n`` or
+    ``-(1 - level) n``, where the plain count would make all candidates tie.
     """
     owner = "grid_quantile"
     lv = check_in_open("level", level, 0.0, 1.0, owner)
     e = check_positive("eps", eps, owner)
     G = check_int("size", size, owner, minimum=1)
-    v = np.sort(np.clip(np.asarray(index, dtype=np.int64), 0, G))
+    v = np.clip(np.asarray(index, dtype=np.int64), 0, G)
     n = v.size
     if n == 0:
         raise fail("index", owner, "at least one record", n)
-    target = math.ceil(lv * n)
-    # segment s covers grid indices [start_s, end_s) on which #{index_i <= j} = s
-    starts = np.concatenate([[0], v])
-    ends = np.concatenate([v, [G]])
-    counts = np.arange(n + 1)
-    length = ends - starts
-    ok = length > 0
-    starts, length, counts = starts[ok], length[ok], counts[ok]
-    logit = np.log(length.astype(np.float64)) - e * np.abs(counts - target) / 2.0
+    starts, length, mid = _segments(v, G)
+    logit = np.log(length.astype(np.float64)) - e * np.abs(mid - lv * n) / 2.0
     src = as_source(rng, owner)
     gumbel = -np.log(-np.log(src.uniform01(logit.size)))
     s = int(np.argmax(logit + gumbel))
     off = int(src.below(np.array([length[s]], dtype=np.uint64))[0])
     return int(starts[s]) + off
+
+
+def _segments(v: I64, G: int) -> tuple[I64, I64, F64]:
+    """Cut ``0..G-1`` into segments on which the mid-rank is constant: each distinct data
+    index ``u < G`` is a one-point segment with mid-rank ``below(u) + mult(u) / 2``, and the
+    gaps between them have mid-rank ``below`` (the number of records under the gap)."""
+    vals, mult = np.unique(v, return_counts=True)
+    below = np.concatenate([[0], np.cumsum(mult)[:-1]])  # records with index < vals[k]
+    inside = vals < G
+    pts, pm, pb = vals[inside], mult[inside], below[inside]
+    gap_start = np.concatenate([[0], pts + 1])
+    gap_end = np.concatenate([pts, [G]])
+    gap_mid = np.concatenate([pb, [int(np.sum(v < G))]]).astype(np.float64)
+    starts = np.concatenate([gap_start, pts])
+    length = np.concatenate([gap_end - gap_start, np.ones(pts.size, dtype=np.int64)])
+    mid = np.concatenate([gap_mid, pb + pm / 2.0])
+    ok = length > 0
+    return starts[ok].astype(np.int64), length[ok].astype(np.int64), mid[ok]
 
 
 def private_quantile_fine(values: npt.ArrayLike, level: float, grid: LinearGrid | GeometricGrid,

@@ -39,6 +39,7 @@ from dpsieve.mechanisms.noise import MAX_DISCRETE_SCALE, discrete_laplace
 from dpsieve.robust.pipeline import check_records
 from dpsieve.robust.quantile import (
     DEFAULT_GRID_POINTS,
+    SCALE_GRID_POINTS,
     GeometricGrid,
     LinearGrid,
     private_quantile_fine,
@@ -129,10 +130,11 @@ def window_radius(scale: float, width: float, bound: float) -> float:
 
 def centre_scale_grids(bound: float, grid_points: int = DEFAULT_GRID_POINTS
                        ) -> tuple[LinearGrid, GeometricGrid]:
-    """The public grids: ``grid_points`` points on ``[-bound, bound]`` (centre) and on
-    ``[bound 2^-30, 2 bound]`` geometrically (scale)."""
+    """The public grids: ``grid_points`` points on ``[-bound, bound]`` (centre) and
+    ``min(grid_points, 2^16 + 1)`` points geometrically on ``[bound 2^-30, 2 bound]``
+    (scale; see :data:`~dpsieve.robust.quantile.SCALE_GRID_POINTS`)."""
     return (LinearGrid(-bound, bound, grid_points),
-            GeometricGrid(bound * SCALE_FLOOR, 2.0 * bound, grid_points))
+            GeometricGrid(bound * SCALE_FLOOR, 2.0 * bound, min(grid_points, SCALE_GRID_POINTS)))
 
 
 def lattice(radius: float) -> tuple[float, int]:
