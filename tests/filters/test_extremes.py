@@ -24,7 +24,7 @@ import exact_oracle as oracle
 import mpmath
 import pytest
 from exact_oracle import Truth
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpsieve.accounting.events import GDP, RDP, ZCDP, ApproxDP, ApproxZCDP, PureDP
@@ -328,7 +328,7 @@ def test_every_registered_kind_has_an_extremes_case() -> None:
 
 
 @pytest.mark.parametrize(("kind", "i"), ALL, ids=[f"{k}-{i}" for k, i in ALL])
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_admitted_never_exceed_the_budget(kind: str, i: int, data: st.DataObject) -> None:
     case = CASES[kind][i]
@@ -353,7 +353,7 @@ def _ordinary_probe(kind: str) -> list[Any]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("kind", "i"), ALL, ids=[f"{k}-{i}" for k, i in ALL])
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_admitted_never_exceed_the_budget_long(kind: str, i: int, data: st.DataObject) -> None:
     """The same property with more adaptive runs per case (the slow suite)."""

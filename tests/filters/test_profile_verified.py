@@ -16,7 +16,7 @@ from fractions import Fraction
 import exact_oracle as oracle
 import numpy as np
 from exact_oracle import Truth
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dpsieve.accounting.pld import PLD
@@ -59,7 +59,7 @@ def test_the_check_refuses_a_profile_that_does_not_dominate() -> None:
     assert _verified(good, grid, z[keep], p[keep], 0.0)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     e=st.floats(0.01, 2.0),
     k=st.integers(1, 4),
