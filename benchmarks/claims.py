@@ -149,7 +149,11 @@ def quick_robust(scenario: str, estimators: list[str], reps: int) -> dict[str, d
     import numpy as np
 
     n = len(sc.draw(np.random.default_rng(0))[0])
-    ests = ru.estimators(n)
+    ests = ru.estimators(n, sc.lam)
+    missing = [e for e in estimators if e not in ests]
+    if missing:
+        raise RuntimeError(f"cannot re-measure {missing} in {scenario}: the peer is not "
+                           "importable (install dpsieve[test], which pins opendp==0.16.0)")
     return {e: ru.measure(ests[e], sc, e, min(reps, sc.reps)) for e in estimators}
 
 
