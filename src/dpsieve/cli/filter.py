@@ -211,6 +211,9 @@ def run(
     typical: Annotated[list[str] | None, typer.Option(
         help="A typical query (repeatable): chooses the mixed budget's split.")] = None,
     budget: Annotated[str, typer.Option(help="Budget spec")] = "approx:eps=1,delta=1e-6",
+    like: Annotated[str | None, typer.Option(
+        help="Count 'about N more queries like this one' for this query spec at the end "
+        "(default: the last query).")] = None,
     rounds: Annotated[
         int, typer.Option(help="Declared rounds (natural_approx, additive_profile)")
     ] = 10,
@@ -219,32 +222,72 @@ def run(
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
 ) -> None:
-    """Replay queries against a filter and print each decision."""
+    """Replay queries against a filter and print each decision in plain words."""
     from dpsieve.errors import DPError
+    from dpsieve.filters.summary import budget_summary
 
     try:
         parsed = [parse_query(spec) for spec in queries]  # all parsed before any is applied
         typ = [parse_query(spec) for spec in typical or []]
+        asked = parse_query(like) if like is not None else None
         filter_name = filter_name or DEFAULT_FILTER.get(budget.partition(":")[0].strip(),
                                                         "mixed")
         f = make_filter(filter_name, budget, rounds=rounds, allow_general=allow_general,
                         typical=typ)
     except DPError as err:
         raise typer.BadParameter(str(err)) from None
+    initial = make_filter(filter_name, budget, rounds=rounds, allow_general=allow_general,
+                          typical=typ)
     if not as_json:
-        typer.echo(f"{f.kind}: budget left {json.dumps(f.remaining())}")
+        s0 = budget_summary(f, initial)
+        left0 = s0.text if s0.eps_left is not None else f"left {json.dumps(f.remaining())}"
+        typer.echo(f"Budget: {_budget_name(f)}; {left0}")
     for i, (spec, q) in enumerate(zip(queries, parsed, strict=True), 1):
         d = f.try_spend(q)
         if as_json:
-            typer.echo(json.dumps({"step": i, "query": spec, **d.to_dict()}))
+            typer.echo(json.dumps({"step": i, "query": spec, **d.to_dict(),
+                                   "words": _decision_words(f, initial, q, d)}))
         else:
             mark = "ADMIT " if d.admitted else "REFUSE"
-            typer.echo(f"{i:3d} {mark} {spec:28s} {d.reason}; left {json.dumps(d.remaining)}")
+            typer.echo(f"{i:3d} {mark} {spec:28s} {_decision_words(f, initial, q, d)}")
+    last = asked if asked is not None else (parsed[-1] if parsed else None)
+    summary = budget_summary(f, initial, like=last, cap=_CAP)
     if as_json:
-        typer.echo(json.dumps({"final_state": json.loads(f.to_json())}))
+        typer.echo(json.dumps({"final_state": json.loads(f.to_json()),
+                               "summary": summary.to_dict()}))
         return
-    from dpsieve.filters.summary import budget_summary
+    if summary.eps_left is None:
+        typer.echo(f"budget left: {json.dumps(f.remaining())}")
+    else:
+        typer.echo("budget left: " + summary.text)
 
-    initial = make_filter(filter_name, budget, rounds=rounds, allow_general=allow_general,
-                          typical=typ)
-    typer.echo("budget left: " + budget_summary(f, initial).text)
+
+#: Cap on the final "about N more queries like this one" (exact up to it).
+_CAP = 100_000
+
+
+def _budget_name(f: Any) -> str:
+    from dpsieve._budget_view import KIND_NAMES
+
+    return KIND_NAMES.get(f.kind, f"a {f.kind} filter")
+
+
+def _decision_words(f: Any, initial: Any, q: Any, d: Any) -> str:
+    """One decision in plain words: what it charged or why it was refused (the cost asked
+    and what is left; a query type the budget can never admit said so, with the types that
+    fit), then the eps left at the budget's delta and the fraction used."""
+    from dpsieve._budget_view import TYPE_NAMES
+    from dpsieve.filters.summary import budget_summary, describe_query, fitting_types, query_fits
+
+    s = budget_summary(f, initial)
+    left = s.text if s.eps_left is not None else f"left {json.dumps(f.remaining())}"
+    if d.admitted:
+        how = d.reason if f.kind == "mixed" else "admitted"  # mixed: which part paid
+        return f"{how} ({describe_query(q)}); {left}"
+    if not query_fits(f, q):
+        fits = ", ".join(TYPE_NAMES.get(t, t) for t in fitting_types(f)) or "none"
+        return (f"refused: a query of this kind ({describe_query(q)}) can never fit "
+                f"{_budget_name(f)}, however small; query types that fit: {fits}. "
+                f"Nothing was spent; {left}")
+    return (f"refused: it asks for {describe_query(q)}, more than the budget has left "
+            f"({left}). Nothing was spent")

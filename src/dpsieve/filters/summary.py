@@ -222,7 +222,12 @@ def describe_query(q: Any) -> str:
     if t == "rdp":
         return "an RDP curve"
     e = pure_eps_of(q)
-    return f"pure eps {e:.4g}" if e is not None else "a PLD query"
+    if e is not None:
+        return f"pure eps {e:.4g}"
+    sa = symmetric_atoms(q)
+    if sa is not None and sa[0].p_inf == 0.0 and len(sa[0].z) == 1 and sa[0].z[0] == 0.0:
+        return f"Gaussian noise, GDP mu {sa[1]:.4g}"  # a PLD that is exactly G_mu
+    return "a composed query (PLD)"
 
 
 @dataclass(frozen=True, slots=True)

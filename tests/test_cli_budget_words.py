@@ -1,0 +1,89 @@
+"""``dpsieve filter run`` states budgets in plain words (issue 15, item 2).
+
+Before: each step printed the filter's internal state as JSON (``left {"pure_eps": ...,
+"pure_exact": "10808639105689191/18014398509481984", ...}``), a zCDP query against a GDP
+budget was refused as "no residue: the query is not dominated by the GDP budget", and the
+final line had no "about N more queries like this one".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+from typer.testing import CliRunner
+
+from dpsieve.cli import app
+
+runner = CliRunner()
+
+
+def _run(*args: str) -> list[str]:
+    r = runner.invoke(app, ["filter", "run", *args])
+    assert r.exit_code == 0, r.output
+    return r.output.strip().splitlines()
+
+
+def test_each_step_states_eps_left_and_fraction_used() -> None:
+    lines = _run("--budget", "approx:eps=1,delta=1e-6", "--typical", "pure:eps=0.2",
+                 *["pure:eps=0.2"] * 5)
+    assert lines[0].startswith("Budget: an (eps, delta) budget")
+    steps = lines[1:-1]
+    assert [s.split()[1] for s in steps] == ["ADMIT"] * 4 + ["REFUSE"]
+    for s in steps:
+        assert "{" not in s  # no internal state
+        assert re.search(r"eps [0-9.]+ of 1 left at delta 1e-06, \d+% used", s), s
+    used = [int(re.search(r"(\d+)% used", s).group(1)) for s in steps[:4]]  # type: ignore[union-attr]
+    assert used == [20, 40, 60, 80]
+    assert "asks for pure eps 0.2, more than the budget has left" in steps[-1]
+    assert "Nothing was spent" in steps[-1]
+    assert lines[-1].endswith("about 0 more queries like this one (pure eps 0.2)")
+
+
+def test_the_final_count_is_what_the_filter_then_admits() -> None:
+    lines = _run("--budget", "approx:eps=1,delta=1e-6", "--typical", "pure:eps=0.2",
+                 "pure:eps=0.2")
+    n = int(re.search(r"about (\d+) more queries like this one", lines[-1]).group(1))  # type: ignore[union-attr]
+    assert n == 3
+    steps = _run("--budget", "approx:eps=1,delta=1e-6", "--typical", "pure:eps=0.2",
+                 *["pure:eps=0.2"] * 6)[1:-1]
+    assert sum(" ADMIT " in s for s in steps) == 1 + n
+
+
+def test_a_given_query_is_counted_with_like() -> None:
+    lines = _run("--budget", "gdp:mu=1", "gdp:mu=0.8", "--like", "gdp:mu=0.1")
+    m = re.search(r"about (\d+) more queries like this one \(GDP mu 0.1\)", lines[-1])
+    assert m is not None, lines[-1]
+    n = int(m.group(1))
+    assert 35 <= n <= 36  # 0.8^2 + n 0.1^2 <= 1 (36 only if the boundary were admitted)
+    lines = _run("--budget", "gdp:mu=1", "gdp:mu=0.8", *["gdp:mu=0.1"] * 40)
+    assert sum(" ADMIT " in s for s in lines) == 1 + n  # exactly what the filter admits
+
+
+def test_a_query_type_that_never_fits_says_which_types_do() -> None:
+    lines = _run("--budget", "gdp:mu=1", "zcdp:rho=0.1")
+    step = lines[1]
+    assert "not dominated" not in step
+    assert "zCDP rho 0.1" in step
+    assert "can never fit a Gaussian (GDP) budget" in step
+    assert "query types that fit: pure (eps), GDP (mu)" in step
+
+
+def test_gaussian_queries_are_named_in_plain_words() -> None:
+    lines = _run("--budget", "approx:eps=1,delta=1e-6", "--typical", "pure:eps=0.2",
+                 "gaussian:sigma=4")
+    assert "Gaussian noise, GDP mu 0.25" in lines[1]
+    assert "PLD" not in lines[1]
+
+
+def test_json_lines_carry_words_and_the_final_summary() -> None:
+    r = runner.invoke(app, ["filter", "run", "--json", "--budget", "gdp:mu=1", "zcdp:rho=0.1",
+                            "gdp:mu=0.8"])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(x) for x in r.output.strip().splitlines()]
+    assert "can never fit" in rows[0]["words"]
+    assert rows[1]["admitted"]
+    summary = rows[-1]["summary"]
+    assert summary["like"] == "GDP mu 0.8"
+    assert summary["more"] == {"count": 0, "at_least": False}
+    assert 0 < summary["fraction_used"] < 1
