@@ -44,7 +44,7 @@ class Server:
              "--schema", schema, "--host", "127.0.0.1"],
             env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # a loaded 2-core CI machine: start-up can take a minute
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 err = self.proc.stderr.read().decode() if self.proc.stderr else ""
@@ -55,7 +55,7 @@ class Server:
             except httpx.HTTPError:
                 time.sleep(0.1)
         self.stop()
-        raise RuntimeError("service did not start within 30 s")
+        raise RuntimeError("service did not start within 120 s")
 
     def kill(self) -> None:
         """SIGKILL: no shutdown handlers run (a crash)."""
