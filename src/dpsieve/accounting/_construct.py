@@ -19,9 +19,18 @@ __all__: list[str] = []
 
 FloatArray = npt.NDArray[np.float64]
 U = 2.0**-53
-#: Finite losses are kept in [-Z_CAP, Z_CAP]: pessimistic moves larger losses to +inf and
-#: smaller ones up to -Z_CAP; optimistic moves larger ones down to Z_CAP and drops smaller ones.
-Z_CAP = 40.0
+#: Finite losses are kept in [-Z_LOW, Z_MAX]. Pessimistic: losses above Z_MAX move to +inf and
+#: losses below -Z_LOW move up to -Z_LOW (both only raise h, and mass is never dropped);
+#: optimistic: losses above Z_MAX move down to Z_MAX, losses below -Z_LOW are dropped (both only
+#: lower h; :func:`optimistic` restores the PLD condition). Moving the lower tail changes h only
+#: at x < e^{-Z_LOW}... for symmetric PLDs not at all (checks use x >= 1). Z_MAX = 700 keeps
+#: e^{-z} a normal float for every kept loss, so the tail sums B_k = sum p_i e^{-z_i} are
+#: certified (an eps = 50 mechanism is kept exactly: issue 17.1 -- the old window [-40, 40]
+#: capped Laplace a = 50 at 40, below the truth).
+Z_LOW = 40.0
+Z_MAX = 700.0
+#: Rows of cells integrated at once by the hat split of a density (bounds the memory).
+_CELL_CHUNK = 1 << 18
 #: Standard deviations kept on each side when a Gaussian part is put on the grid.
 GAUSS_SD = 11.5
 
@@ -49,9 +58,9 @@ def atoms(z: FloatArray, p: FloatArray, inf_mass: float, grid: float, pessimisti
     if z.size == 0:
         return 0, np.zeros(1), inf_mass
     if pessimistic:
-        big = z > Z_CAP
-        inf_mass += float(np.sum(p[big]))
-        z, p = np.maximum(z[~big], -Z_CAP), p[~big]
+        big = z > Z_MAX
+        inf_mass += float(np.sum(p[big])) * (1.0 + z.size * U)
+        z, p = np.maximum(z[~big], -Z_LOW), p[~big]
         if z.size == 0:
             return 0, np.zeros(1), inf_mass
         i0, i1 = _grid.knot_index_range(float(z.min()), float(z.max()), grid)
@@ -60,8 +69,8 @@ def atoms(z: FloatArray, p: FloatArray, inf_mass: float, grid: float, pessimisti
         # scaling up by that factor gives masses >= the exact split (only raises h)
         probs *= 1.0 + (z.size + 6) * U
         return _trim(i0, probs, inf_mass)
-    small = z < -Z_CAP
-    z, p = np.minimum(z[~small], Z_CAP), p[~small]
+    small = z < -Z_LOW
+    z, p = np.minimum(z[~small], Z_MAX), p[~small]
     if z.size == 0:
         return optimistic(0, np.zeros(1), inf_mass, grid)
     i0, i1 = _grid.knot_index_range(float(z.min()), float(z.max()), grid)
@@ -70,33 +79,49 @@ def atoms(z: FloatArray, p: FloatArray, inf_mass: float, grid: float, pessimisti
 
 
 def laplace(a: float, grid: float, pessimistic: bool) -> Parts:
-    """Laplace with a = sensitivity/scale (exact PLD in pld.PLD.laplace's docstring)."""
-    a = min(a, Z_CAP)
-    i0, i1 = _grid.knot_index_range(-a, a, grid)
+    """Laplace with a = sensitivity/scale (exact PLD in pld.PLD.laplace's docstring).
+
+    The window [-Z_LOW, Z_MAX] applies as in :func:`atoms`: for a > Z_MAX the atom at +a and
+    the density above Z_MAX, mass 1 - e^{(Z_MAX - a)/2}/2, go to +inf (pessimistic) or down
+    to Z_MAX (optimistic); below -Z_LOW the atom at -a and the density, mass
+    e^{(-Z_LOW - a)/2}/2 together, go up to -Z_LOW (pessimistic) or are dropped (optimistic).
+    """
+    lo, hi = max(-a, -Z_LOW), min(a, Z_MAX)
+    i0, i1 = _grid.knot_index_range(lo, hi, grid)
     n = i1 - i0 + 1
-    z_at = np.array([a, -a])
-    p_at = np.array([0.5, 0.5 * math.exp(-a)])
+    # masses beyond the window, in closed form (expm1: no cancellation)
+    above = 0.5 - 0.5 * math.expm1((hi - a) / 2.0) if a > hi else 0.0  # atom + density
+    below = 0.5 * math.exp((lo - a) / 2.0) if -a < lo else 0.0
+    z_at = np.array([a, -a] if a <= hi else [-a])
+    p_at = np.array([0.5, 0.5 * math.exp(-a)] if a <= hi else [0.5 * math.exp(-a)])
+    if -a < lo:  # the atom at -a is part of ``below``
+        z_at, p_at = z_at[z_at >= lo], p_at[z_at >= lo]
+
+    def pdf(zz: FloatArray) -> FloatArray:
+        out: FloatArray = np.exp((zz - a) / 2.0) / 4.0
+        return out
+
     if pessimistic:
-        probs = _grid.hat_split_atoms(z_at, p_at, grid, i0, n)
-        probs += _grid.hat_split_density(
-            lambda zz: np.exp((zz - a) / 2.0) / 4.0, -a, a, grid, i0, n
-        )
+        probs = _grid.hat_split_atoms(z_at, p_at, grid, i0, n) if z_at.size else np.zeros(n)
+        probs += _grid.hat_split_density(pdf, lo, hi, grid, i0, n, chunk=_CELL_CHUNK)
+        probs[0] += below
         # relative error of positive sums + 8-point Gauss-Legendre on e^{z/2}-type integrands
         probs *= 1.0 + 64 * U
-        return _trim(i0, probs, 0.0)
-    probs = _grid.round_down_atoms(z_at, p_at, grid, i0, n)
+        return _trim(i0, probs, above * (1.0 + 64 * U))
+    probs = _grid.round_down_atoms(z_at, p_at, grid, i0, n) if z_at.size else np.zeros(n)
     knots = (i0 + np.arange(n)) * grid
-    lo = np.clip(knots, -a, a)
-    hi = np.clip(knots + grid, -a, a)
-    cell = np.exp((lo - a) / 2.0) * np.expm1((hi - lo) / 2.0) / 2.0
-    probs += np.where(hi > lo, cell, 0.0) * (1.0 - 64 * U)
+    c_lo = np.clip(knots, lo, hi)
+    c_hi = np.clip(knots + grid, lo, hi)
+    cell = np.exp((c_lo - a) / 2.0) * np.expm1((c_hi - c_lo) / 2.0) / 2.0
+    probs += np.where(c_hi > c_lo, cell, 0.0) * (1.0 - 64 * U)
+    probs[-1] += above * (1.0 - 64 * U)  # down to the top knot (<= Z_MAX <= a)
     return optimistic(i0, probs, 0.0, grid)
 
 
 def gaussian(mu: float, grid: float, pessimistic: bool) -> Parts:
     """G_mu on the grid: P-loss ~ N(mu^2/2, mu^2), kept on mean +- GAUSS_SD sd."""
     c = mu * mu / 2.0
-    lo, hi = max(c - GAUSS_SD * mu, -Z_CAP), c + GAUSS_SD * mu
+    lo, hi = max(c - GAUSS_SD * mu, -Z_LOW), c + GAUSS_SD * mu
     i0, i1 = _grid.knot_index_range(lo, hi, grid)
     n = i1 - i0 + 1
     z0, zn = i0 * grid, i1 * grid

@@ -27,6 +27,8 @@ G_TERM_REL = 1e-14
 #: Atoms whose Gaussian term has alpha < -SKIP_SD are skipped; Phi(-10) < PHI_SKIP.
 SKIP_SD = 10.0
 PHI_SKIP = 7.7e-24
+#: -log(2^-1074): a product p_i e^{-z_i} in the subnormal range is off by <= e^{-this}.
+_LOG_SUBNORMAL = 744.44
 #: Gaussian terms below this are flushed to 0 (added to the error bound).
 TINY = 1e-280
 _CHUNK = 2_000_000
@@ -43,14 +45,42 @@ def knots(offset: int, n: int, grid: float) -> FloatArray:
     return z
 
 
+def _rev_cumsum(v: FloatArray) -> FloatArray:
+    """Reverse cumulative sums out[k] = sum_{i>=k} v_i of v >= 0, blocked: rows of
+    b = ceil(sqrt(n)) entries are summed within the row, then the row totals across rows,
+    so each output has relative error <= (2 b + 4) u (:func:`sum_rel_err`) instead of n u."""
+    n = v.size
+    if n <= 64:
+        out: FloatArray = np.cumsum(v[::-1])[::-1]
+        return out
+    b = math.isqrt(n - 1) + 1
+    rows = -(-n // b)
+    m = np.zeros(rows * b)
+    m[:n] = v
+    within = np.cumsum(m.reshape(rows, b)[:, ::-1], axis=1)[:, ::-1]
+    after = np.zeros(rows)
+    after[:-1] = np.cumsum(within[::-1, 0])[::-1][1:]
+    full: FloatArray = (within + after[:, None]).reshape(-1)[:n]
+    return full
+
+
+def sum_rel_err(n: int) -> float:
+    """Relative error bound (in units of u) of :func:`_rev_cumsum` on n non-negative terms,
+    plus 4 for the terms' own rounding (a product and an exp)."""
+    return float(n + 4) if n <= 64 else float(2 * (math.isqrt(n - 1) + 1) + 8)
+
+
 def tail_sums(z: FloatArray, p: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """A[k] = sum_{i>=k} p_i, B[k] = sum_{i>=k} p_i e^{-z_i}; A[n] = B[n] = 0."""
-    with np.errstate(over="ignore"):
+    """A[k] = sum_{i>=k} p_i, B[k] = sum_{i>=k} p_i e^{-z_i}; A[n] = B[n] = 0.
+
+    Relative error of each entry <= sum_rel_err(n) u (blocked sums, :func:`_rev_cumsum`).
+    """
+    with np.errstate(over="ignore", under="ignore"):
         pe = p * np.exp(-z)
     a = np.zeros(p.size + 1)
     b = np.zeros(p.size + 1)
-    a[:-1] = np.cumsum(p[::-1])[::-1]
-    b[:-1] = np.cumsum(pe[::-1])[::-1]
+    a[:-1] = _rev_cumsum(p)
+    b[:-1] = _rev_cumsum(pe)
     return a, b
 
 
@@ -60,19 +90,20 @@ def h_pl(
     """h of a purely discrete PLD (mu = 0) at x = e^t: piecewise linear, exact up to round-off.
 
     h(x) = A_k - x B_k + inf_mass, k = first index with z_k > t. Error bound:
-    (m + 4) u (A_k + x B_k + inf_mass), m the number of non-zero masses (cumulative sums of
-    non-negative terms, one product, one subtraction).
+    s u (A_k + x B_k + inf_mass), s = :func:`sum_rel_err` (blocked sums of non-negative
+    terms, one product, one subtraction), plus x n 2^-1074 for products p_i e^{-z_i} that fall
+    into the subnormal range. x B_k is formed as exp(t + log B_k), so x = e^t never overflows.
     """
     a, b = ab
-    with np.errstate(over="ignore"):
-        x = np.exp(t)
     k = np.searchsorted(z, t, side="right")
     ak, bk = a[k], b[k]
-    with np.errstate(invalid="ignore", over="ignore"):
-        xb = np.where(bk > 0, x * bk, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # x B_k <= A_k (every active atom has z_i > t): no overflow once formed in logs
+        xb = np.where(bk > 0, np.minimum(np.exp(t + np.log(bk)), ak * (1.0 + 4 * U)), 0.0)
+        sub = np.where(ak > 0, p.size * np.exp(np.minimum(t, 800.0) - _LOG_SUBNORMAL), 0.0)
     h = np.clip(ak - xb, 0.0, None) + inf_mass
     # no active atom (A_k = 0): h = inf_mass exactly; else one more rounding of the sum
-    err = (np.count_nonzero(p) + 4) * U * (ak + xb) + np.where(ak > 0, 4 * U * inf_mass, 0.0)
+    err = sum_rel_err(p.size) * U * (ak + xb) + np.where(ak > 0, 4 * U * inf_mass, 0.0) + sub
     return np.minimum(h, 1.0 + err), err
 
 
@@ -217,13 +248,17 @@ def eps_pl(
         y = np.exp(z)
     # h at knot k: only atoms above it count
     with np.errstate(divide="ignore"):
-        yb = np.where(b[1:] > 0, np.exp(np.minimum(z + np.log(b[1:]), 709.0)), 0.0)
+        # y_k B_{k+1} <= A_{k+1}; capping it there (or at e^709) only raises h
+        yb = np.where(
+            b[1:] > 0, np.minimum(np.exp(np.minimum(z + np.log(b[1:]), 709.0)), a[1:]), 0.0
+        )
     hk = np.clip(a[1:] - yb, 0.0, None) + inf_mass
-    errk = (np.count_nonzero(p) + 4) * U * (a[1:] + yb + inf_mass) + 8 * U * hk
+    sub = p.size * np.exp(np.minimum(z, 800.0) - _LOG_SUBNORMAL)  # subnormal products
+    errk = sum_rel_err(p.size) * U * (a[1:] + yb + inf_mass) + 8 * U * hk + sub
     hk_up = hk + errk  # certified upper values at the knots (still decreasing up to round-off)
     hk_up = np.where(np.isfinite(hk_up), hk_up, np.inf)  # never certify from a NaN
     hk_up = np.maximum.accumulate(hk_up[::-1])[::-1]  # force monotone (only raises)
-    m = np.count_nonzero(p) + 4
+    m = sum_rel_err(p.size)
     d = np.asarray(deltas, dtype=np.float64)
     k1 = int(np.searchsorted(z, 0.0, side="right"))
     h1 = float(a[k1] - b[k1]) + inf_mass  # h(1)
@@ -234,7 +269,7 @@ def eps_pl(
     # on the segment (y_{j-1}, y_j] the active atoms are i >= j, h = A_j - x B_j + inf, and
     # x B_j <= A_j there, so the round-off of the line is at most m u (2 A_j + inf) (relative
     # to the tail sums, not to 1: small deltas keep their precision)
-    target = d - m * U * (2.0 * aj + inf_mass) - 8 * U * d
+    target = d - m * U * (2.0 * aj + inf_mass) - 8 * U * d - sub[jc]
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         xs = (aj + inf_mass - target) / bj * (1.0 + 4 * U)
     lower = y[np.maximum(jc - 1, 0)]

@@ -287,11 +287,19 @@ def smallest_pure_eps(pld: PLD) -> float:
 
     For mu = 0 and no +inf mass the candidate is the largest loss (and minus the smallest one
     unless symmetric), confirmed by :func:`leq_approx` with a few ulp of slack.
+
+    Symmetric, non-optimistic PLDs need no curve comparison (which cannot resolve
+    h(1) = tanh(eps/2) from 1 in floating point once eps > ~37): above the largest loss z* no
+    atom is active and there is no +inf mass, so h(e^{z*}) = 0 exactly; the exact PLD is
+    dominated by this one, so its h(e^{z*}) is 0 too, and being symmetric so is its dual's:
+    the mechanism is z*-DP (P(S) <= e^{z*} Q(S) and back).
     """
     if pld.inf_mass > 0 or pld.mu > 0:
         return math.inf
     z = pld.losses[pld.probs > 0]
     e = max(0.0, float(z.max()))
+    if pld.symmetric and pld.direction != "optimistic":
+        return e
     if not pld.symmetric:
         e = max(e, -float(z.min()))
     for _ in range(4):

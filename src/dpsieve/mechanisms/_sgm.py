@@ -50,7 +50,7 @@ NDTR_REL = 1e-14
 KAPPA = 2.0**-30
 #: Standard deviations beyond which the Gaussian tails are left to the tail rules.
 TAIL_SD = 13.0
-Z_CAP = _construct.Z_CAP
+Z_CAP = _construct.Z_LOW  # this PLD's window: above -> +inf (pess.) / down (opt.)
 Parts = tuple[int, FloatArray, float]
 
 
