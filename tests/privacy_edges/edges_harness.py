@@ -51,13 +51,14 @@ class Entry:
     """One data set behind one entry point, under a pure-DP budget (replace-one or not)."""
 
     def __init__(self, name: str, frame: pd.DataFrame, tmp: Path, *, eps: float = BIG,
-                 neighbouring: str = "add_remove") -> None:
+                 neighbouring: str = "add_remove", budget: dict[str, Any] | None = None
+                 ) -> None:
         self.name = name
         self.dir = tmp / f"{name}-{uuid.uuid4().hex[:8]}"
         self.dir.mkdir(parents=True)
         self.csv = self.dir / "data.csv"
         frame.to_csv(self.csv, index=False)
-        self.budget = {"type": "pure", "eps": eps, "neighbouring": neighbouring}
+        self.budget = budget or {"type": "pure", "eps": eps, "neighbouring": neighbouring}
         self._client: Any = None
         self._ctx: Any = None
         self.db = self.dir / "ledger.db"
@@ -171,6 +172,11 @@ class Entry:
         """How many charges the ledger recorded."""
         with self._ledger() as s:
             return len(s.history("d"))
+
+    def charges(self, since: int = 0) -> list[dict[str, Any]]:
+        """The privacy descriptions the ledger charged, from the ``since``-th spend on."""
+        with self._ledger() as s:
+            return [dict(r.cost["query"]) for r in s.history("d")[since:]]
 
     def spent(self) -> Fraction:
         """The epsilon spent so far (exact), read from the ledger's filter state."""

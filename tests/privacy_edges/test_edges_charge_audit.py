@@ -1,0 +1,329 @@
+"""The charge audit (issue 10, "make the class impossible"): on every entry point, for
+every query kind, the answers' spread must be at least what the ledger's charge implies.
+
+Each case is a query, a budget and a neighbouring pair ``(D, D2)`` under the budget's
+relation, with the extra or replaced row chosen to move the answer as much as the bounds
+allow. :func:`charge_audit.audit` repeats the query on both and fails when some event of
+the outcome separates them more than the recorded charge allows (false-alarm rate
+``charge_audit.ALPHA`` per audit; the module docstring there states the test).
+
+The default suite audits every kind on the Python ``Session`` with a few hundred runs a
+side and shows that the audit catches defects 1 and 3 when they are put back (by
+monkeypatch: the old behaviour re-introduced at the entry point, the audit must fail).
+The slow suite (``-m slow``) audits every kind on all three entry points with more runs.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from charge_audit import Sample, Verdict, audit, profile
+from edges_harness import ENTRIES, Entry
+
+AR, RO = "add_remove", "replace_one"
+PURE = {"type": "pure", "eps": 1.0}
+ZCDP = {"type": "zcdp", "rho": 0.5}
+BIG = 1e9
+
+
+def _base(n: int = 40) -> pd.DataFrame:
+    rng = np.random.default_rng(20261203)
+    return pd.DataFrame({
+        "city": rng.choice(["b", "c"], n),
+        "x": np.round(rng.uniform(0.0, 5.0, n), 2),
+        "k": rng.integers(0, 5, n),
+    })
+
+
+#: The row that moves every answer the most: city 'a', x at the upper bound.
+EXTREME = {"city": "a", "x": 10.0, "k": 3}
+
+
+def _pair(relation: str, frame: pd.DataFrame | None = None) -> tuple[pd.DataFrame,
+                                                                       pd.DataFrame]:
+    d = _base() if frame is None else frame
+    if relation == AR:
+        return d, pd.concat([d, pd.DataFrame([EXTREME])], ignore_index=True)
+    d2 = d.copy()
+    d2.loc[0, list(EXTREME)] = list(EXTREME.values())
+    return d, d2
+
+
+def _robust_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The issue's pair for defect 3 (1,000 records at 2048 - 4e-6, one moved by +0.009)
+    moved to 4096 - 4e-6: today's friendly median snaps on the lattice 2^-51, whose int64
+    edge is 2^63 * 2^-51 = 4096 (the old code crashed on D2 in 30 of 30 runs, on D never)."""
+    d = pd.DataFrame({"v": np.full(1000, 4096 - 4e-6)})
+    d2 = d.copy()
+    d2.loc[0, "v"] += 0.009
+    return d, d2
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    budget: dict[str, Any]
+    spec: dict[str, Any]
+    pair: str = "base"  # "base" or "robust"
+    slow: bool = False
+
+    @property
+    def relation(self) -> str:
+        return str(self.budget["neighbouring"])
+
+    def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        return _robust_pair() if self.pair == "robust" else _pair(self.relation)
+
+
+def _budget(kind: str, relation: str) -> dict[str, Any]:
+    if kind == "pure":
+        return {"type": "pure", "eps": BIG, "neighbouring": relation}
+    if kind == "zcdp":
+        return {"type": "zcdp", "rho": BIG, "neighbouring": relation}
+    return {"type": "approx_zcdp", "rho": BIG, "delta": 0.5, "neighbouring": relation}
+
+
+DOMAIN = {"city": ["a", "b", "c"], "k": [0, 1, 2, 3, 4]}
+
+
+def _release(mech: str) -> dict[str, Any]:
+    extra = {"rounds": 3} if mech in ("envelope", "pmw", "mwem") else {}
+    return {"type": "release", "mechanism": mech, "columns": ["city", "k"], "domain": DOMAIN,
+            "n": 40, "privacy": PURE, **extra}
+
+
+CASES = [
+    Case("count-pure", _budget("pure", AR), {"type": "count", "privacy": PURE}),
+    Case("count-zcdp", _budget("zcdp", AR), {"type": "count", "privacy": ZCDP}),
+    Case("sum-pure", _budget("pure", AR),
+         {"type": "sum", "column": "x", "lower": 0, "upper": 10, "privacy": PURE}),
+    Case("sum-zcdp-replace", _budget("zcdp", RO),
+         {"type": "sum", "column": "x", "lower": 0, "upper": 10, "privacy": ZCDP}),
+    Case("mean-pure", _budget("pure", AR),
+         {"type": "mean", "column": "x", "lower": 0, "upper": 10, "privacy": PURE}),
+    Case("histogram-pure", _budget("pure", AR),
+         {"type": "histogram", "column": "city", "categories": ["a", "b", "c"],
+          "privacy": PURE}),
+    Case("histogram-pure-replace", _budget("pure", RO),
+         {"type": "histogram", "column": "city", "categories": ["a", "b", "c"],
+          "privacy": PURE}),
+    Case("histogram-zcdp-replace", _budget("zcdp", RO),
+         {"type": "histogram", "column": "city", "categories": ["a", "b", "c"],
+          "privacy": ZCDP}),
+    Case("linear-pure", _budget("pure", AR),
+         {"type": "linear", "column": "city", "categories": ["a", "b"],
+          "workload": [[1, 1], [3, -1]], "privacy": PURE}),
+    Case("linear-zcdp-replace", _budget("zcdp", RO),
+         {"type": "linear", "column": "city", "categories": ["a", "b"],
+          "workload": [[1, 1], [3, -1]], "privacy": ZCDP}),
+    Case("release-laplace", _budget("pure", RO), _release("laplace")),
+    Case("release-mwem", _budget("pure", RO), _release("mwem"), slow=True),
+    Case("release-envelope", _budget("pure", RO), _release("envelope"), slow=True),
+    Case("release-pmw", _budget("pure", RO), _release("pmw"), slow=True),
+    Case("release-blr", _budget("pure", RO), _release("blr"), slow=True),
+    Case("robust-mean", _budget("approx", RO),
+         {"type": "robust_mean", "column": "v", "bound": 1e4,
+          "privacy": {"type": "approx", "eps": 1.0, "delta": 1e-6}}, pair="robust",
+         slow=True),
+    Case("robust-median", _budget("approx", RO),
+         {"type": "robust_median", "column": "v", "bound": 1e4,
+          "privacy": {"type": "approx", "eps": 1.0, "delta": 1e-6}}, pair="robust",
+         slow=True),
+]
+
+
+@contextmanager
+def _entries(where: str, case: Case, tmp: Path) -> Iterator[tuple[Entry, Entry]]:
+    """The two sides, their ledgers in memory-backed storage when there is some (the
+    audit commits thousands of spends; on disk each waits for fsync)."""
+    d, d2 = case.frames()
+    with ExitStack() as stack:
+        if Path("/dev/shm").is_dir():
+            tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(dir="/dev/shm")))
+        a = Entry(where, d, tmp, budget=case.budget)
+        stack.callback(a.close)
+        b = Entry(where, d2, tmp, budget=case.budget)
+        stack.callback(b.close)
+        yield a, b
+
+
+def sampler(e: Entry, spec: dict[str, Any]) -> Any:
+    """``k -> Sample``: run ``spec`` k times on ``e`` and read the charges from its ledger."""
+    from charge_audit import features
+
+    def run(k: int) -> Sample:
+        before = e.spends()
+        outs = e.run_many([spec] * k)
+        rows = [features(o.value) if o.ok else None for o in outs]
+        return Sample(rows, e.charges(before))
+    return run
+
+
+def run_audit(where: str, case: Case, tmp: Path, samples: int, pilot: int | None = None
+              ) -> Verdict:
+    with _entries(where, case, tmp) as (a, b):
+        return audit(sampler(a, case.spec), sampler(b, case.spec), samples=samples,
+                     pilot=pilot)
+
+
+# -- the audit's own parts ----------------------------------------------------------------
+def test_profiles_bound_the_exact_profiles_of_their_families() -> None:
+    """The zCDP bound is above the exact Gaussian profile (sigma = 1/sqrt(2 rho)); pure
+    eps-DP's is randomized response's and zero from eps on; GDP's is exact."""
+    from scipy import stats
+
+    for rho in (0.01, 0.5, 2.0):
+        mu = math.sqrt(2 * rho)
+        for e in (0.0, 0.1, 0.5, 1.0, 2.0, 5.0):
+            gauss = stats.norm.cdf(-e / mu + mu / 2) - math.exp(e) * stats.norm.cdf(
+                -e / mu - mu / 2)
+            assert profile({"type": "zcdp", "rho": rho})(e) >= gauss - 1e-12
+            assert profile({"type": "gdp", "mu": mu})(e) == pytest.approx(gauss, abs=1e-9)
+    p = profile({"type": "pure", "eps": 1.0})
+    assert p(1.0) == 0.0
+    assert p(0.0) == pytest.approx(math.tanh(0.5))
+
+
+def _fake(shift: float, scale: float, eps: float, seed: int) -> Any:
+    """A Laplace mechanism on a query whose answers differ by ``shift``, charged ``eps``."""
+    rng = np.random.default_rng(seed)
+
+    def run(k: int) -> Sample:
+        rows: list[list[float] | None] = [[shift + float(z)] for z in rng.laplace(0, scale, k)]
+        return Sample(rows, [{"type": "pure", "eps": eps}] * k)
+    return run
+
+
+def test_the_audit_passes_honest_laplace_and_fails_a_factor_two_undercharge() -> None:
+    """Calibration on a known mechanism: Laplace(1/eps) on sensitivity 1 passes; charged
+    half its true eps, it fails (power), with 4,000 runs a side."""
+    honest = audit(_fake(1.0, 1.0, 1.0, 1), _fake(0.0, 1.0, 1.0, 2), samples=4000)
+    assert honest.passed, honest
+    cheat = audit(_fake(1.0, 1.0, 0.5, 3), _fake(0.0, 1.0, 0.5, 4), samples=4000)
+    assert not cheat.passed, cheat
+
+
+def test_a_run_that_fails_on_one_side_only_is_caught() -> None:
+    def flaky(p: float, seed: int) -> Any:
+        rng = np.random.default_rng(seed)
+
+        def run(k: int) -> Sample:
+            rows: list[list[float] | None] = [
+                None if u < p else [float(z)] for u, z in zip(rng.random(k),
+                                                              rng.laplace(0, 1e3, k),
+                                                              strict=True)]
+            return Sample(rows, [{"type": "approx", "eps": 1.0, "delta": 1e-6}] * k)
+        return run
+    v = audit(flaky(0.3, 5), flaky(0.0, 6), samples=300)
+    assert not v.passed, v
+
+
+# -- every kind on the Python Session (default suite) ---------------------------------------
+@pytest.mark.parametrize("case", [c for c in CASES if not c.slow], ids=lambda c: c.name)
+def test_session_answers_spread_at_least_as_charged(case: Case, tmp_path: Path) -> None:
+    quick = case.spec["type"] == "release"  # ~90 ms a run: fewer here, more in the slow suite
+    v = run_audit("session", case, tmp_path, samples=60 if quick else 100, pilot=30)
+    assert v.passed, str(v)
+
+
+# -- every kind on every entry point (slow suite) ------------------------------------------
+@pytest.mark.slow
+@pytest.mark.parametrize("where", ENTRIES)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_every_entry_point_spreads_at_least_as_charged(where: str, case: Case,
+                                                       tmp_path: Path) -> None:
+    v = run_audit(where, case, tmp_path, samples=150 if case.pair == "robust" else 300)
+    assert v.passed, str(v)
+
+
+# -- the audit catches the defects it was built for ----------------------------------------
+def _without_canonical_categories(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Defect 1 put back: categories used as given, repeats kept, each position counted
+    on its own (as before 74d668d): ``["a"] * 1000`` releases 1000 copies of one count."""
+    import sys
+
+    from dpsieve import _columns
+
+    calls: list[int] = []
+
+    def lenient(cats: Any, kind: str, owner: str, *, limit: int) -> list[Any]:
+        calls.append(1)
+        return [_columns._canonical(c, kind) for c in cats]
+
+    def per_position(values: Any, categories: Any, kind: str) -> list[int]:
+        keys = [_columns._row_key(v, kind) for v in values]
+        return [sum(1 for k in keys if k == c) for c in categories]
+
+    for name, repl in (("canonical_categories", lenient), ("category_counts", per_position)):
+        original = getattr(_columns, name)
+        for mod in list(sys.modules.values()):
+            if getattr(mod, name, None) is original:
+                monkeypatch.setattr(mod, name, repl)
+    return calls
+
+
+@pytest.mark.parametrize("where", ["session", pytest.param("http", marks=pytest.mark.slow)])
+def test_the_audit_catches_defect_1_repeated_categories(where: str, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch
+                                                        ) -> None:
+    calls = _without_canonical_categories(monkeypatch)
+    case = Case("linear-repeats", _budget("pure", AR),
+                {"type": "linear", "column": "city", "categories": ["a"] * 1000,
+                 "workload": [[1] * 1000], "privacy": PURE})
+    v = run_audit(where, case, tmp_path, samples=40, pilot=20)
+    assert calls, "the re-introduction did not reach the entry point: update the monkeypatch"
+    assert not v.passed, str(v)
+    # the honest query at the same charge passes the same audit
+    monkeypatch.undo()
+    honest = Case("linear-once", case.budget, {**case.spec, "categories": ["a"],
+                                               "workload": [[1]]})
+    assert run_audit(where, honest, tmp_path, samples=40, pilot=20).passed
+
+
+def _int64_laplace_release(value: Any, l1_sensitivity: float, eps: float,
+                           rng: np.random.Generator | None = None) -> Any:
+    """``robust._noise.laplace_release`` as it was before 0ac9fbd (defect 3): the snapped
+    core mean stored as int64 (OverflowError or wrap-around at large magnitudes)."""
+    from fractions import Fraction
+
+    from dpsieve.mechanisms.noise import default_granularity, discrete_laplace
+    from dpsieve.robust import _noise
+
+    g = default_granularity(l1_sensitivity / eps)
+    snapped = np.array([_noise._snap_exact(v, g) for v in value], dtype=np.int64)
+    k = math.ceil(Fraction(l1_sensitivity) / Fraction(g)) + snapped.size
+    t = float(Fraction(k) / Fraction(eps))
+    noisy = snapped + np.asarray(discrete_laplace(t, snapped.size, rng), dtype=np.int64)
+    return noisy.astype(np.float64) * g
+
+
+@pytest.mark.parametrize("where", ["session", pytest.param("http", marks=pytest.mark.slow)])
+def test_the_audit_catches_defect_3_int64_lattice(where: str, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from dpsieve.robust import _noise
+
+    original = _noise.laplace_release
+    calls: list[int] = []
+
+    def old(*a: Any, **k: Any) -> Any:
+        calls.append(1)
+        return _int64_laplace_release(*a, **k)
+
+    for mod in list(sys.modules.values()):
+        if getattr(mod, "laplace_release", None) is original:
+            monkeypatch.setattr(mod, "laplace_release", old)
+    case = next(c for c in CASES if c.name == "robust-median")
+    v = run_audit(where, case, tmp_path, samples=50, pilot=20)
+    assert calls, "the re-introduction did not reach the entry point: update the monkeypatch"
+    assert not v.passed, str(v)
