@@ -39,7 +39,8 @@ def test_version_matches_pyproject_and_module_entry_point() -> None:
 
 def test_license_file_matches_pyproject() -> None:
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert meta["license"]["text"] == "Apache-2.0"
+    assert meta["license"] == "Apache-2.0"  # an SPDX expression (PEP 639)
+    assert meta["license-files"] == ["LICENSE"]
     text = (ROOT / "LICENSE").read_text()
     assert "Apache License" in text
     assert "Version 2.0, January 2004" in text

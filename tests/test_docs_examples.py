@@ -161,9 +161,10 @@ def test_docs_examples_run(path: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.timeout(3600)  # building, installing the wheel with its extras: minutes
 def test_examples_and_reproductions_from_a_fresh_wheel(tmp_path: Path) -> None:
-    """Build a wheel, install it with the service and data extras in a new virtual
-    environment, and run every README/docs block and the reproduction commands there,
-    away from the source tree."""
+    """Build a wheel, install it with the service and data extras (and dp-accounting) in a
+    new virtual environment, and run every README/docs block and the reproduction commands
+    (figures, reproduce robust, release-experiments, training-figures) there, away from the
+    source tree."""
     dist = tmp_path / "dist"
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist),
                     str(ROOT)], check=True, timeout=600)
@@ -172,7 +173,8 @@ def test_examples_and_reproductions_from_a_fresh_wheel(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = venv / "bin" / "python"
     subprocess.run([str(py), "-m", "pip", "install", "-q", "--prefer-binary",
-                    f"{wheel}[service,data]"], check=True, timeout=2400)
+                    f"{wheel}[service,data]", "dp-accounting==0.6.0"],  # training-figures
+                   check=True, timeout=2400)
     bindir = venv / "bin"
     out = subprocess.run([str(bindir / "dpsieve"), "--version"], capture_output=True,
                          text=True, check=True)
@@ -185,12 +187,16 @@ def test_examples_and_reproductions_from_a_fresh_wheel(tmp_path: Path) -> None:
     repro = tmp_path / "repro"
     repro.mkdir()
     for cmd in (["figures", "--out", "fig", "--quick"],
-                ["reproduce", "robust", "--out", "robust", "--quick"]):
+                ["reproduce", "robust", "--out", "robust", "--quick"],
+                ["release-experiments", "--out", "release", "--quick"],
+                ["training-figures", "--out", "training", "--quick"]):
         r = subprocess.run([str(bindir / "dpsieve"), *cmd], cwd=repro, capture_output=True,
                            text=True, timeout=1800)
         assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-2000:])
     assert (repro / "fig" / "summary.md").exists()
     assert (repro / "robust" / "report.md").exists()
+    assert (repro / "release" / "results.json").exists()
+    assert (repro / "training" / "summary.md").exists()
 
 
 def _version() -> str:

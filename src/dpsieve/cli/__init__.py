@@ -143,6 +143,8 @@ def _environment_error(exc: BaseException) -> str | None:
         reason = str(exc) or type(exc).__name__
         return f"cannot reach the service at {url}: {reason}" if isinstance(
             exc, httpx.TransportError) else f"the service request failed: {reason}"
+    if isinstance(exc, ImportError):  # an optional package missing: the message says which
+        return str(exc)
     if isinstance(exc, OSError):
         where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
         return f"{exc.strerror or exc}{where}"

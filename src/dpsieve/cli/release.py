@@ -18,7 +18,6 @@ Errors name the parameter and the constraint; a value of the data is never shown
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -211,21 +210,10 @@ def release_experiments(
     = Path("experiments/release/results"),
     quick: Annotated[bool, typer.Option(help="Small grid (about a minute).")] = True,
 ) -> None:
-    """Run the query-release experiments (needs a source checkout with experiments/)."""
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        script = parent / "experiments" / "release" / "run.py"
-        if script.exists():
-            break
-    else:
-        raise typer.BadParameter("experiments/release/run.py not found: the experiments "
-                                 "ship with the source checkout only.")
-    spec = importlib.util.spec_from_file_location("dpsieve_release_experiments", script)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    module.main(out, quick=quick)
+    """Run the query-release experiments."""
+    from dpsieve.reproduce.release import main
+
+    main(out, quick=quick)
 
 
 def release_theory(
