@@ -203,3 +203,18 @@ def _version() -> str:
     import tomllib
 
     return str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
+
+
+#: What belongs to CONTRIBUTING.md or docs/architecture.md (the maintainers' pages), not to
+#: the user docs (issue 15, item 4): the project's own test runner, CI, type checker, linter
+#: and test settings.
+MAINTAINER = re.compile(r"\.ci/|\bpytest\b|\bconftest\b|\bmypy\b|\bruff\b|DPSIEVE_TEST_|"
+                        r"tests/\w+\.py")
+
+
+@pytest.mark.parametrize("path", [p for p in sorted((ROOT / "docs").glob("*.md"))
+                                  if p.name != "architecture.md"], ids=lambda p: p.name)
+def test_user_docs_hold_no_maintainer_notes(path: Path) -> None:
+    hits = [f"{path.name}:{i}: {line.strip()}"
+            for i, line in enumerate(path.read_text().splitlines(), 1) if MAINTAINER.search(line)]
+    assert hits == [], "move these to CONTRIBUTING.md:\n" + "\n".join(hits)

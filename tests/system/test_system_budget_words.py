@@ -189,3 +189,25 @@ def test_example_server_zcdp_against_gdp_budget(tmp_path: Path) -> None:
     assert r.status_code == 422, r.text
     assert r.json()["error"] == "incompatible_privacy"
     assert "pure (eps)" in r.json()["message"]
+
+
+def test_undeclared_default_is_stated_then_shown(tmp_path: Path) -> None:
+    """Without a typical query the budget says the first admitted query will choose the
+    split (docs/filters.md, "Without a declaration"), then which query chose it."""
+    store = SQLiteStore(tmp_path / "u.db")
+    app = create_app(Settings(owner_key=OWNER), store=store)
+    own = {"Authorization": f"Bearer {OWNER}"}
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.post("/v1/datasets", headers=own, json={
+            "name": "people", "path": str(write_csv(tmp_path / "p.csv")),
+            "budget": {"type": "approx", "eps": 1.0, "delta": 1e-6}})
+        assert r.status_code == 201, r.text
+        split = c.get("/v1/datasets/people/budget", headers=own).json()["split"]
+        assert split["chosen"] == "undecided"
+        assert "No typical query was declared" in split["text"]
+        assert "the first admitted query will choose" in split["text"]
+        assert c.post("/v1/datasets/people/queries", headers=own, json=Q).status_code == 200
+        split = c.get("/v1/datasets/people/budget", headers=own).json()["split"]
+    assert split["chosen"] == "first query"
+    assert "chosen for the first admitted query (pure eps 0.2)" in split["text"]
+    assert split["pure"] > 0
