@@ -183,12 +183,49 @@ def load_frame(data: Any) -> Frame:
             raise fail("data", "load_frame", "an existing file", path)
         con = duckdb.connect()
         try:
-            out: Frame = con.execute(f"SELECT * FROM {reader}(?)", [path]).df()
+            out: Frame = _read_file(con, reader, path)
         finally:
             con.close()
         return out
     raise fail_private("data", "load_frame", "a pandas/polars DataFrame or a CSV/Parquet path",
                        data)  # the message shows the type, never the data
+
+
+def _read_file(con: Any, reader: str, path: str) -> Frame:
+    """Read a file whole; never fail on a cell (issue 10: nothing data-dependent leaves).
+
+    DuckDB types a CSV's columns from a sample of rows; a later cell that does not parse
+    as its column's type made the read fail *after* the spend, with a message quoting the
+    whole line (a private record), and the failure itself told whether such a row exists.
+    On a conversion error the file is re-read as text and each cell cast to its column's
+    type with ``TRY_CAST``: a cell that does not parse becomes missing, as an empty cell
+    would, so each row still maps to one row. No DuckDB message (which quotes cells) is
+    passed on."""
+    import duckdb
+
+    try:
+        return con.execute(f"SELECT * FROM {reader}(?)", [path]).df()
+    except duckdb.Error:
+        if reader != "read_csv_auto":
+            raise fail("data", "load_frame", "a readable Parquet file (DuckDB could not read "
+                       "it; its message is withheld because it may quote data values)",
+                       path) from None
+    try:
+        cols = con.execute(f"DESCRIBE SELECT * FROM {reader}(?)", [path]).fetchall()
+        # a table first: DuckDB pushes casts on a CSV scan into the reader, even TRY_CASTs
+        con.execute("CREATE TEMP TABLE _text AS SELECT * FROM read_csv_auto(?, "
+                    "all_varchar = true)", [path])
+        cast = ", ".join(
+            f"TRY_CAST({_quote(str(c[0]))} AS {c[1]}) AS {_quote(str(c[0]))}"
+            if str(c[1]).upper() != "VARCHAR" else _quote(str(c[0])) for c in cols)
+        return con.execute(f"SELECT {cast} FROM _text").df()
+    except duckdb.Error:
+        raise fail("data", "load_frame", "a CSV file DuckDB can read (its message is "
+                   "withheld because it may quote data values)", path) from None
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def parse_description(d: Any, name: str = "privacy") -> PrivacyDescription:
