@@ -66,6 +66,9 @@ from dpsieve.errors import UnsupportedError, ValidationError
 if TYPE_CHECKING:
     from dpsieve.filters.base import PrivacyFilter
     from dpsieve.ledger.base import BudgetStore
+    from dpsieve.queries.plan import Query
+    from dpsieve.queries.result import Answer
+    from dpsieve.queries.schema import Schema
 
 __all__ = [
     "QueryResult",
@@ -103,10 +106,26 @@ class QueryResult:
     #: The budget left in plain words and numbers (:func:`dpsieve.filters.summary.budget_summary`
     #: with "about N more queries like this one" for this query's charge).
     budget: dict[str, Any] = field(default_factory=dict)
+    #: The 95 % interval of ``value`` (noise only; plans carry one per estimate instead).
+    interval: Any = None
+    #: Lattice internals (granularity, integer sensitivities, lattice scales) for auditors.
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def answer(self) -> Answer:
+        """A plan's answer as a typed :class:`~dpsieve.queries.result.Answer` (groups,
+        estimates with their 95 % intervals, noise in the answer's units, details)."""
+        from dpsieve.queries.result import Answer
+
+        if self.query.get("type") != "query" or not isinstance(self.value, dict):
+            raise fail("answer", "QueryResult", "the result of a query plan",
+                       self.query.get("type"))
+        return Answer.from_dict({**self.value, "noise": self.noise}, self.details)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "value": self.value, "noise": self.noise, "cost": self.cost,
+            "value": self.value, "noise": self.noise, "interval": self.interval,
+            "details": self.details, "cost": self.cost,
             "remaining": self.remaining, "key": self.key, "replayed": self.replayed,
             "query": self.query, "budget": self.budget,
         }
@@ -522,6 +541,9 @@ class Session:
         column_types: Mapping[str, str] | None = None,
         typical: Any = None,
         row_count: Callable[[], int] | None = None,
+        schema: Any = None,
+        privacy_unit: str | None = None,
+        table: str | None = None,
     ) -> None:
         from dpsieve.ledger.base import BudgetNotFoundError
         from dpsieve.ledger.memory import MemoryStore
@@ -533,6 +555,12 @@ class Session:
         self._columns = list(columns) if columns is not None else None
         self._kinds = dict(column_types) if column_types is not None else None
         self._rows = row_count
+        self._declared_schema = schema
+        self._table = table
+        self._public: Schema | None = None
+        from dpsieve._session_query import declared_unit
+
+        self.privacy_unit: str | None = declared_unit(schema, privacy_unit)
         self.store: BudgetStore = store if store is not None else MemoryStore()
         self.budget_id = budget_id
         self.principal = principal
@@ -638,33 +666,95 @@ class Session:
                 spec[name] = v
         return self.run(spec, key=key)
 
-    def run(self, spec: dict[str, Any], *, key: str | None = None) -> QueryResult:
-        """Run a query given as a JSON-ready dict (the form the service and CLI use)."""
+    def query(self, plan: Query | dict[str, Any], *, key: str | None = None) -> QueryResult:
+        """Run a query plan (:class:`~dpsieve.queries.plan.Query` or its JSON): checked
+        against :meth:`schema` before any spend, charged once for all its aggregations,
+        run on the data set's engine (docs/queries.md). ``result.answer`` is the typed
+        answer."""
+        from dpsieve._session_query import is_plan
+
+        if not is_plan(plan):
+            raise fail("plan", "Session.query", "a Query or a {'type': 'query', ...} dict",
+                       plan.get("type") if isinstance(plan, dict) else type(plan).__name__)
+        return self.run(plan, key=key)
+
+    def schema(self) -> Schema:
+        """The data set's public schema: column names, types, declared public domains and
+        bounds, and the privacy unit (from metadata and declarations; never values)."""
+        from dpsieve._session_query import engine_for, resolve_schema
+
+        if self._public is None:
+            def actual() -> Any:
+                return engine_for(self._data, self._table).columns()
+            self._public = resolve_schema(self._declared_schema, self.privacy_unit, actual,
+                                          self._kinds)
+        return self._public
+
+    def run(self, spec: dict[str, Any] | Query, *, key: str | None = None) -> QueryResult:
+        """Run a query given as a JSON-ready dict (the form the service and CLI use) or a
+        typed plan."""
+        from dpsieve._session_query import is_plan
+
+        if is_plan(spec):
+            return self._run_plan(spec, key)
         if not isinstance(spec, dict) or spec.get("type") not in QUERY_TYPES:
-            raise fail("type", "query", f"one of {', '.join(QUERY_TYPES)}",
+            raise fail("type", "query", f"'query' or one of {', '.join(QUERY_TYPES)}",
                        spec.get("type") if isinstance(spec, dict) else spec)
+        if self.privacy_unit is not None:
+            raise fail("type", spec["type"], "a query plan ({'type': 'query', ...}): this "
+                       f"data set's privacy unit is {self.privacy_unit!r}, and only plans "
+                       "bound each unit's contribution", spec["type"])
         p = _privacy(spec.get("privacy"), self.neighbouring, spec["type"] in ROBUST_TYPES,
                      spec["type"] == "release")
         cost, plan = self._plan(spec, p)  # public parameters only: no value is read
         public = {**spec, "privacy": p.to_dict()}
+
+        def compute() -> dict[str, Any]:
+            value, noise = plan(self.frame())
+            return {"value": value, "noise": noise}
+        return self._charged(cost, public, p.to_dict(), compute, key)
+
+    def _run_plan(self, spec: Any, key: str | None) -> QueryResult:
+        """A plan: prepared (every check, the charge) from public values, then charged once,
+        then run on the engine; only per-group aggregates leave it."""
+        from dpsieve._session_query import engine_for, plan_of
+        from dpsieve.queries.plan import query_to_dict
+        from dpsieve.queries.prepare import prepare
+
+        q = plan_of(spec, self.neighbouring.value)
+        prepared = prepare(q, self.schema(), self.neighbouring)
+        public = query_to_dict(q)
+        rng = self._rng
+
+        def compute() -> dict[str, Any]:
+            answer = prepared.run(engine_for(self._data, self._table), rng)
+            d = answer.to_dict()
+            return {"value": {k: v for k, v in d.items() if k != "noise"},
+                    "noise": d["noise"], "details": answer.details}
+        return self._charged(prepared.charge.description, public, q.privacy.to_dict(),
+                             compute, key)
+
+    def _charged(self, cost: Any, public: dict[str, Any], requested: dict[str, Any],
+                 compute: Callable[[], dict[str, Any]], key: str | None) -> QueryResult:
+        """Spend ``cost`` durably, then (admitted) compute and store the answer: the
+        ledger's order (module docstring)."""
         key = key or uuid.uuid4().hex
         out = self.store.spend(self.budget_id, cost, key=key, principal=self.principal,
                                request=public)
         d = out.decision
         if not d.admitted:
-            raise _budget_view.refused(self.store, self.budget_id, cost, p.to_dict(),
+            raise _budget_view.refused(self.store, self.budget_id, cost, requested,
                                        d.remaining)
-        if out.replayed and out.answer is not None:
-            return QueryResult(out.answer["value"], out.answer["noise"], d.cost, d.remaining,
-                               key, replayed=True, query=public,
-                               budget=_budget_view.after_query(self.store, self.budget_id, cost))
-        if self._after_spend is not None:
-            self._after_spend(key)
-        value, noise = plan(self.frame())
-        stored = self.store.record_answer(self.budget_id, key, {"value": value, "noise": noise})
+        stored = out.answer if out.replayed else None
+        if stored is None:
+            if self._after_spend is not None:
+                self._after_spend(key)
+            stored = self.store.record_answer(self.budget_id, key, compute())
         return QueryResult(stored["value"], stored["noise"], d.cost, d.remaining, key,
                            replayed=out.replayed, query=public,
-                           budget=_budget_view.after_query(self.store, self.budget_id, cost))
+                           budget=_budget_view.after_query(self.store, self.budget_id, cost),
+                           interval=stored.get("interval"),
+                           details=dict(stored.get("details") or {}))
 
     def _plan(self, spec: dict[str, Any], p: PrivacyDescription
               ) -> tuple[Any, Callable[[Frame], tuple[Any, dict[str, Any]]]]:

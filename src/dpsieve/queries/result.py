@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,6 +42,10 @@ class Noise:
     def to_dict(self) -> dict[str, Any]:
         return {"mechanism": self.mechanism, "scale": self.scale, "std": self.std,
                 "ci95": self.ci95}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Noise:
+        return cls(str(d["mechanism"]), float(d["scale"]), float(d["std"]), float(d["ci95"]))
 
 
 def dlap_halfwidth(t: float, level: float = 0.95) -> int:
@@ -108,6 +113,15 @@ class Estimate:
             iv = [list(x) for x in iv]
         return {"value": self.value, "interval": iv}
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Estimate:
+        iv: Any = d.get("interval")
+        if isinstance(iv, list) and len(iv) == 2 and not isinstance(iv[0], list):
+            iv = (iv[0], iv[1])
+        elif isinstance(iv, list):
+            iv = [(x[0], x[1]) for x in iv]
+        return cls(d.get("value"), iv)
+
 
 @dataclass(frozen=True, slots=True)
 class GroupAnswer:
@@ -139,3 +153,15 @@ class Answer:
             "noise": {k: {p: n.to_dict() for p, n in v.items()} for k, v in self.noise.items()},
             "selection": self.selection,
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], details: Mapping[str, Any] | None = None
+                  ) -> Answer:
+        """The answer from its JSON (:meth:`to_dict`), e.g. as a ledger stored it."""
+        return cls(tuple(d["labels"]),
+                   tuple(GroupAnswer(tuple(g["key"]), tuple(Estimate.from_dict(e)
+                                                            for e in g["estimates"]))
+                         for g in d["groups"]),
+                   {k: {p: Noise.from_dict(n) for p, n in v.items()}
+                    for k, v in d["noise"].items()},
+                   d.get("selection"), dict(details or {}))

@@ -1,0 +1,127 @@
+"""The session's side of the query layer: a data set's public schema, its engine, and how
+a plan's answer is stored and read back (orchestration only; the privacy is decided in
+:mod:`dpsieve.queries`).
+
+* :func:`engine_for` -- the engine a data source runs on: DuckDB for CSV, Parquet and
+  DuckDB files (the table never enters Python: only per-group aggregates come back),
+  pandas or polars for frames in memory.
+* :func:`resolve_schema` -- the public :class:`~dpsieve.queries.schema.Schema`: the
+  steward's declaration (types, public domains and bounds) over the types the engine
+  reports from the table's metadata, with the privacy unit. Built before any spend, from
+  metadata only (a CSV's types are those DuckDB's reader infers from the file; declare them
+  to fix them).
+* :func:`plan_of` -- a typed plan from a :class:`~dpsieve.queries.plan.Query` or its JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dpsieve._validation import fail, fail_private
+from dpsieve.queries.engine import Engine
+from dpsieve.queries.plan import Query, from_spec
+from dpsieve.queries.schema import Column, ColumnType, Schema
+
+__all__ = ["declared_unit", "engine_for", "is_plan", "plan_of", "resolve_schema"]
+
+_FILES = (".csv", ".csv.gz", ".tsv", ".parquet", ".pq", ".duckdb", ".db")
+
+
+def is_plan(spec: Any) -> bool:
+    """True for a typed plan or the JSON of one (``{"type": "query", ...}``)."""
+    return isinstance(spec, Query) or (isinstance(spec, Mapping) and spec.get("type") == "query")
+
+
+def plan_of(spec: Any, neighbouring: str) -> Query:
+    """The typed plan (JSON mapped once, here; the privacy defaults to ``neighbouring``)."""
+    if isinstance(spec, Query):
+        return spec
+    return from_spec(spec, neighbouring)
+
+
+def is_file(data: Any) -> bool:
+    return isinstance(data, str | Path)
+
+
+def engine_for(data: Any, table: str | None = None) -> Engine:
+    """The engine for a data source (a path, a pandas/polars frame, or a loader of one)."""
+    from dpsieve.queries.engines import DuckDBEngine, PandasEngine, PolarsEngine
+
+    if is_file(data):
+        path = str(data)
+        if not path.lower().endswith(_FILES):
+            raise fail("data", "Session", "a .csv, .parquet or .duckdb path", path)
+        return DuckDBEngine(path, table=table)
+    if callable(data) and not hasattr(data, "columns"):
+        data = data()  # a lazy loader (called only after the spend, or to read dtypes)
+    mod = type(data).__module__.split(".")[0]
+    if mod == "polars":
+        return PolarsEngine(data)
+    if mod == "pandas":
+        return PandasEngine(data)
+    if hasattr(data, "to_pandas"):  # pyarrow tables
+        return PandasEngine(data.to_pandas())
+    raise fail_private("data", "Session", "a pandas/polars DataFrame or a .csv/.parquet/"
+                       ".duckdb path", data)
+
+
+def _declared(schema: Any) -> tuple[tuple[Column, ...], str | None]:
+    if schema is None:
+        return (), None
+    if isinstance(schema, Schema):
+        return schema.columns, schema.privacy_unit
+    if isinstance(schema, Mapping):
+        s = Schema.from_dict(schema)
+        return s.columns, s.privacy_unit
+    if isinstance(schema, Sequence) and not isinstance(schema, str):
+        cols = tuple(c if isinstance(c, Column) else Column.from_dict(c) for c in schema)
+        return cols, None
+    raise fail("schema", "Session", "a Schema, its dict, or a list of Column", schema)
+
+
+def declared_unit(schema: Any, privacy_unit: Any) -> str | None:
+    """The privacy unit column: ``privacy_unit``, else the declared schema's (checked equal
+    when both are given); ``None``: one row per person."""
+    if privacy_unit is not None and (not isinstance(privacy_unit, str) or not privacy_unit):
+        raise fail("privacy_unit", "Session", "a column name", privacy_unit)
+    unit = _declared(schema)[1]
+    if privacy_unit is not None and unit is not None and privacy_unit != unit:
+        raise fail("privacy_unit", "Session", f"the schema's privacy unit {unit!r} (or absent)",
+                   privacy_unit)
+    return privacy_unit if privacy_unit is not None else unit
+
+
+def resolve_schema(
+    schema: Any,
+    privacy_unit: str | None,
+    actual: Callable[[], tuple[Column, ...]] | None,
+    column_types: Mapping[str, str] | None = None,
+) -> Schema:
+    """The public schema: declared columns over the table's (``actual()``: from metadata;
+    ``None`` when the source cannot say without loading, e.g. a lazy loader with
+    ``column_types``). A declared column absent from the table, or of another type than
+    the table's, is refused (the engine would disagree with the checks made on it)."""
+    cols = _declared(schema)[0]
+    unit = declared_unit(schema, privacy_unit)
+    table: tuple[Column, ...] | None = None
+    if column_types is not None:
+        table = tuple(Column(str(n), ColumnType(str(t))) for n, t in column_types.items())
+    elif actual is not None:
+        table = actual()
+    if table is None:
+        if not cols:
+            raise fail("schema", "Session", "the data set's columns (give schema= or "
+                       "column_types=)", None)
+        return Schema(cols, unit)
+    by_name = {c.name: c for c in table}
+    for c in cols:
+        t = by_name.get(c.name)
+        if t is None:
+            raise fail("schema", "Session", "columns of the table "
+                       f"({', '.join(sorted(by_name)[:20])})", c.name)
+        if t.type != c.type:
+            raise fail("schema", "Session", f"column {c.name!r} declared with the table's type "
+                       f"{t.type.value!r}", c.type.value)
+    return Schema(table, None).with_columns(cols).with_unit(unit) if cols else Schema(table, unit)
