@@ -8,9 +8,13 @@ normal CDF:
 * tradeoff curve      tau_mu(alpha) = Phi(Phi^{-1}(1 - alpha) - mu)
 * composition         G_a (+) G_b = G_sqrt(a^2 + b^2)
 
-Floating-point: each value is computed with ``scipy.special.ndtr``; absolute error is a few
-ulp of 1 (about 1e-16). Callers that certify a bound add their own margin in the safe
-direction (see :data:`H_ABS_ERR`).
+Floating-point: h = Phi(alpha) - x Phi(beta) (alpha = -log(x)/mu + mu/2, beta = alpha - mu)
+is evaluated with ``scipy.special.ndtr``, the second term as exp(log x + log_ndtr(beta)) where
+x or Phi(beta) would leave the float range (x = e^eps overflows for eps >= 709.78; Phi(beta)
+underflows below beta ~ -37.5 while x Phi(beta) need not be small). :func:`gdp_delta_err`
+returns a certified bound on the absolute error, *relative* to the two terms (so deltas down
+to 1e-300 keep their precision); callers that certify round with it. :data:`H_ABS_ERR` is the
+older flat allowance, valid for mu <= 10 only (the error grows like u mu for large mu).
 """
 
 from __future__ import annotations
@@ -29,16 +33,66 @@ __all__ = [
     "H_ABS_ERR",
     "gdp_compose",
     "gdp_delta",
+    "gdp_delta_err",
     "gdp_epsilon",
     "gdp_hockey_stick",
     "gdp_mu_for",
     "gdp_tradeoff",
 ]
 
-#: A bound on the absolute floating-point error of :func:`gdp_hockey_stick` (generous).
+#: A bound on the absolute floating-point error of :func:`gdp_hockey_stick` for mu <= 10
+#: (generous there; use :func:`gdp_delta_err` for a bound valid at every mu and delta).
 H_ABS_ERR = 1e-14
+#: Relative error of one scipy ndtr / log_ndtr evaluation (generous, as accounting._curves).
+_TERM_REL = 1e-14
+_U = 2.0**-53
+#: Absolute floor of the error bound: ndtr values that leave the normal range are below this.
+_TINY = 1e-306
 
 FloatArray = npt.NDArray[np.float64]
+
+
+def _terms(mu: float, lx: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """(Phi(alpha), x Phi(beta), error bound) at log x = lx (mu > 0, finite lx)."""
+    alpha = -lx / mu + mu / 2.0
+    beta = alpha - mu
+    a = special.ndtr(alpha)
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        lb = special.log_ndtr(beta)
+        s = np.where(
+            (lx <= 700.0) & (beta > -37.0), np.exp(lx) * special.ndtr(beta), np.exp(lx + lb)
+        )
+    s = np.minimum(s, 1.0)  # x Phi(beta) <= Phi(alpha) <= 1
+    # argument error: alpha, beta carry 3u (|lx|/mu + mu/2) absolute; Phi's log-slope is
+    # <= |arg| + 1; exp(lx + lb) adds the absolute error of its exponent, 4u (|lx| + |lb|)
+    darg = 3 * _U * (np.abs(lx) / mu + mu / 2.0)
+    rel_a = _TERM_REL + (np.abs(alpha) + 1.0) * darg
+    rel_s = _TERM_REL + (np.abs(beta) + 1.0) * darg + 4 * _U * (np.abs(lx) + np.abs(lb))
+    err = a * rel_a + s * rel_s + 2 * _U * np.abs(a - s) + _TINY
+    return a, s, err
+
+
+def gdp_delta_err(mu: float, eps: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """(delta(eps), bound on its absolute floating-point error) for G_mu, eps any real.
+
+    Never overflows: eps >= 709.78 (e^eps = inf) is evaluated in logs. The bound scales with
+    Phi(alpha) + e^eps Phi(beta), so a tiny delta gets a tiny error bound.
+    """
+    mu = check_nonnegative("mu", mu, "gdp_delta_err")
+    e = np.asarray(eps, dtype=np.float64)
+    if mu == 0.0:
+        with np.errstate(over="ignore"):
+            v = np.where(e >= 0, 0.0, -np.expm1(np.minimum(e, 0.0)))
+        return v, 2 * _U * v + np.where(e >= 0, 0.0, _TINY)
+    if mu > 1e150:  # mu^2 would overflow: G_mu is +inf-like at every finite eps
+        return np.ones_like(e), np.full(e.shape, _TINY)
+    fin = np.isfinite(e)
+    lx = np.where(fin, e, 0.0)
+    a, s, err = _terms(mu, lx)
+    h = np.clip(a - s, 0.0, 1.0)
+    h = np.where(np.isposinf(e), 0.0, np.where(np.isneginf(e), 1.0, h))
+    err = np.where(fin, err, 0.0)
+    return h, err
 
 
 def gdp_hockey_stick(mu: float, x: npt.ArrayLike) -> FloatArray:
@@ -51,9 +105,8 @@ def gdp_hockey_stick(mu: float, x: npt.ArrayLike) -> FloatArray:
             out[...] = np.clip(1.0 - xs, 0.0, None)
         else:
             lx = np.log(xs)
-            a = special.ndtr(-lx / mu + mu / 2.0)
-            b = special.ndtr(-lx / mu - mu / 2.0)
-            out[...] = a - xs * b
+            a, s, _ = _terms(mu, np.where(np.isfinite(lx), lx, 0.0))
+            out[...] = a - s
             out[xs <= 0] = 1.0
             out[np.isposinf(xs)] = 0.0
     res: FloatArray = np.clip(out, 0.0, 1.0)
@@ -61,8 +114,8 @@ def gdp_hockey_stick(mu: float, x: npt.ArrayLike) -> FloatArray:
 
 
 def gdp_delta(mu: float, eps: npt.ArrayLike) -> FloatArray:
-    """delta(eps) = h_mu(e^eps) of G_mu."""
-    return gdp_hockey_stick(mu, np.exp(np.asarray(eps, dtype=np.float64)))
+    """delta(eps) = h_mu(e^eps) of G_mu (evaluated in logs: no overflow at any eps)."""
+    return gdp_delta_err(mu, eps)[0]
 
 
 def gdp_tradeoff(mu: float, alpha: npt.ArrayLike) -> FloatArray:
@@ -85,16 +138,17 @@ def gdp_compose(*mus: float) -> float:
 def gdp_epsilon(mu: float, delta: float, *, upper: bool = True) -> float:
     """The smallest eps >= 0 with h_mu(e^eps) <= delta, bracketed by bisection.
 
-    With ``upper=True`` (default) the returned eps satisfies h_mu(e^eps) + H_ABS_ERR <= delta,
-    so it is never below the exact value; with ``upper=False`` it is never above it.
-    Bisection runs to a relative width of 1e-13.
+    With ``upper=True`` (default) the returned eps satisfies h_mu(e^eps) + err <= delta
+    (err: :func:`gdp_delta_err`), so it is never below the exact value; with ``upper=False``
+    it is never above it. Bisection runs to a relative width of 1e-13.
     """
     mu = check_nonnegative("mu", mu, "gdp_epsilon")
     delta = check_in_open("delta", delta, 0.0, 1.0, "gdp_epsilon")
-    slack = H_ABS_ERR if upper else -H_ABS_ERR
+    sign = 1.0 if upper else -1.0
 
     def ok(e: float) -> bool:
-        return float(gdp_delta(mu, e)) + slack <= delta
+        h, err = gdp_delta_err(mu, e)
+        return float(h) + sign * float(err) <= delta
 
     if ok(0.0):
         return 0.0
@@ -111,16 +165,18 @@ def gdp_mu_for(eps: float, delta: float, *, upper: bool = False) -> float:
     """The mu with delta_mu(eps) = delta, bracketed by bisection.
 
     With ``upper=False`` (default, the safe choice for a *budget*) the returned mu satisfies
-    h_mu(e^eps) + H_ABS_ERR <= delta, so G_mu is (eps, delta)-DP; ``upper=True`` gives a mu
-    at or above the exact one.
+    h_mu(e^eps) + err <= delta (err: :func:`gdp_delta_err`, relative to the terms, so
+    delta = 1e-15 gets mu = 0.1336 at eps = 1, not 0), so G_mu is (eps, delta)-DP;
+    ``upper=True`` gives a mu at or above the exact one.
     """
     eps = check_nonnegative("eps", eps, "gdp_mu_for")
     delta = check_in_open("delta", delta, 0.0, 1.0, "gdp_mu_for")
     check_positive("delta", delta, "gdp_mu_for")
-    slack = -H_ABS_ERR if upper else H_ABS_ERR
+    sign = -1.0 if upper else 1.0
 
     def ok(m: float) -> bool:
-        return float(gdp_delta(m, eps)) + slack <= delta
+        h, err = gdp_delta_err(m, eps)
+        return float(h) + sign * float(err) <= delta
 
     lo, hi = 0.0, 1.0
     while ok(hi):
