@@ -119,23 +119,23 @@ def laplace(a: float, grid: float, pessimistic: bool) -> Parts:
 
 
 def gaussian(mu: float, grid: float, pessimistic: bool) -> Parts:
-    """G_mu on the grid: P-loss ~ N(mu^2/2, mu^2), kept on mean +- GAUSS_SD sd."""
+    """G_mu on the grid: P-loss ~ N(mu^2/2, mu^2), kept on mean +- GAUSS_SD sd within the
+    window [-Z_LOW, Z_MAX] (pessimistic: the upper tail to +inf, the lower tail up to the
+    first knot; optimistic: the upper tail down to the last knot, the lower tail dropped)."""
     c = mu * mu / 2.0
-    lo, hi = max(c - GAUSS_SD * mu, -Z_LOW), c + GAUSS_SD * mu
+    hi = min(c + GAUSS_SD * mu, Z_MAX)
+    lo = min(max(c - GAUSS_SD * mu, -Z_LOW), hi)
+    if pessimistic and c - GAUSS_SD * mu >= Z_MAX:  # all but < 1e-30 of the mass above Z_MAX
+        return 0, np.zeros(1), 1.0
     i0, i1 = _grid.knot_index_range(lo, hi, grid)
     n = i1 - i0 + 1
     z0, zn = i0 * grid, i1 * grid
-    pdf_const = 1.0 / (mu * math.sqrt(2.0 * math.pi))
-
-    def pdf(zz: FloatArray) -> FloatArray:
-        out: FloatArray = pdf_const * np.exp(-0.5 * ((zz - c) / mu) ** 2)
-        return out
-
     if pessimistic:
-        probs = _grid.hat_split_density(pdf, z0, zn, grid, i0, n)
+        probs = _grid.hat_split_gaussian(c, mu, z0, zn, grid, i0, n)
         probs[0] += float(special.ndtr((z0 - c) / mu))
         probs *= 1.0 + 64 * U
-        inf_mass = float(special.ndtr(-(zn - c) / mu)) * (1.0 + 64 * U)
+        # the upper tail is > 0 even where ndtr underflows: at least the least subnormal
+        inf_mass = max(float(special.ndtr(-(zn - c) / mu)) * (1.0 + 64 * U), 5e-324)
         return _trim(i0, probs, inf_mass)
     knots = (i0 + np.arange(n)) * grid
     s_lo = (knots - c) / mu
