@@ -58,7 +58,8 @@ def test_gdp_epsilon_tiny_delta_certified() -> None:
 def test_gdp_delta_err_is_vectorized() -> None:
     h, err = gdp_delta_err(2.0, np.array([0.0, 1.0, 800.0, math.inf, -math.inf]))
     assert h.shape == err.shape == (5,)
-    assert h[3] == 0.0 and h[4] == 1.0
+    assert h[3] == 0.0
+    assert h[4] == 1.0
 
 
 # ---------------------------------------------------------------- 18.2 coarse-grid Gaussian
