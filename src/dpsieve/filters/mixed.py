@@ -34,7 +34,7 @@ from fractions import Fraction
 from typing import Any
 
 from dpsieve._validation import check_in_open, check_nonnegative, fail
-from dpsieve.accounting.gdp import H_ABS_ERR, gdp_delta, gdp_mu_for
+from dpsieve.accounting.gdp import gdp_delta_err, gdp_mu_for
 from dpsieve.filters._common import FilterBase, StateReader, frac_from_json, frac_to_json
 from dpsieve.filters._mixed_math import delta_upper, epsilon_upper, mu_for
 from dpsieve.filters._queries import as_query, pure_eps_of, query_to_dict
@@ -80,14 +80,18 @@ def split_inside(a: Fraction, mu: float, eps: float, delta: float) -> bool:
     """Certified check that R_a (+) G_mu is (eps, delta)-DP (docs/proofs/mixed.md §3).
 
     For a = 0 the GDP residue filter's own test is accepted too
-    (h_mu(e^eps) + H_ABS_ERR <= delta, :func:`dpsieve.accounting.gdp.gdp_mu_for`), so the
+    (h_mu(e^eps) + err <= delta with gdp_delta_err's certified bound, as
+    :func:`dpsieve.accounting.gdp.gdp_mu_for` uses), so the
     all-Gaussian split is exactly that filter's budget.
     """
     if mu == 0 and Fraction(a) <= Fraction(eps):
         return True  # exact: R_a is a-DP, so (eps, 0)-DP (docs/proofs/mixed.md §3)
     if delta_upper(a, mu, eps) <= delta:
         return True
-    return a == 0 and float(gdp_delta(mu, eps)) + H_ABS_ERR <= delta
+    if a != 0:
+        return False
+    h, err = gdp_delta_err(mu, eps)
+    return float(h) + float(err) <= delta
 
 
 def choose_split(
