@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -87,3 +88,34 @@ def test_json_lines_carry_words_and_the_final_summary() -> None:
     assert summary["like"] == "GDP mu 0.8"
     assert summary["more"] == {"count": 0, "at_least": False}
     assert 0 < summary["fraction_used"] < 1
+
+
+def test_query_batch_prints_every_answer_paid_for(tmp_path: Path) -> None:
+    """A zCDP query in a batch against an (eps, delta) budget used to raise
+    IncompatiblePrivacyError out of ``dpsieve query --file``: the answer to the query before
+    it was charged but never printed. Each query now gets its line: answer, refusal or
+    error (incompatible_privacy names the types that fit), and the batch goes on."""
+    db = f"sqlite:///{tmp_path / 'l.db'}"
+    csv = tmp_path / "d.csv"
+    csv.write_text("age\n" + "\n".join(str(20 + i % 50) for i in range(100)) + "\n")
+    r = runner.invoke(app, ["budget", "set", "d", "--path", str(csv), "--database-url", db,
+                            "--budget", '{"type": "approx", "eps": 1, "delta": 1e-6}'])
+    assert r.exit_code == 0, r.output
+    pure = '{"type": "count", "privacy": {"type": "pure", "eps": 0.1}}'
+    specs = [pure, '{"type": "count", "privacy": {"type": "zcdp", "rho": 0.01}}',
+             '{"type": "mean", "column": "age", "privacy": {"type": "pure", "eps": 0.1}}', pure]
+    (tmp_path / "q.jsonl").write_text("\n".join(specs) + "\n")
+    r = runner.invoke(app, ["query", "d", "--file", str(tmp_path / "q.jsonl"),
+                            "--database-url", db])
+    assert r.exit_code == 1, r.output
+    out = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
+    assert len(out) == 4
+    assert "value" in out[0]
+    assert "value" in out[3]
+    assert out[1]["error"] == "incompatible_privacy"
+    assert out[1]["fits"] == ["pure"]
+    assert "Nothing was spent" in out[1]["message"]
+    assert "value" not in out[2]  # a mean without bounds is refused, uncharged
+    assert "2 of 4 queries not answered" in r.stderr
+    r = runner.invoke(app, ["budget", "show", "--database-url", db, "--json"])
+    assert json.loads(r.output)["budgets"][0]["admitted"] == 2  # what was printed, was paid

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -12,9 +13,16 @@ __all__ = ["query", "register"]
 
 
 def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema: str,
-           key: str | None) -> list[dict[str, Any]]:
+           key: str | None) -> Iterator[dict[str, Any]]:
+    """Each query's answer, refusal or error, as soon as it is known (a generator: an
+    answer already paid for is printed before a later query can fail)."""
     from dpsieve.accounting.events import Neighbouring
-    from dpsieve.errors import BudgetExceededError
+    from dpsieve.errors import (
+        BudgetExceededError,
+        DPError,
+        IncompatiblePrivacyError,
+        ValidationError,
+    )
     from dpsieve.ledger import open_store
     from dpsieve.session import Session
 
@@ -26,23 +34,28 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
         session = Session(src["path"], store=store, budget_id=dataset, principal="cli",
                           columns=src.get("columns"), column_types=src.get("column_types"),
                           neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))
-        out = []
         for i, spec in _progress(specs):
             k = f"{key}-{i}" if key and len(specs) > 1 else key
             try:
-                out.append(session.run(spec, key=f"cli/{k}" if k else None).to_dict())
+                yield session.run(spec, key=f"cli/{k}" if k else None).to_dict()
             except BudgetExceededError as e:
-                out.append({"refused": str(e), "remaining": e.remaining, "summary": e.summary})
-        return out
+                yield {"refused": str(e), "remaining": e.remaining, "summary": e.summary}
+            except IncompatiblePrivacyError as e:  # as the service's 422: more budget won't help
+                yield {"error": "incompatible_privacy", "message": str(e), "fits": e.fits}
+            except ValidationError as e:  # this query is refused before any spend; go on
+                yield {"error": "invalid_parameter", "message": str(e),
+                       "parameter": e.parameter}
+            except DPError as e:
+                yield {"error": type(e).__name__, "message": str(e)}
     finally:
         store.close()
 
 
 def _remote(dataset: str, specs: list[dict[str, Any]], url: str, api_key: str,
-            key: str | None) -> list[dict[str, Any]]:
+            key: str | None) -> Iterator[dict[str, Any]]:
+    """Each query's answer or the service's error, as soon as it arrives."""
     import httpx
 
-    out = []
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {api_key}"},
                       timeout=60) as client:
         for i, spec in _progress(specs):
@@ -56,8 +69,7 @@ def _remote(dataset: str, specs: list[dict[str, Any]], url: str, api_key: str,
             if r.status_code >= 400:
                 body = {"status": r.status_code, **(body if isinstance(body, dict) else {
                     "error": "http_error", "message": str(body)[:300]})}
-            out.append(body)
-    return out
+            yield body
 
 
 def _failure(r: dict[str, Any]) -> str | None:
@@ -66,6 +78,8 @@ def _failure(r: dict[str, Any]) -> str | None:
         return str(r["refused"])
     if "status" in r:
         return f"the service answered {r['status']} {r.get('error', '')}: {r.get('message', '')}"
+    if "error" in r:
+        return f"{r['error']}: {r.get('message', '')}"
     return None
 
 
@@ -102,21 +116,21 @@ def query(
             raise typer.BadParameter("give a query or --file.")
     except (OSError, json.JSONDecodeError) as e:
         raise typer.BadParameter(f"cannot read the queries: {e}") from None
+    if url is not None and not api_key:
+        raise typer.BadParameter("--url needs --api-key (or DPSIEVE_API_KEY).")
+    results: list[dict[str, Any]] = []
     try:
-        if url is not None:
-            if not api_key:
-                raise typer.BadParameter("--url needs --api-key (or DPSIEVE_API_KEY).")
-            results = _remote(dataset, specs, url, api_key, key)
-        else:
-            results = _local(dataset, specs, database_url, schema, key)
+        stream = (_remote(dataset, specs, url, str(api_key), key) if url is not None
+                  else _local(dataset, specs, database_url, schema, key))
+        for r in stream:  # printed at once: an answer paid for is never lost to a later error
+            typer.echo(json.dumps(r))
+            results.append(r)
     except DPError as e:
         typer.echo(f"Error: {e}", err=True)
         raise typer.Exit(code=2) from None
-    for r in results:
-        typer.echo(json.dumps(r))
     failed = [f for f in (_failure(r) for r in results) if f is not None]
     if failed:  # the answers above are printed; the exit code says not all were answered
-        typer.echo(f"Error: {len(failed)} of {len(results)} queries not answered; first: "
+        typer.echo(f"Error: {len(failed)} of {len(specs)} queries not answered; first: "
                    f"{' '.join(failed[0].split())}", err=True)
         raise typer.Exit(code=1)
 
