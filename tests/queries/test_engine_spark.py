@@ -225,3 +225,43 @@ def test_contribution_bounding_is_uniform_on_spark(spark: Any) -> None:
     shuffled = [rows[i] for i in rng.permutation(len(rows))]
     other = SparkEngine(spark_frame(spark, shuffled, cols, 7), partitions=3).aggregate(spec)
     assert other.same_as(out)
+
+
+def test_engine_for_maps_each_source_type_to_its_engine(spark: Any, tmp_path: Any) -> None:
+    """Session, service and CLI resolve sources through one function, by type only."""
+    import pandas as pd
+    import polars as pl
+
+    from dpsieve.queries.engines import (
+        PandasEngine,
+        PolarsEngine,
+        engine_for,
+        is_spark_frame,
+    )
+
+    rows = [{"pid": 1, "city": "a", "x": 1.0}]
+    cols = (Column("pid", ColumnType.INTEGER), Column("city", ColumnType.STRING),
+            Column("x", ColumnType.FLOAT))
+    df = spark_frame(spark, rows, cols)
+    assert is_spark_frame(df)
+    assert not is_spark_frame(pd.DataFrame(rows))
+    assert isinstance(engine_for(df), SparkEngine)
+    df.createOrReplaceTempView("dpsieve_resolve_people")
+    by_name = engine_for("dpsieve_resolve_people", spark=spark)
+    assert isinstance(by_name, SparkEngine)
+    assert by_name.columns() == cols
+    assert isinstance(engine_for(pd.DataFrame(rows)), PandasEngine)
+    odd = pd.DataFrame({"name": ["x"], "aggregate": [1], "columns": [2]})
+    assert isinstance(engine_for(odd), PandasEngine)  # columns never pass for methods
+    assert isinstance(engine_for(pl.DataFrame(rows)), PolarsEngine)
+    pd.DataFrame(rows).to_parquet(tmp_path / "t.parquet")
+    assert isinstance(engine_for(tmp_path / "t.parquet"), DuckDBEngine)
+    eng = ReferenceEngine(rows, cols)
+    assert engine_for(eng) is eng
+    with pytest.raises(ValidationError, match=r"'source'.*Spark catalog"):
+        engine_for(df, spark=spark)
+    with pytest.raises(ValidationError, match=r"'source'.*pandas or polars") as e:
+        engine_for(b"1234-secret")
+    assert "1234" not in str(e.value)  # only the type name is echoed
+    with pytest.raises(ValidationError, match=r"'source'.*Spark catalog"):
+        engine_for("no_such_table_here", spark=spark)
