@@ -278,3 +278,24 @@ def test_session_sensitivity_by_brute_force_over_privacy_units(
             checked += 1
     assert checked >= len(neighbours)
     del rng
+
+
+def test_a_csv_cell_that_does_not_parse_is_missing_not_an_error_after_the_spend(
+        tmp_path: Any) -> None:
+    """DuckDB sniffs a CSV's types from a sample; a later cell of another type made the
+    query fail after the spend, with an error quoting the record."""
+    path = tmp_path / "d.csv"
+    rows = [f"{i % 50},{i % 7}" for i in range(60_000)] + ["SECRET-VALUE,3"]
+    path.write_text("pid,x\n" + "\n".join(rows) + "\n")
+    s = Session(path, budget=PureDP(10.0), privacy_unit="pid", rng=np.random.default_rng(1))
+    assert s.schema().column("x").type == ColumnType.INTEGER
+    from dpsieve.queries.engine import BoundingSpec, RowCount, ValueSum
+    from dpsieve.queries.engines import DuckDBEngine
+
+    spec = BoundingSpec((RowCount("n"), ValueSum("s", "pid", 1.0, 0, 100, 0, 100)))
+    aggs = DuckDBEngine(path).aggregate(spec)
+    seen = {k: int(v[0]) for k, v in aggs.values.items()}
+    assert seen == {"n": 60_001, "s": sum(i % 50 for i in range(60_000))}  # the cell: missing
+    r = s.run(_plan(aggregations=[{"type": "sum", "column": "x", "lower": 0, "upper": 10}],
+                    group_by=[], keys=None, contribution={"max_rows": 5}))
+    assert "SECRET" not in str(r.to_dict())

@@ -284,6 +284,7 @@ class DuckDBEngine:
         self._connection = connection
         self._threads = threads
         self._memory_limit = memory_limit
+        self._csv = False
         if source is not None:
             path = str(source)
             low = path.lower()
@@ -294,6 +295,7 @@ class DuckDBEngine:
                 self._reader = "read_parquet($path)"
             elif low.endswith((".csv", ".csv.gz", ".tsv")):
                 self._reader = "read_csv_auto($path)"
+                self._csv = True
             elif low.endswith((".duckdb", ".db")):
                 if not table:
                     raise fail("table", "DuckDBEngine", "a table name for a DuckDB file", table)
@@ -339,16 +341,37 @@ class DuckDBEngine:
             if tmp is not None:
                 tmp.cleanup()
 
+    def _described(self) -> list[tuple[Any, ...]]:
+        return self._run(f"DESCRIBE SELECT * FROM {self._reader}", {})
+
     def columns(self) -> tuple[Column, ...]:
-        rows = self._run(f"DESCRIBE SELECT * FROM {self._reader}", {})
-        return tuple(Column(str(r[0]), duckdb_column_type(str(r[1]))) for r in rows)
+        return tuple(Column(str(r[0]), duckdb_column_type(str(r[1])))
+                     for r in self._described())
+
+    def _source(self) -> str:
+        """The table the SQL reads. A CSV's column types are sniffed from a sample of rows;
+        a later cell that does not parse as its column's type would fail the query after
+        the spend, with a message quoting the record. So a CSV is read as text and each
+        cell cast with ``TRY_CAST`` (through ``nullif``, which keeps DuckDB from pushing
+        the cast into the reader, where it would fail): such a cell is missing, as an empty
+        cell is, and each row stays one row (the semantics of ``dpsieve.session.load_frame``).
+        """
+        if not self._csv:
+            return self._reader
+        cols = []
+        for r in self._described():
+            name, sql_type = _q(str(r[0])), str(r[1])
+            cols.append(name if sql_type.upper() == "VARCHAR" else
+                        f"TRY_CAST(nullif({name}, chr(0)) AS {sql_type}) AS {name}")
+        return (f"(SELECT {', '.join(cols)} FROM "
+                "read_csv_auto($path, all_varchar = true))")
 
     def sql(self, spec: BoundingSpec) -> tuple[str, dict[str, Any]]:
         """The SQL and parameters :meth:`aggregate` runs (for inspection)."""
-        return compile_sql(spec, self.columns(), self._reader)
+        return compile_sql(spec, self.columns(), self._source())
 
     def aggregate(self, spec: BoundingSpec) -> Aggregates:
-        sql, params = compile_sql(spec, self.columns(), self._reader)
+        sql, params = compile_sql(spec, self.columns(), self._source())
         rows = self._run(sql, params)
         return _collect(spec, rows, self.name)
 
