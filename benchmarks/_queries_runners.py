@@ -1,0 +1,285 @@
+"""The runners of benchmarks/queries_engines.py: one workload, many implementations.
+
+Each runner is called in a fresh process (``python -m benchmarks.queries_engines child
+NAME PATH``) so its peak memory is its own. It returns the seconds of the query itself
+(imports, and for Spark the session start, are excluded and reported apart) and the
+per-group noisy count and sum (dense over the public groups ``0..GROUPS-1``; the
+hand-written SQL returns the exact bounded values instead: it adds no noise).
+
+The workload (benchmarks/_queries_data.py): contribution bounding with at most ``L0``
+groups per privacy unit and ``LINF`` rows per unit and group, a noisy count of the kept
+rows and a noisy sum of per-(unit, group) sums clipped to ``[0, UNIT_SUM_UPPER]``, over
+the ``GROUPS`` public groups; pure DP, ``EPS`` in total (half each), add/remove one unit.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from benchmarks._queries_data import (
+    EPS,
+    GROUPS,
+    L0,
+    LINF,
+    UNIT_SUM_UPPER,
+    VALUE_UPPER,
+)
+
+Result = dict[str, Any]
+DUCKDB_MEMORY = os.environ.get("QBENCH_DUCKDB_MEMORY", "600MB")
+SPARK_CONF = {"spark.driver.memory": "2g", "spark.sql.shuffle.partitions": "8",
+              "spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "true"}
+
+
+def _dense(pairs: Iterator[tuple[Any, float, float]]) -> tuple[list[float], list[float]]:
+    counts, sums = [0.0] * GROUPS, [0.0] * GROUPS
+    for g, c, s in pairs:
+        counts[int(g)], sums[int(g)] = float(c), float(s)
+    return counts, sums
+
+
+def _warm_imports() -> None:
+    """Import what the dpsieve runners import lazily (so the clock sees the query only):
+    the plan layer, its samplers and DuckDB."""
+    import duckdb  # noqa: F401
+
+    dpsieve_prepared()
+
+
+# -- dpsieve -------------------------------------------------------------------------------
+
+def dpsieve_prepared() -> Any:
+    """The workload as a dpsieve plan, checked against the public schema (no data read)."""
+    from dpsieve.accounting.events import PureDP
+    from dpsieve.queries import Level, Schema
+    from dpsieve.queries.plan import Contribution, Count, Query, Sum
+    from dpsieve.queries.prepare import prepare
+
+    schema = Schema.of([("unit", "integer"), ("g", "integer"), ("value", "float")], "unit")
+    query = Query((Count(Level.ROW), Sum("value", 0.0, UNIT_SUM_UPPER, Level.UNIT)),
+                  PureDP(EPS), group_by=("g",), keys=tuple((k,) for k in range(GROUPS)),
+                  contribution=Contribution(max_groups=L0, max_rows=LINF))
+    return prepare(query, schema, PureDP(EPS).neighbouring)
+
+
+def _answer_pairs(answer: Any) -> Iterator[tuple[Any, float, float]]:
+    for grp in answer.groups:
+        yield grp.key[0], grp.estimates[0].value, grp.estimates[1].value
+
+
+def run_dpsieve(path: Path) -> Result:
+    """prepare (checks, charge) + the DuckDB engine + exact noise on the driver."""
+    from dpsieve.queries.engines.duckdb import DuckDBEngine
+
+    _warm_imports()
+    t0 = time.perf_counter()
+    prepared = dpsieve_prepared()
+    engine = DuckDBEngine(path, threads=2, memory_limit=DUCKDB_MEMORY)
+    answer = prepared.run(engine)
+    sec = time.perf_counter() - t0
+    counts, sums = _dense(_answer_pairs(answer))
+    return {"seconds": sec, "count": counts, "sum": sums}
+
+
+def run_session(path: Path) -> Result:
+    """The same query through ``Session`` on the Parquet file (when Session speaks the
+    query layer)."""
+    from dpsieve import Session
+
+    _warm_imports()
+    t0 = time.perf_counter()
+    prepared = dpsieve_prepared()
+    session = Session(str(path), budget=prepared.query.privacy, privacy_unit="unit")
+    answer = session.query(prepared.query)
+    sec = time.perf_counter() - t0
+    counts, sums = _dense(_answer_pairs(answer.value if hasattr(answer, "value")
+                                        else answer))
+    return {"seconds": sec, "count": counts, "sum": sums}
+
+
+HANDWRITTEN_SQL = f"""
+WITH cells AS (
+  SELECT unit, g, count(*) AS n, least(greatest(sum(value), 0), {UNIT_SUM_UPPER}) AS s
+  FROM read_parquet($path)
+  WHERE unit IS NOT NULL AND g >= 0 AND g < {GROUPS}
+  GROUP BY unit, g),
+kept AS (
+  SELECT * FROM cells
+  QUALIFY row_number() OVER (PARTITION BY unit ORDER BY hash(unit, g, $seed)) <= {L0})
+SELECT g, sum(least(n, {LINF})), sum(s) FROM kept GROUP BY g
+"""
+
+
+def run_sql(path: Path) -> Result:
+    """The same bounding hand-written in DuckDB SQL (same DuckDB settings; no noise)."""
+    import duckdb
+
+    _warm_imports()
+    t0 = time.perf_counter()
+    con = duckdb.connect(config={"threads": 2, "memory_limit": DUCKDB_MEMORY,
+                                 "preserve_insertion_order": False})
+    rows = con.execute(HANDWRITTEN_SQL, {"path": str(path),
+                                         "seed": int.from_bytes(os.urandom(4), "little")}
+                       ).fetchall()
+    con.close()
+    sec = time.perf_counter() - t0
+    counts, sums = _dense(iter(rows))
+    return {"seconds": sec, "count": counts, "sum": sums}
+
+
+# -- peers ---------------------------------------------------------------------------------
+
+def run_opendp(path: Path) -> Result:
+    """OpenDP's Polars Context: identifier = unit, at most L0 groups per unit and LINF
+    rows per (unit, group) (random truncation), per-row values clipped to [0, 10] (so a
+    unit's sum in a group is at most LINF * 10 = UNIT_SUM_UPPER, the same sensitivity
+    as dpsieve's per-unit clipping), explicit public keys (pure DP)."""
+    import opendp.prelude as dp
+    import polars as pl
+    import pyarrow.parquet as pq
+
+    dp.enable_features("contrib")
+    t0 = time.perf_counter()
+    rows = pq.ParquetFile(path).metadata.num_rows  # public: bounds any group's length
+    ctx = dp.Context.compositor(
+        data=pl.scan_parquet(path),
+        privacy_unit=dp.unit_of(contributions=1, identifier=pl.col("unit")),
+        privacy_loss=dp.loss_of(epsilon=EPS), split_evenly_over=1,
+        margins=[dp.polars.Margin(by=["g"], max_length=rows)])
+    keys = pl.LazyFrame({"g": list(range(GROUPS))})
+    # keep="first" (the L0 groups of smallest key): OpenDP 0.16's default "sample" builds
+    # struct(hash(struct(g)), struct(g)), two fields named "g", which Polars refuses, and
+    # it does not accept the hash aliased. No unit has more than L0 groups in these data,
+    # so which groups are kept does not change the answer.
+    q = (ctx.query().truncate_num_groups(L0, by=["g"], keep="first")
+         .truncate_per_group(LINF, by=["g"])
+         .group_by("g").agg(dp.len(), pl.col("value").fill_null(0.0)
+                            .fill_nan(0.0).dp.sum((0.0, VALUE_UPPER)))
+         .with_keys(keys))
+    t1 = time.perf_counter()
+    q.resolve()  # the calibration alone (release() does it again), reported apart
+    calibration = time.perf_counter() - t1
+    t0 += calibration
+    df = q.release().collect()
+    sec = time.perf_counter() - t0
+    counts, sums = _dense(iter(df.select("g", "len", "value").iter_rows()))
+    return {"seconds": sec, "count": counts, "sum": sums,
+            "note": f"of which calibrating the noise scales: {calibration:.1f} s"}
+
+
+def _pipelinedp_params() -> tuple[Any, Any]:
+    import pipeline_dp
+
+    params = pipeline_dp.AggregateParams(
+        metrics=[pipeline_dp.Metrics.COUNT, pipeline_dp.Metrics.SUM],
+        noise_kind=pipeline_dp.NoiseKind.LAPLACE, max_partitions_contributed=L0,
+        max_contributions_per_partition=LINF, min_sum_per_partition=0.0,
+        max_sum_per_partition=UNIT_SUM_UPPER)
+    extractors = pipeline_dp.DataExtractors(privacy_id_extractor=lambda r: r[0],
+                                            partition_extractor=lambda r: r[1],
+                                            value_extractor=lambda r: r[2])
+    return params, extractors
+
+
+def _pipelinedp(backend: Any, data: Any, collect: Callable[[Any], Any]) -> Result:
+    import pipeline_dp
+
+    t0 = time.perf_counter()
+    budget = pipeline_dp.NaiveBudgetAccountant(total_epsilon=EPS, total_delta=0)
+    params, extractors = _pipelinedp_params()
+    out = pipeline_dp.DPEngine(budget, backend).aggregate(
+        data, params, extractors, public_partitions=list(range(GROUPS)))
+    budget.compute_budgets()
+    rows = collect(out)
+    sec = time.perf_counter() - t0
+    counts, sums = _dense((g, m.count, m.sum) for g, m in rows)
+    return {"seconds": sec, "count": counts, "sum": sums}
+
+
+def _parquet_rows(path: Path) -> Iterator[tuple[Any, ...]]:
+    import pyarrow.parquet as pq
+
+    f = pq.ParquetFile(path)
+    for batch in f.iter_batches(batch_size=65536, columns=["unit", "g", "value"]):
+        yield from zip(*(c.to_pylist() for c in batch.columns), strict=True)
+
+
+def run_pipelinedp_local(path: Path) -> Result:
+    """PipelineDP's LocalBackend over the rows streamed from Parquet as Python tuples."""
+    import pipeline_dp
+
+    return _pipelinedp(pipeline_dp.LocalBackend(), _parquet_rows(path), list)
+
+
+# -- Spark ---------------------------------------------------------------------------------
+
+def spark_session(cores: int = 2) -> Any:
+    from pyspark.sql import SparkSession
+
+    b = SparkSession.builder.master(f"local[{cores}]").appName("dpsieve-qbench")
+    for k, v in SPARK_CONF.items():
+        b = b.config(k, v)
+    return b.getOrCreate()
+
+
+def run_spark(path: Path) -> Result:
+    """dpsieve's SparkEngine (DataFrame API) on local[2]; noise on the driver."""
+    from dpsieve.queries.engines.spark import SparkEngine
+
+    t0 = time.perf_counter()
+    spark = spark_session()
+    start = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    prepared = dpsieve_prepared()
+    engine = SparkEngine(spark.read.parquet(str(path)), spark=spark)
+    answer = prepared.run(engine)
+    sec = time.perf_counter() - t1
+    counts, sums = _dense(_answer_pairs(answer))
+    shuffles = engine.bounding_shuffles(prepared.spec)
+    spark.stop()
+    return {"seconds": sec, "startup": start, "count": counts, "sum": sums,
+            "bounding_shuffles": shuffles}
+
+
+def run_pipelinedp_spark(path: Path) -> Result:
+    """PipelineDP's SparkRDDBackend on local[2], the rows an RDD of the Parquet file."""
+    import pipeline_dp
+
+    t0 = time.perf_counter()
+    spark = spark_session()
+    start = time.perf_counter() - t0
+    rdd = spark.read.parquet(str(path)).rdd.map(tuple)
+    res = _pipelinedp(pipeline_dp.SparkRDDBackend(spark.sparkContext), rdd,
+                      lambda r: r.collect())
+    spark.stop()
+    res["startup"] = start
+    return res
+
+
+def spark_plan(path: Path) -> Result:
+    """The physical plan of the bounding and its count of exchanges on the unit."""
+    spark = spark_session()
+    from dpsieve.queries.engines.spark import SparkEngine
+
+    prepared = dpsieve_prepared()
+    engine = SparkEngine(spark.read.parquet(str(path)), spark=spark)
+    out = {"plan": engine.explain(prepared.spec),
+           "bounding_shuffles": engine.bounding_shuffles(prepared.spec)}
+    spark.stop()
+    return out
+
+
+RUNNERS: dict[str, Callable[[Path], Result]] = {
+    "dpsieve-duckdb": run_dpsieve,
+    "session-duckdb": run_session,
+    "sql-duckdb": run_sql,
+    "opendp-polars": run_opendp,
+    "pipelinedp-local": run_pipelinedp_local,
+    "dpsieve-spark": run_spark,
+    "pipelinedp-spark": run_pipelinedp_spark,
+    "spark-plan": spark_plan,
+}
