@@ -35,6 +35,42 @@ SPARK_CONF = {"spark.driver.memory": "2g", "spark.sql.shuffle.partitions": "8",
               "spark.ui.enabled": "false", "spark.sql.adaptive.enabled": "true"}
 
 
+def _cpu() -> float:
+    """CPU seconds of this process (all its threads: DuckDB's, Polars') and its live
+    children (Spark's JVM and Python workers)."""
+    import resource
+
+    import psutil
+
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    total = ru.ru_utime + ru.ru_stime
+    for c in psutil.Process().children(recursive=True):
+        try:
+            t = c.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+class Clock:
+    """Wall and CPU seconds since it was made, less what :meth:`skip` ran. On the shared
+    machine the CPU time is the steadier figure: wall time includes waiting for a core."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), _cpu()
+
+    def skip(self, fn: Callable[[], Any]) -> float:
+        w, c = time.perf_counter(), _cpu()
+        fn()
+        dw = time.perf_counter() - w
+        self.wall, self.cpu = self.wall + dw, self.cpu + (_cpu() - c)
+        return dw
+
+    def read(self) -> dict[str, float]:
+        return {"seconds": time.perf_counter() - self.wall, "cpu_seconds": _cpu() - self.cpu}
+
+
 def _dense(pairs: Iterator[tuple[Any, float, float]]) -> tuple[list[float], list[float]]:
     counts, sums = [0.0] * GROUPS, [0.0] * GROUPS
     for g, c, s in pairs:
@@ -76,13 +112,13 @@ def run_dpsieve(path: Path) -> Result:
     from dpsieve.queries.engines.duckdb import DuckDBEngine
 
     _warm_imports()
-    t0 = time.perf_counter()
+    clock = Clock()
     prepared = dpsieve_prepared()
     engine = DuckDBEngine(path, threads=2, memory_limit=DUCKDB_MEMORY)
     answer = prepared.run(engine)
-    sec = time.perf_counter() - t0
+    times = clock.read()
     counts, sums = _dense(_answer_pairs(answer))
-    return {"seconds": sec, "count": counts, "sum": sums}
+    return {**times, "count": counts, "sum": sums}
 
 
 def run_session(path: Path) -> Result:
@@ -91,14 +127,14 @@ def run_session(path: Path) -> Result:
     from dpsieve import Session
 
     _warm_imports()
-    t0 = time.perf_counter()
+    clock = Clock()
     prepared = dpsieve_prepared()
     session = Session(str(path), budget=prepared.query.privacy, privacy_unit="unit")
     answer = session.query(prepared.query)
-    sec = time.perf_counter() - t0
+    times = clock.read()
     counts, sums = _dense(_answer_pairs(answer.value if hasattr(answer, "value")
                                         else answer))
-    return {"seconds": sec, "count": counts, "sum": sums}
+    return {**times, "count": counts, "sum": sums}
 
 
 HANDWRITTEN_SQL = f"""
@@ -119,16 +155,16 @@ def run_sql(path: Path) -> Result:
     import duckdb
 
     _warm_imports()
-    t0 = time.perf_counter()
+    clock = Clock()
     con = duckdb.connect(config={"threads": 2, "memory_limit": DUCKDB_MEMORY,
                                  "preserve_insertion_order": False})
     rows = con.execute(HANDWRITTEN_SQL, {"path": str(path),
                                          "seed": int.from_bytes(os.urandom(4), "little")}
                        ).fetchall()
     con.close()
-    sec = time.perf_counter() - t0
+    times = clock.read()
     counts, sums = _dense(iter(rows))
-    return {"seconds": sec, "count": counts, "sum": sums}
+    return {**times, "count": counts, "sum": sums}
 
 
 # -- peers ---------------------------------------------------------------------------------
@@ -143,7 +179,7 @@ def run_opendp(path: Path) -> Result:
     import pyarrow.parquet as pq
 
     dp.enable_features("contrib")
-    t0 = time.perf_counter()
+    clock = Clock()
     rows = pq.ParquetFile(path).metadata.num_rows  # public: bounds any group's length
     ctx = dp.Context.compositor(
         data=pl.scan_parquet(path),
@@ -160,14 +196,12 @@ def run_opendp(path: Path) -> Result:
          .group_by("g").agg(dp.len(), pl.col("value").fill_null(0.0)
                             .fill_nan(0.0).dp.sum((0.0, VALUE_UPPER)))
          .with_keys(keys))
-    t1 = time.perf_counter()
-    q.resolve()  # the calibration alone (release() does it again), reported apart
-    calibration = time.perf_counter() - t1
-    t0 += calibration
+    # the calibration alone, reported apart (release() does it again, and is counted)
+    calibration = clock.skip(q.resolve)
     df = q.release().collect()
-    sec = time.perf_counter() - t0
+    times = clock.read()
     counts, sums = _dense(iter(df.select("g", "len", "value").iter_rows()))
-    return {"seconds": sec, "count": counts, "sum": sums,
+    return {**times, "count": counts, "sum": sums,
             "note": f"of which calibrating the noise scales: {calibration:.1f} s"}
 
 
@@ -188,16 +222,16 @@ def _pipelinedp_params() -> tuple[Any, Any]:
 def _pipelinedp(backend: Any, data: Any, collect: Callable[[Any], Any]) -> Result:
     import pipeline_dp
 
-    t0 = time.perf_counter()
+    clock = Clock()
     budget = pipeline_dp.NaiveBudgetAccountant(total_epsilon=EPS, total_delta=0)
     params, extractors = _pipelinedp_params()
     out = pipeline_dp.DPEngine(budget, backend).aggregate(
         data, params, extractors, public_partitions=list(range(GROUPS)))
     budget.compute_budgets()
     rows = collect(out)
-    sec = time.perf_counter() - t0
+    times = clock.read()
     counts, sums = _dense((g, m.count, m.sum) for g, m in rows)
-    return {"seconds": sec, "count": counts, "sum": sums}
+    return {**times, "count": counts, "sum": sums}
 
 
 def _parquet_rows(path: Path) -> Iterator[tuple[Any, ...]]:
@@ -233,15 +267,15 @@ def run_spark(path: Path) -> Result:
     t0 = time.perf_counter()
     spark = spark_session()
     start = time.perf_counter() - t0
-    t1 = time.perf_counter()
+    clock = Clock()
     prepared = dpsieve_prepared()
     engine = SparkEngine(spark.read.parquet(str(path)), spark=spark)
     answer = prepared.run(engine)
-    sec = time.perf_counter() - t1
+    times = clock.read()
     counts, sums = _dense(_answer_pairs(answer))
     shuffles = engine.bounding_shuffles(prepared.spec)
     spark.stop()
-    return {"seconds": sec, "startup": start, "count": counts, "sum": sums,
+    return {**times, "startup": start, "count": counts, "sum": sums,
             "bounding_shuffles": shuffles}
 
 

@@ -125,6 +125,8 @@ def repeat(runner: str, path: Path, n: int) -> dict[str, Any]:
     out = dict(runs[-1])
     out["seconds"] = statistics.median(r["seconds"] for r in runs)
     out["all_seconds"] = [r["seconds"] for r in runs]
+    out["cpu_seconds"] = statistics.median(r.get("cpu_seconds", math.nan) for r in runs)
+    out["all_cpu"] = [r.get("cpu_seconds", math.nan) for r in runs]
     out["peak_bytes"] = statistics.median(r["peak_bytes"] for r in runs)
     out["max_peak_bytes"] = max(r["peak_bytes"] for r in runs)
     out["jvm_peak_bytes"] = statistics.median(r["jvm_peak_bytes"] for r in runs)
@@ -138,8 +140,9 @@ def _mib(b: float) -> str:
 
 
 def _secs(r: dict[str, Any]) -> str:
+    """Wall seconds, median (every run) | CPU seconds, median."""
     allv = ", ".join(f"{s:.1f}" for s in r["all_seconds"])
-    return f"{r['seconds']:.2f} ({allv})"
+    return f"{r['seconds']:.2f} ({allv}) | {r['cpu_seconds']:.2f}"
 
 
 # -- the parts -----------------------------------------------------------------------------
@@ -159,14 +162,15 @@ def part_duckdb(a: argparse.Namespace, out: list[str]) -> None:
     if s["count"] != t["bounded_count"]:
         raise AssertionError("hand-written SQL disagrees with the bounded truth")
     ratio = d["seconds"] / s["seconds"]
-    out += ["| implementation | time s, median (runs) | peak memory MiB | RMSE count | "
-            "RMSE sum |", "|---|---|---|---|---|",
+    out += ["| implementation | wall s, median (runs) | CPU s | peak memory MiB | RMSE count | "
+            "RMSE sum |", "|---|---|---|---|---|---|",
             f"| dpsieve (prepare + DuckDBEngine + exact noise) | {_secs(d)} | "
             f"{_mib(d['peak_bytes'])} | {rmse(d['count'], t['bounded_count']):.1f} | "
             f"{rmse(d['sum'], t['bounded_sum']):.1f} |",
             f"| hand-written DuckDB SQL (no noise) | {_secs(s)} | {_mib(s['peak_bytes'])} "
             "| 0 | 0 |", "",
-            f"Ratio dpsieve / hand-written: **{ratio:.2f}x** (goal <= 1.2x). Goals at 50M: "
+            f"Ratio dpsieve / hand-written: **{ratio:.2f}x** wall, "
+            f"**{d['cpu_seconds'] / s['cpu_seconds']:.2f}x** CPU (goal <= 1.2x). Goals at 50M: "
             f"<= 15 s ({'met' if d['seconds'] <= 15 else 'MISSED'}), <= 1 GB peak "
             f"({'met' if d['max_peak_bytes'] <= 2**30 else 'MISSED'}). RMSE is against the "
             "exact bounded answers (the noise alone). " + load() + " at the end.", ""]
@@ -176,6 +180,8 @@ def _merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
     out = dict(runs[-1])
     out["all_seconds"] = [s for r in runs for s in r["all_seconds"]]
     out["seconds"] = statistics.median(out["all_seconds"])
+    out["all_cpu"] = [s for r in runs for s in r["all_cpu"]]
+    out["cpu_seconds"] = statistics.median(out["all_cpu"])
     out["peak_bytes"] = statistics.median(r["peak_bytes"] for r in runs)
     out["max_peak_bytes"] = max(r["max_peak_bytes"] for r in runs)
     out["jvm_peak_bytes"] = statistics.median(r["jvm_peak_bytes"] for r in runs)
@@ -188,8 +194,8 @@ def part_memory(a: argparse.Namespace, out: list[str]) -> None:
     runner = "session-duckdb" if a.session else "dpsieve-duckdb"
     out += [f"### Peak memory of the query path ({runner}) by table size", "",
             f"Command: `{a.command}`. {load()} at the start.", "",
-            "| rows | Parquet MiB | time s, median (runs) | peak memory MiB (max) |",
-            "|---|---|---|---|"]
+            "| rows | Parquet MiB | wall s, median (runs) | CPU s | peak memory MiB (max) |",
+            "|---|---|---|---|---|"]
     for rows in a.sizes:
         path = qd.ensure(a.data, rows)
         r = repeat(runner, path, a.repeats)
@@ -200,7 +206,7 @@ def part_memory(a: argparse.Namespace, out: list[str]) -> None:
 
 
 def _table(rows: list[tuple[str, dict[str, Any]]], t: dict[str, Any], jvm: bool) -> list[str]:
-    head = ("| implementation | time s, median (runs) | peak memory MiB"
+    head = ("| implementation | wall s, median (runs) | CPU s | peak memory MiB"
             + (" (of it JVM) | session start s" if jvm else "")
             + " | RMSE count / sum vs exact | RMSE count / sum vs bounded |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
@@ -261,8 +267,8 @@ def part_spark(a: argparse.Namespace, out: list[str]) -> None:
             f"**{plan['bounding_shuffles']}**. Physical plan:", "", "```text",
             plan["plan"].rstrip(), "```", "",
             f"#### Scaling on Spark local[2] ({load()})", "",
-            "| rows | time s, median (runs) | s per million rows | peak MiB (JVM) |",
-            "|---|---|---|---|"]
+            "| rows | wall s, median (runs) | CPU s | wall s per million rows | peak MiB (JVM) |",
+            "|---|---|---|---|---|"]
     for rows_n in a.sizes:
         p = qd.ensure(a.data, rows_n)
         r = repeat("dpsieve-spark", p, a.peer_repeats)
@@ -305,7 +311,10 @@ def main(argv: list[str] | None = None) -> None:
            f"sums clipped to [0, {qd.UNIT_SUM_UPPER:g}] over the public groups; pure DP, "
            f"eps = {qd.EPS:g} in total, add/remove one unit. Data generated by "
            "benchmarks/_queries_data.py. Machine: 2 cores shared with other jobs; "
-           "medians with every run's time in parentheses.", ""]
+           "medians with every run's wall time in parentheses. CPU s: the CPU time of "
+           "the query (all threads of the measuring process and its live children, e.g. "
+           "Spark's JVM): steadier than wall time when the cores are shared; 2 cores give "
+           "at best wall = CPU / 2.", ""]
     parts = HERE / "results" / "queries"
     for part in a.only:
         print(f"== {part}", flush=True)

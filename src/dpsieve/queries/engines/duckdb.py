@@ -12,7 +12,8 @@ parameter, never text in the SQL; identifiers are quoted.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -169,7 +170,7 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
     public = spec.keys is not None
     if spec.unit is not None:
         uc = _q(spec.unit)
-        sel += [f"{uc} AS _u", f"{_encode(uc, types[spec.unit])} AS _hu"]
+        sel.append(f"{uc} AS _u")
         where.append(f"{uc} IS NOT NULL")
     if public and spec.group_by:
         assert spec.keys is not None
@@ -180,15 +181,13 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
         kcols.append(f"unnest(range({len(spec.keys)})) AS gid")
         joins.insert(0, f"JOIN (SELECT {', '.join(kcols)}) AS _keys ON " + " AND ".join(
             f"{_q(c)} = _keys.k{j}" for j, c in enumerate(spec.group_by)))
-        sel += ["_keys.gid AS _g", "CAST(_keys.gid AS UBIGINT) AS _hg"]
+        sel.append("_keys.gid AS _g")
         gcols = ["_g"]
     elif public:
-        sel += ["0 AS _g", "CAST(0 AS UBIGINT) AS _hg"]
+        sel.append("0 AS _g")
         gcols = ["_g"]
     else:
-        for j, c in enumerate(spec.group_by):
-            sel += [f"{_q(c)} AS k{j}", f"{_encode(_q(c), types[c])} AS _e{j}"]
-        sel.append("CAST(0 AS UBIGINT) AS _hg")
+        sel += [f"{_q(c)} AS k{j}" for j, c in enumerate(spec.group_by)]
         gcols = [f"k{j}" for j in range(len(spec.group_by))]
     row_ms = spec.row_measures
     for n, m in enumerate(spec.measures):
@@ -196,10 +195,6 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
             sel.append(f"{_row_expr(m, types, prm, joins, n)} AS _m{n}")
     base = (f"SELECT {', '.join(sel)} FROM {source} {' '.join(joins)}"
             + (f" WHERE {' AND '.join(where)}" if where else ""))
-    if not public:  # h(g): fold the key encodings through the mixer, one layer per key
-        for j in range(len(spec.group_by)):
-            base = (f"SELECT * EXCLUDE (_e{j}) REPLACE ({_mix(f'xor(_hg, _e{j})')} AS _hg) "
-                    f"FROM ({base})")
     g = ", ".join(gcols)
     idx = {m.name: n for n, m in enumerate(spec.measures)}
     out_cols: list[str] = []
@@ -223,10 +218,17 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
         if isinstance(m, ValueSum) and m.level == Level.UNIT:
             cell_cols.append(f"least(greatest(sum(_m{n}), {m.unit_lower}), {m.unit_upper}) "
                              f"AS _s{n}")
+    # the cells are grouped on the raw unit and group; their 64-bit encodings h(u), h(g)
+    # are functions of them, computed once per cell rather than once per row
+    cells = f"SELECT _u, {g}, {', '.join(cell_cols)} FROM _b GROUP BY _u, {g}"
+    cells = (f"SELECT *, {_encode('_u', types[spec.unit])} AS _hu, "
+             f"{_group_hash(spec, types)} FROM ({cells})")
+    for j in range(0 if public else len(spec.group_by)):  # h(g): one mixer layer per key
+        cells = (f"SELECT * EXCLUDE (_e{j}) REPLACE ({_mix(f'xor(_hg, _e{j})')} AS _hg) "
+                 f"FROM ({cells})")
     a0 = _mix("xor(_hu, " + prm.add(k0, "UBIGINT") + ")")
     cells = (f"SELECT *, {_mix('xor(_a0, _hg)')} AS _p0 FROM (SELECT *, {a0} AS _a0 FROM ("
-             f"SELECT _u, _hu, {g}, _hg, {', '.join(cell_cols)} FROM _b "
-             f"GROUP BY _u, _hu, {g}, _hg))")
+             f"{cells}))")
     kept = (f"SELECT * FROM _c QUALIFY row_number() OVER (PARTITION BY _u ORDER BY _p0, _hg)"
             f" <= {spec.max_groups}")
     L = spec.max_rows
@@ -245,8 +247,8 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
     a1 = _mix("xor(_k._hu, " + prm.add(k1, "UBIGINT") + ")")
     on = " AND ".join(f"_b.{c} IS NOT DISTINCT FROM _k.{c}" for c in ["_u", *gcols])
     part = ", ".join(f"_b.{c}" for c in ["_u", *gcols])
-    ranked = (f"SELECT _b.*, {a1} AS _a1, row_number() OVER (PARTITION BY {part} "
-              f"ORDER BY {order}) - 1 AS _i FROM _b JOIN _k ON {on}")
+    ranked = (f"SELECT _b.*, _k._hg AS _hg, {a1} AS _a1, row_number() OVER (PARTITION BY "
+              f"{part} ORDER BY {order}) - 1 AS _i FROM _b JOIN _k ON {on}")
     ranked = f"SELECT *, {_mix('xor(_a1, _hg)')} AS _b1 FROM ({ranked})"
     rows = (f"SELECT * FROM _r QUALIFY row_number() OVER (PARTITION BY _u, {g} "
             f"ORDER BY {_mix('xor(_b1, CAST(_i AS UBIGINT))')}, _i) <= {L}")
@@ -263,6 +265,15 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
         f"{'_rs' if m in row_ms else '_m'}._o{n}" for n, m in enumerate(spec.measures)]
     sql = f"WITH {', '.join(ctes)} SELECT {', '.join(pick)} FROM _m LEFT JOIN _rs ON {gj}"
     return sql, prm.values
+
+
+def _group_hash(spec: BoundingSpec, types: dict[str, ColumnType]) -> str:
+    """``_hg`` of a cell (public keys: the key's index; observed keys: 0, and the key
+    encodings ``_e<j>`` that the mixer layers fold into it), as select items."""
+    if spec.keys is not None:
+        return "CAST(_g AS UBIGINT) AS _hg"
+    enc = [f"{_encode(f'k{j}', types[c])} AS _e{j}" for j, c in enumerate(spec.group_by)]
+    return ", ".join([*enc, "CAST(0 AS UBIGINT) AS _hg"])
 
 
 class DuckDBEngine:
@@ -321,6 +332,7 @@ class DuckDBEngine:
         if self._memory_limit is not None:
             cfg["memory_limit"] = self._memory_limit
         con = duckdb.connect(config=cfg)
+        con.execute("SET enable_progress_bar = false")  # a library prints nothing
         params: dict[str, Any] = {}
         assert self._path is not None
         if self._reader.startswith("_src."):
@@ -330,25 +342,37 @@ class DuckDBEngine:
             params["path"] = self._path
         return con, params, tmp
 
-    def _run(self, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+    @contextmanager
+    def _session(self) -> Iterator[Callable[[str, dict[str, Any]], list[tuple[Any, ...]]]]:
+        """One connection (opened for this call unless the engine was given one): yields
+        ``run(sql, params)``."""
         con, extra, tmp = self._connect()
-        try:
+
+        def run(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
             rows: list[tuple[Any, ...]] = con.execute(sql, {**params, **extra}).fetchall()
             return rows
+
+        try:
+            yield run
         finally:
             if self._connection is None:
                 con.close()
             if tmp is not None:
                 tmp.cleanup()
 
-    def _described(self) -> list[tuple[Any, ...]]:
-        return self._run(f"DESCRIBE SELECT * FROM {self._reader}", {})
+    def _described(self, run: Callable[[str, dict[str, Any]], list[tuple[Any, ...]]]
+                   ) -> list[tuple[Any, ...]]:
+        return run(f"DESCRIBE SELECT * FROM {self._reader}", {})
+
+    @staticmethod
+    def _columns_of(described: list[tuple[Any, ...]]) -> tuple[Column, ...]:
+        return tuple(Column(str(r[0]), duckdb_column_type(str(r[1]))) for r in described)
 
     def columns(self) -> tuple[Column, ...]:
-        return tuple(Column(str(r[0]), duckdb_column_type(str(r[1])))
-                     for r in self._described())
+        with self._session() as run:
+            return self._columns_of(self._described(run))
 
-    def _source(self) -> str:
+    def _source(self, described: list[tuple[Any, ...]]) -> str:
         """The table the SQL reads. A CSV's column types are sniffed from a sample of rows;
         a later cell that does not parse as its column's type would fail the query after
         the spend, with a message quoting the record. So a CSV is read as text and each
@@ -359,7 +383,7 @@ class DuckDBEngine:
         if not self._csv:
             return self._reader
         cols = []
-        for r in self._described():
+        for r in described:
             name, sql_type = _q(str(r[0])), str(r[1])
             cols.append(name if sql_type.upper() == "VARCHAR" else
                         f"TRY_CAST(nullif({name}, chr(0)) AS {sql_type}) AS {name}")
@@ -368,11 +392,16 @@ class DuckDBEngine:
 
     def sql(self, spec: BoundingSpec) -> tuple[str, dict[str, Any]]:
         """The SQL and parameters :meth:`aggregate` runs (for inspection)."""
-        return compile_sql(spec, self.columns(), self._source())
+        with self._session() as run:
+            described = self._described(run)
+        return compile_sql(spec, self._columns_of(described), self._source(described))
 
     def aggregate(self, spec: BoundingSpec) -> Aggregates:
-        sql, params = compile_sql(spec, self.columns(), self._source())
-        rows = self._run(sql, params)
+        with self._session() as run:  # the column types and the query on one connection
+            described = self._described(run)
+            sql, params = compile_sql(spec, self._columns_of(described),
+                                      self._source(described))
+            rows = run(sql, params)
         return _collect(spec, rows, self.name)
 
 
