@@ -191,7 +191,7 @@ def _merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def part_memory(a: argparse.Namespace, out: list[str]) -> None:
-    runner = "session-duckdb" if a.session else "dpsieve-duckdb"
+    runner = "dpsieve-duckdb" if a.engine_memory else "session-duckdb"
     out += [f"### Peak memory of the query path ({runner}) by table size", "",
             f"Command: `{a.command}`. {load()} at the start.", "",
             "| rows | Parquet MiB | wall s, median (runs) | CPU s | peak memory MiB (max) |",
@@ -201,8 +201,12 @@ def part_memory(a: argparse.Namespace, out: list[str]) -> None:
         r = repeat(runner, path, a.repeats)
         out.append(f"| {rows:,} | {_mib(path.stat().st_size)} | {_secs(r)} | "
                    f"{_mib(r['peak_bytes'])} ({_mib(r['max_peak_bytes'])}) |")
-    out += ["", f"DuckDB memory_limit {os.environ.get('QBENCH_DUCKDB_MEMORY', '600MB')}, "
-            "2 threads; spills to a temporary directory beyond it.", ""]
+    out += ["", ("prepare + DuckDBEngine(memory_limit "
+                 f"{os.environ.get('QBENCH_DUCKDB_MEMORY', '600MB')}, 2 threads)"
+                 if a.engine_memory else "Session(path, budget, privacy_unit='unit')"
+                 ".query(plan): the engine Session picks, DuckDB with its default settings")
+            + ". Peak = the process's largest resident set (Python, DuckDB's buffers and "
+            "the answer). " + load() + " at the end.", ""]
 
 
 def _table(rows: list[tuple[str, dict[str, Any]]], t: dict[str, Any], jvm: bool) -> list[str]:
@@ -269,7 +273,7 @@ def part_spark(a: argparse.Namespace, out: list[str]) -> None:
             f"#### Scaling on Spark local[2] ({load()})", "",
             "| rows | wall s, median (runs) | CPU s | wall s per million rows | peak MiB (JVM) |",
             "|---|---|---|---|---|"]
-    for rows_n in a.sizes:
+    for rows_n in a.spark_sizes:
         p = qd.ensure(a.data, rows_n)
         r = repeat("dpsieve-spark", p, a.peer_repeats)
         out.append(f"| {rows_n:,} | {_secs(r)} | {r['seconds'] / rows_n * 1e6:.2f} | "
@@ -290,8 +294,13 @@ def main(argv: list[str] | None = None) -> None:
                     help="directory of the generated Parquet files (cached)")
     ap.add_argument("--rows", type=int, default=None, help="the large size (default 50M)")
     ap.add_argument("--repeats", type=int, default=None)
-    ap.add_argument("--session", action="store_true",
-                    help="measure memory through Session instead of prepare + engine")
+    ap.add_argument("--peer-repeats", type=int, default=None,
+                    help="repeats of the peers and Spark runs (default: --repeats)")
+    ap.add_argument("--spark-sizes", type=int, nargs="*", default=None,
+                    help="row counts of the Spark scaling curve (default 1M 10M 50M)")
+    ap.add_argument("--engine-memory", action="store_true",
+                    help="measure memory through prepare + DuckDBEngine (memory_limit "
+                    "600MB) instead of Session (DuckDB's defaults)")
     ap.add_argument("--no-write", action="store_true")
     a = ap.parse_args(argv)
     a.command = "python -m benchmarks.queries_engines " + " ".join(argv)
@@ -302,7 +311,8 @@ def main(argv: list[str] | None = None) -> None:
         a.big, a.mid = a.rows or 50_000_000, 10_000_000
         a.sizes = [1_000_000, 10_000_000, a.big]
         a.repeats = a.repeats or 3
-    a.peer_repeats = a.repeats
+    a.peer_repeats = a.peer_repeats or a.repeats
+    a.spark_sizes = a.sizes if a.spark_sizes is None else a.spark_sizes
     head = ["## Query layer engines (benchmarks/queries_engines.py)", "",
            "Workload (issue 12): Zipf-distributed privacy units (s = 1.1), each in at most "
            f"{qd.MAX_UNIT_GROUPS} of {qd.GROUPS:,} public groups, values in [0, 10); "
