@@ -160,3 +160,31 @@ def test_release_and_robust_commands_never_echo_a_data_value(args: list[str],
         assert "not private" in r.stderr
         return
     assert _clean(r.output), (argv, r.output[:2000])
+
+
+def test_the_duckdb_query_engine_reads_a_late_unparseable_cell_as_missing(tmp_path: Path
+                                                                          ) -> None:
+    """The query layer's DuckDB engine had the same failure (after the spend, quoting the
+    record): it now answers, the cell missing, and agrees with the pandas engine on the
+    frame :func:`dpsieve.session.load_frame` reads."""
+    from dpsieve.accounting.events import Neighbouring
+    from dpsieve.queries import Schema
+    from dpsieve.queries.engines.duckdb import DuckDBEngine
+    from dpsieve.queries.engines.frames import PandasEngine
+    from dpsieve.queries.plan import from_spec
+    from dpsieve.queries.prepare import prepare
+    from dpsieve.session import load_frame
+
+    path = tmp_path / "d.csv"
+    _frame().to_csv(path, index=False)
+    eng = DuckDBEngine(path)
+    ref = PandasEngine(load_frame(str(path)))
+    schema = Schema(eng.columns())
+    for spec in ({"type": "sum", "column": "late", "lower": 0, "upper": 9},
+                 {"type": "histogram", "column": "late", "categories": [0, 1, 2]},
+                 {"type": "count"}):
+        p = prepare(from_spec({**spec, "privacy": {"type": "pure", "eps": 1e9}},
+                              "add_remove"), schema, Neighbouring.ADD_REMOVE)
+        got = p.run(eng, rng=np.random.default_rng(0)).groups[0].estimates[0].value
+        want = p.run(ref, rng=np.random.default_rng(0)).groups[0].estimates[0].value
+        assert got == pytest.approx(want, abs=1e-3), spec
