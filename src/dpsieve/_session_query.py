@@ -4,7 +4,7 @@ a plan's answer is stored and read back (orchestration only; the privacy is deci
 
 * :func:`engine_for` -- the engine a data source runs on: DuckDB for CSV, Parquet and
   DuckDB files (the table never enters Python: only per-group aggregates come back),
-  pandas or polars for frames in memory.
+  pandas or polars for frames in memory, Spark for a Spark DataFrame, or the engine given.
 * :func:`resolve_schema` -- the public :class:`~dpsieve.queries.schema.Schema`: the
   steward's declaration (types, public domains and bounds) over the types the engine
   reports from the table's metadata, with the privacy unit. Built before any spend, from
@@ -46,9 +46,14 @@ def is_file(data: Any) -> bool:
 
 
 def engine_for(data: Any, table: str | None = None) -> Engine:
-    """The engine for a data source (a path, a pandas/polars frame, or a loader of one)."""
+    """The engine for a data source (a path, a pandas/polars frame, or a loader of one; a
+    Spark DataFrame; an engine object such as ``SparkEngine("db.table")``)."""
     from dpsieve.queries.engines import DuckDBEngine, PandasEngine, PolarsEngine
+    from dpsieve.queries.engines.resolve import engine_for as resolve
+    from dpsieve.queries.engines.resolve import is_engine, is_spark_frame
 
+    if is_spark_frame(data) or is_engine(data):  # a Spark DataFrame, or e.g. SparkEngine(
+        return resolve(data)                     # "db.table", spark=...) for a catalog table
     if is_file(data):
         path = str(data)
         if not path.lower().endswith(_FILES):

@@ -206,8 +206,21 @@ def load_frame(data: Any) -> Frame:
         finally:
             con.close()
         return out
+    _rows_loadable(data, "load_frame")
     raise fail_private("data", "load_frame", "a pandas/polars DataFrame or a CSV/Parquet path",
                        data)  # the message shows the type, never the data
+
+
+def _rows_loadable(data: Any, owner: str) -> None:
+    """Refuse, from the source's type alone, a query shape that needs the rows in memory
+    on a source that only answers query plans (a Spark DataFrame is never collected to the
+    driver; an engine object exposes aggregates only). Called before any spend."""
+    from dpsieve.queries.engines.resolve import is_engine, is_spark_frame
+
+    if is_spark_frame(data) or is_engine(data):
+        raise fail("data", owner, "a pandas/polars DataFrame or a CSV/Parquet path for this "
+                   "query type (a Spark DataFrame or an engine answers query plans: "
+                   "{'type': 'query', ...})", f"<{type(data).__name__}>")
 
 
 def _read_file(con: Any, reader: str, path: str) -> Frame:
@@ -704,6 +717,7 @@ class Session:
             raise fail("type", spec["type"], "a query plan ({'type': 'query', ...}): this "
                        f"data set's privacy unit is {self.privacy_unit!r}, and only plans "
                        "bound each unit's contribution", spec["type"])
+        _rows_loadable(self._data, spec["type"])  # before the spend, from the type only
         p = _privacy(spec.get("privacy"), self.neighbouring, spec["type"] in ROBUST_TYPES,
                      spec["type"] == "release")
         cost, plan = self._plan(spec, p)  # public parameters only: no value is read

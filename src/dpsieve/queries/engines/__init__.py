@@ -9,7 +9,7 @@ from __future__ import annotations
 from dpsieve.queries.engines.duckdb import DuckDBEngine, compile_sql
 from dpsieve.queries.engines.frames import PandasEngine, PolarsEngine
 from dpsieve.queries.engines.reference import ReferenceEngine
-from dpsieve.queries.engines.resolve import engine_for, is_spark_frame
+from dpsieve.queries.engines.resolve import engine_for, is_engine, is_spark_frame
 
 __all__ = ["DuckDBEngine", "PandasEngine", "PolarsEngine", "ReferenceEngine", "compile_sql",
-           "engine_for", "is_spark_frame"]
+           "engine_for", "is_engine", "is_spark_frame"]

@@ -38,6 +38,16 @@ def is_spark_frame(obj: Any) -> bool:
             or _is_instance(obj, "pyspark.sql.connect.dataframe", ("DataFrame",)))
 
 
+def is_engine(obj: Any) -> bool:
+    """True if ``obj``'s class implements the engine protocol (``name``, ``columns``,
+    ``aggregate``). The class is inspected, never the object: a DataFrame with columns
+    called ``name`` or ``aggregate`` is not an engine."""
+    kind = type(obj)
+    return (not _is_instance(obj, "pandas", ("DataFrame",)) and not is_spark_frame(obj)
+            and isinstance(getattr(kind, "name", None), str)
+            and all(callable(getattr(kind, m, None)) for m in ("aggregate", "columns")))
+
+
 def engine_for(source: Any, *, table: str | None = None, spark: Any = None) -> Engine:
     """The engine that runs plans on ``source`` (see the module docstring).
 
@@ -66,9 +76,7 @@ def engine_for(source: Any, *, table: str | None = None, spark: Any = None) -> E
         from dpsieve.queries.engines.duckdb import DuckDBEngine
 
         return DuckDBEngine(source, table=table)
-    kind = type(source)  # the class's methods, never a frame's column-valued attributes
-    if all(callable(getattr(kind, m, None)) for m in ("aggregate", "columns")) and isinstance(
-            getattr(kind, "name", None), str):
+    if is_engine(source):
         engine: Engine = source
         return engine
     raise fail("source", "engine_for", "a pandas or polars DataFrame, a Spark DataFrame, a "
