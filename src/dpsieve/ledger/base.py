@@ -81,7 +81,12 @@ class SpendOutcome:
 
 @dataclass(frozen=True, slots=True)
 class SpendRecord:
-    """One admitted spend, in admission order (``seq`` increases)."""
+    """One admitted spend, in admission order.
+
+    ``seq`` is the budget's own sequence number (1, 2, ... in admission order), never a
+    number shared across budgets: gaps in a shared counter would reveal activity on data
+    sets the reader cannot see (issue 11 defect 5).
+    """
 
     seq: int
     key: str

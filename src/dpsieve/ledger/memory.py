@@ -8,7 +8,7 @@ service whose answers must outlive a crash (use :class:`~dpsieve.ledger.sqlite.S
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from dpsieve.errors import LedgerError
@@ -155,8 +155,10 @@ class MemoryStore:
 
     def history(self, budget_id: str) -> list[SpendRecord]:
         with self._lock:
-            return sorted((s.record for s in self._get(budget_id).spends.values()),
+            recs = sorted((s.record for s in self._get(budget_id).spends.values()),
                           key=lambda r: r.seq)
+        # the budget's own sequence 1, 2, ... (the stored seq is global across budgets)
+        return [replace(r, seq=n) for n, r in enumerate(recs, start=1)]
 
     def audit(self, budget_id: str | None = None) -> list[AuditEvent]:
         with self._lock:

@@ -259,9 +259,9 @@ class SQLStore(ABC):
                 " FROM spends WHERE budget_id = ? ORDER BY seq", (budget_id,)
             ).all()
         out = []
-        for seq, key, principal, dec, req, created, answer in rows:
-            d = json.loads(dec)
-            out.append(SpendRecord(int(seq), str(key), str(principal), d["cost"], d["remaining"],
+        for n, (_, key, principal, dec, req, created, answer) in enumerate(rows, start=1):
+            d = json.loads(dec)  # n: the budget's own sequence (the audit seq is global)
+            out.append(SpendRecord(n, str(key), str(principal), d["cost"], d["remaining"],
                                    json.loads(req), str(created), answer is not None))
         return out
 

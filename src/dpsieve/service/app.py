@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query
+from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse
 
+from dpsieve._validation import fail
 from dpsieve.accounting.events import Neighbouring
 from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal
 from dpsieve.ledger.factory import open_store
@@ -42,6 +44,11 @@ from dpsieve.session import (
 )
 
 __all__ = ["create_app"]
+
+#: A data-set name in a URL path: bounded, no control characters (a NUL byte reached
+#: PostgreSQL, which refuses it with an error that became a 500; issue 11 defect 2).
+DatasetName = Annotated[str, PathParam(min_length=1, max_length=256,
+                                       pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
 class _Frames:
@@ -139,7 +146,15 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         desc = parse_description(body.description(), "budget")
         typical = body.typical_list()
         ts = None if typical is None else [parse_description(t, "typical") for t in typical]
-        return desc, filter_for_budget(desc, typical=ts)
+        flt = filter_for_budget(desc, typical=ts)
+        try:  # a budget the filter cannot state (e.g. GDP mu = 1e308 overflows) is refused
+            flt.remaining()
+            flt.to_json()
+        except (ArithmeticError, ValueError):
+            raise fail("budget", "budget", "a budget whose remaining privacy can be stated "
+                       "in floating point (its parameters are too large)",
+                       body.description()) from None
+        return desc, flt
 
     def set_budget(name: str, body: BudgetIn) -> dict[str, Any]:
         desc, flt = budget_filter(body)
@@ -189,13 +204,13 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         return out
 
     @app.put("/v1/datasets/{name}/budget", tags=["owners"])
-    def put_budget(name: str, body: BudgetIn, _: Owner) -> dict[str, Any]:
+    def put_budget(name: DatasetName, body: BudgetIn, _: Owner) -> dict[str, Any]:
         if st.dataset(name) is None:
             raise HTTPException(404, f"No data set named {name!r}.")
         return set_budget(name, body)
 
     @app.post("/v1/datasets/{name}/grants", status_code=201, tags=["owners"])
-    def grant(name: str, body: GrantIn, _: Owner) -> dict[str, Any]:
+    def grant(name: DatasetName, body: GrantIn, _: Owner) -> dict[str, Any]:
         st.grant(body.analyst, name)
         return {"dataset": name, "analyst": body.analyst}
 
@@ -207,7 +222,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
 
     @app.get("/v1/datasets/{name}/budget", tags=["analysts"])
     def get_budget(
-        name: str, p: Who,
+        name: DatasetName, p: Who,
         like: Annotated[str | None, Query(max_length=300, description=(
             'Count "about N more queries like this one" for this privacy, e.g. '
             '{"type": "pure", "eps": 0.1} (default: like the last admitted query).'))] = None,
@@ -223,7 +238,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
                 **budget_view(st, name, p, like=asked)}
 
     @app.get("/v1/datasets/{name}/curves", tags=["analysts"])
-    def curves(name: str, p: Who) -> dict[str, Any]:
+    def curves(name: DatasetName, p: Who) -> dict[str, Any]:
         src = visible(p, name)
         if not budget_of(name):
             raise HTTPException(409, f"The data set {name!r} has no budget yet.")
@@ -241,7 +256,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
 
     @app.post("/v1/datasets/{name}/queries", tags=["analysts"])
     def query(
-        name: str, body: QueryIn, p: Who,
+        name: DatasetName, body: QueryIn, p: Who,
         idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
     ) -> dict[str, Any]:
         src = visible(p, name)
@@ -257,7 +272,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         return {"dataset": name, **session.run(body.spec(), key=key).to_dict()}
 
     @app.get("/v1/datasets/{name}/audit", tags=["owners"])
-    def audit(name: str, _: Owner) -> list[dict[str, Any]]:
+    def audit(name: DatasetName, _: Owner) -> list[dict[str, Any]]:
         return [{"seq": e.seq, "ts": e.ts, "principal": e.principal, "event": e.event,
                  "key": e.key, "payload": e.payload} for e in st.audit(name)]
 

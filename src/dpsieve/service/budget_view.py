@@ -117,18 +117,24 @@ def _refusals(st: BudgetStore, name: str, p: Principal) -> list[dict[str, Any]]:
     """Refused requests from the audit log, oldest first (nothing was spent for them).
 
     ``reason`` is in plain words (what was left then, from the decision's ``remaining``);
-    the filter's own wording is kept as ``detail`` for the owner and the asker."""
+    the filter's own wording is kept as ``detail`` for the owner and the asker. ``seq``
+    numbers this budget's refusals (1, 2, ...) and ``admitted_before`` counts the queries
+    admitted before each: the audit log's own seq is shared by all data sets, and its gaps
+    would reveal activity on data sets the reader may not see."""
     kind = str(getattr(st.initial_filter(name), "kind", ""))
     requests: dict[str, dict[str, Any]] = {}
     out: list[dict[str, Any]] = []
+    admitted = 0
     for e in st.audit(name):
         if e.event == "request":
             requests[e.key] = e.payload.get("request", {})
-        elif e.event == "decision" and not e.payload.get("admitted", True):
+        elif e.event == "decision" and e.payload.get("admitted", True):
+            admitted += 1
+        elif e.event == "decision":
             cost = e.payload.get("cost", {})
             charged = charged_of(cost)
             row: dict[str, Any] = {
-                "seq": e.seq, "ts": e.ts,
+                "seq": len(out) + 1, "admitted_before": admitted, "ts": e.ts,
                 "asked": None if charged is None else describe_query(charged),
             }
             left, delta = step_eps(kind, e.payload.get("remaining") or {})

@@ -46,6 +46,8 @@ def _approx(eps: float, delta: float, a: npt.NDArray[np.float64]) -> npt.NDArray
     if math.isinf(eps):
         return np.zeros_like(a)
     one = 1.0 - delta
+    if eps > 709.0:  # e^eps overflows a float: f is 1 - delta at alpha = 0, else 0 (exact
+        return np.where(a == 0.0, max(0.0, one), 0.0)  # on any grid with alpha >= 1e-300)
     out: npt.NDArray[np.float64] = np.maximum.reduce([np.zeros_like(a), one - math.exp(eps) * a,
                               math.exp(-eps) * (one - a)])
     return out

@@ -1,7 +1,8 @@
 """Request bodies of the HTTP API (pydantic), separate from the ledger's rows.
 
-Floats are finite (NaN and infinities are refused with 422), strings and lists bounded,
-unknown fields refused.
+Types are strict (issue 11 defect 4): a number is a JSON number (``true`` and ``"0.5"`` are
+refused, not read as 1.0 and 0.5), an integer a JSON integer; floats are finite (NaN and
+infinities are refused with 422), strings and lists bounded, unknown fields refused.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ Category = StrictBool | StrictInt | StrictFloat | StrictStr
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
 class PrivacyIn(_Strict):

@@ -1,0 +1,221 @@
+"""Issue 11 regressions: no 5xx on bad input, strict request types, per-budget sequence
+numbers. Every input of the issue is here verbatim; each must get a 4xx (or, where the
+request is in fact answerable, a non-5xx answer) and a refused one must write nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import PG_URL, pg_available, unique_schema
+from fastapi.testclient import TestClient
+from service_harness import write_csv
+
+from dpsieve.service import Settings, create_app
+
+OWNER = "owner-" + "k" * 40
+PURE = {"type": "pure", "eps": 0.1}
+
+
+@contextmanager
+def _service(backend: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    from dpsieve.ledger import PostgresStore, SQLiteStore
+
+    store: Any
+    if backend == "postgres":
+        reason = pg_available()
+        if reason:
+            pytest.skip(reason)
+        store = PostgresStore(PG_URL, schema=unique_schema())
+    else:
+        store = SQLiteStore(tmp_path / "svc.db")
+    app = create_app(Settings(owner_key=OWNER), store=store)
+    try:
+        with TestClient(app, raise_server_exceptions=False) as client:
+            own = {"Authorization": f"Bearer {OWNER}"}
+            csv = write_csv(tmp_path / "people.csv")
+            for name, budget in (
+                ("people", {"type": "pure", "eps": 1000.0}),
+                ("ro", {"type": "pure", "eps": 1000.0, "neighbouring": "replace_one"}),
+                ("wide", {"type": "pure", "eps": 800.0}),
+                ("approx", {"type": "approx", "eps": 710.0, "delta": 1e-6}),
+                ("secret", {"type": "pure", "eps": 1.0}),
+            ):
+                r = client.post("/v1/datasets", headers=own,
+                                json={"name": name, "path": str(csv), "budget": budget})
+                assert r.status_code == 201, r.text
+            r = client.post("/v1/analysts", json={"name": "ana"}, headers=own)
+            ana = {"X-API-Key": r.json()["api_key"]}
+            for name in ("people", "ro", "wide", "approx"):
+                r = client.post(f"/v1/datasets/{name}/grants", json={"analyst": "ana"},
+                                headers=own)
+                assert r.status_code == 201
+            yield {"client": client, "store": store, "owner": own, "ana": ana,
+                   "csv": str(csv)}
+    finally:
+        if isinstance(store, PostgresStore):
+            store.drop_schema()
+        store.close()
+
+
+BACKENDS = ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+
+
+@pytest.fixture(scope="module", params=BACKENDS)
+def env(request: pytest.FixtureRequest,
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """One service per backend for the module (every case checks its own before/after)."""
+    with _service(str(request.param), tmp_path_factory.mktemp("svc")) as e:
+        yield e
+
+
+@pytest.fixture(params=BACKENDS)
+def fresh(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    with _service(str(request.param), tmp_path) as e:
+        yield e
+
+
+def _q(**kw: Any) -> dict[str, Any]:
+    return {"type": "count", "privacy": PURE, **kw}
+
+
+def _release(n: int) -> dict[str, Any]:
+    return {"type": "release", "mechanism": "laplace", "columns": ["city"],
+            "domain": {"city": ["a", "b", "c"]}, "n": n, "workload": "marginals:1",
+            "privacy": PURE}
+
+
+Q = "/v1/datasets/people/queries"
+#: (id, who, method, path, json body, must be 4xx). The issue's inputs first.
+CASES: list[tuple[str, str, str, str, Any, bool]] = [
+    ("subnormal-eps", "ana", "POST", Q, _q(privacy={"type": "pure", "eps": 5e-324}), True),
+    ("sum-upper-1e-320", "ana", "POST", Q, {"type": "sum", "column": "age", "lower": 0,
+                                           "upper": 1e-320, "privacy": PURE}, False),
+    ("release-n-10**30", "ana", "POST", "/v1/datasets/ro/queries", _release(10**30), True),
+    ("nul-in-dataset-name", "owner", "POST", "/v1/datasets",
+     {"name": "a\x00b", "path": "/nonexistent.csv"}, True),
+    ("nul-in-path-name", "ana", "POST", "/v1/datasets/people%00x/queries", _q(), True),
+    ("nul-in-path-budget", "owner", "GET", "/v1/datasets/pe%00ople/budget", None, True),
+    ("nul-in-path-curves", "ana", "GET", "/v1/datasets/%00/curves", None, True),
+    ("owner-gdp-mu-1e308-budget", "owner", "PUT", "/v1/datasets/secret/budget",
+     {"type": "gdp", "mu": 1e308}, True),
+    ("owner-gdp-mu-1e308-register", "owner", "POST", "/v1/datasets",
+     {"name": "huge", "path": "CSV", "budget": {"type": "gdp", "mu": 1e308}}, True),
+    ("owner-gdp-mu-1e308-query", "owner", "POST", Q,
+     _q(privacy={"type": "gdp", "mu": 1e308}), True),
+    ("approx-eps-710-query", "ana", "POST", Q,
+     _q(privacy={"type": "approx", "eps": 710.0, "delta": 1e-6}), True),
+    ("approx-eps-1e308-budget", "owner", "PUT", "/v1/datasets/secret/budget",
+     {"type": "approx", "eps": 1e308, "delta": 1e-6}, False),
+    ("typical-eps-710", "owner", "PUT", "/v1/datasets/secret/budget",
+     {"type": "approx", "eps": 1.0, "delta": 1e-6,
+      "typical": {"type": "pure", "eps": 710.0}}, False),
+    # strict types (defect 4)
+    ("eps-true", "ana", "POST", Q, _q(privacy={"type": "pure", "eps": True}), True),
+    ("eps-string", "ana", "POST", Q, _q(privacy={"type": "pure", "eps": "0.5"}), True),
+    ("mu-string", "ana", "POST", Q, _q(privacy={"type": "zcdp", "rho": "0.5"}), True),
+    ("lower-string", "ana", "POST", Q, {"type": "sum", "column": "age", "lower": "0",
+                                       "upper": 1, "privacy": PURE}, True),
+    ("upper-false", "ana", "POST", Q, {"type": "sum", "column": "age", "lower": 0,
+                                      "upper": False, "privacy": PURE}, True),
+    ("n-float", "ana", "POST", "/v1/datasets/ro/queries", {**_release(200), "n": 200.0}, True),
+    ("n-true", "ana", "POST", "/v1/datasets/ro/queries", {**_release(200), "n": True}, True),
+    ("budget-eps-true", "owner", "PUT", "/v1/datasets/secret/budget",
+     {"type": "pure", "eps": True}, True),
+    ("budget-delta-string", "owner", "PUT", "/v1/datasets/secret/budget",
+     {"type": "approx", "eps": 1.0, "delta": "1e-6"}, True),
+    ("workload-bool", "ana", "POST", Q, {"type": "linear", "column": "city",
+                                        "categories": ["a", "b"], "workload": [[True, 1]],
+                                        "privacy": PURE}, True),
+    # extremes
+    ("eps-1e308", "ana", "POST", Q, _q(privacy={"type": "pure", "eps": 1e308}), True),
+    ("rho-1e308", "ana", "POST", Q, _q(privacy={"type": "zcdp", "rho": 1e308}), True),
+    ("rho-subnormal", "ana", "POST", Q, _q(privacy={"type": "zcdp", "rho": 5e-324}), True),
+    ("sum-bounds-1e308", "ana", "POST", Q, {"type": "sum", "column": "age", "lower": -1e308,
+                                           "upper": 1e308, "privacy": PURE}, False),
+    ("mean-bounds-1e308", "ana", "POST", Q, {"type": "mean", "column": "age",
+                                            "lower": -1e308, "upper": 1e308,
+                                            "privacy": PURE}, False),
+    ("release-n-2**64", "ana", "POST", "/v1/datasets/ro/queries", _release(2**64), True),
+    ("rounds-10**30", "ana", "POST", "/v1/datasets/ro/queries",
+     {**_release(200), "mechanism": "pmw", "rounds": 10**30}, True),
+    ("budget-zcdp-1e308", "owner", "PUT", "/v1/datasets/secret/budget",
+     {"type": "zcdp", "rho": 1e308}, False),
+    ("budget-rdp-order-1", "owner", "PUT", "/v1/datasets/secret/budget",
+     {"type": "rdp", "orders": [1.0], "values": [1.0]}, True),
+    ("like-huge", "ana", "GET",
+     '/v1/datasets/people/budget?like={"type":"pure","eps":1e308}', None, False),
+    ("like-bool", "ana", "GET",
+     '/v1/datasets/people/budget?like={"type":"pure","eps":true}', None, True),
+    ("like-not-json", "ana", "GET", "/v1/datasets/people/budget?like=%00", None, True),
+]
+
+
+def _ledger(store: Any) -> tuple[Any, ...]:
+    return tuple((store.load_filter(n).to_json(), len(store.history(n)))
+                 for n in ("people", "ro", "secret"))
+
+
+@pytest.mark.parametrize(("case", "who", "method", "path", "body", "refused"), CASES,
+                         ids=[c[0] for c in CASES])
+def test_bad_input_is_4xx_and_writes_nothing(
+    env: dict[str, Any], case: str, who: str, method: str, path: str, body: Any,
+    refused: bool,
+) -> None:
+    c, store = env["client"], env["store"]
+    if isinstance(body, dict) and body.get("path") == "CSV":
+        body = {**body, "path": env["csv"]}
+    before, audit = _ledger(store), len(store.audit())
+    r = c.request(method, path, json=body, headers=env[who])
+    assert r.status_code < 500, (case, r.status_code, r.text)
+    if refused:
+        assert 400 <= r.status_code < 500, (case, r.status_code, r.text)
+    if r.status_code >= 400:
+        assert r.json()["message"]
+        assert _ledger(store) == before, case
+        # only a filter's refusal is logged (the budget page lists it); nothing else is
+        logged = 2 if r.json()["error"] in ("budget_exceeded", "incompatible_privacy") else 0
+        assert len(store.audit()) == audit + logged, case
+
+
+@pytest.mark.parametrize("name", ["wide", "approx"])
+@pytest.mark.parametrize("who", ["owner", "ana"])
+def test_curves_of_budgets_beyond_exp_range(env: dict[str, Any], name: str, who: str) -> None:
+    """eps = 800 and 710 overflowed exp() in service/curves.py (a 500)."""
+    r = env["client"].get(f"/v1/datasets/{name}/curves", headers=env[who])
+    assert r.status_code == 200, r.text
+    curve = r.json()["steps"][0]["curve"]
+    assert curve[1:] == [0.0] * (len(curve) - 1)  # e^eps * alpha >= 1: no power is lost
+    assert 0.99 <= curve[0] <= 1.0
+
+
+def test_eps_true_is_not_charged_as_one(env: dict[str, Any]) -> None:
+    c, store = env["client"], env["store"]
+    before = len(store.history("people"))
+    r = c.post(Q, json=_q(privacy={"type": "pure", "eps": True}), headers=env["ana"])
+    assert r.status_code == 422
+    assert "privacy.eps" in r.json()["message"]
+    assert len(store.history("people")) == before
+
+
+def test_history_sequence_is_per_budget(fresh: dict[str, Any]) -> None:
+    """An analyst's history numbered by a counter shared across data sets showed gaps
+    where others queried data sets she cannot see."""
+    env = fresh
+    c, own, ana = env["client"], env["owner"], env["ana"]
+    for name in ("secret", "people", "secret", "secret", "people", "ro", "people"):
+        r = c.post(f"/v1/datasets/{name}/queries", json=_q(), headers=own)
+        assert r.status_code == 200, r.text
+    assert c.post(Q, json=_q(privacy={"type": "pure", "eps": 1e4}),
+                  headers=own).status_code == 409  # a refusal on this budget
+    c.post("/v1/datasets/secret/queries", json=_q(privacy={"type": "pure", "eps": 5.0}),
+           headers=own)  # a refusal elsewhere
+    r = c.post(Q, json=_q(), headers=ana)
+    assert r.status_code == 200
+    body = c.get("/v1/datasets/people/budget", headers=ana).json()
+    assert [h["seq"] for h in body["history"]] == [1, 2, 3, 4]
+    assert [(x["seq"], x["admitted_before"]) for x in body["refusals"]] == [(1, 3)]
+    assert [h.seq for h in env["store"].history("secret")] == [1, 2, 3]
