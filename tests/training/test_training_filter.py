@@ -122,6 +122,8 @@ def test_other_queries_are_refused_and_json_round_trips(small: TrainingFilter) -
         ("version", "old"),
         ("units", [[1.5, 0.02, -3]]),
         ("units", [[1.0, 0.02, 3]]),
+        ("units", [[2e6, 0.02, 3]]),
+        ("reference", [1.5, 1.0]),
         ("reserve", "1/1"),
         ("n0", -1),
         ("steps", 1.5),
@@ -156,3 +158,37 @@ def test_too_many_reference_units_are_refused(small: TrainingFilter) -> None:
 def test_bad_parameters(kw: dict[str, float], name: str) -> None:
     with pytest.raises(ValidationError, match=name):
         TrainingFilter(1.0, 1e-5, **kw)  # type: ignore[arg-type]
+
+
+def test_full_batch_rate_one_is_refused_everywhere() -> None:
+    """Regression: a rate-1 reference (the full-batch Gaussian G_{1/sigma}) has a PLD with an
+    analytic Gaussian part, which the exchange's lower bound of the pool dropped (identity):
+    TrainingFilter(2, 1e-5, sigma=4, rate=1) budgets 4 steps at sigma 4 (exactly 16 at
+    sigma 8: G_{1/2}) but admitted 40 at sigma 8 (exact delta(2) = 3.7e-3 > 1e-5). Rate 1 is
+    now refused: as the reference, as a step, in a stored state, and by the powers."""
+    with pytest.raises(ValidationError, match="rate") as e:
+        TrainingFilter(2.0, 1e-5, sigma=4.0, rate=1.0)
+    assert "GDP filter" in str(e.value)
+    f = TrainingFilter(2.0, 1e-5, sigma=4.0, rate=0.5)
+    before = f.to_json()
+    d = f.try_step(8.0, 1.0)
+    assert not d.admitted
+    assert "full-batch" in d.reason
+    assert f.to_json() == before
+    st = json.loads(before)
+    st["state"]["reference"] = [4.0, 1.0]
+    st["state"]["units"] = [[4.0, 1.0, st["state"]["n0"]]]
+    with pytest.raises(ValidationError, match="reference"):
+        filter_from_json(json.dumps(st))
+    with pytest.raises(ValueError, match="Gaussian part"):
+        lower_power(4.0, 1.0, 5e-4, 4)
+
+
+def test_huge_sigma_is_a_kind_not_an_overflow() -> None:
+    """Regression: kind_of(1e308, .) computed floor(sigma * 100) = floor(inf) and raised
+    OverflowError out of try_step (and the step PLD at sigma = 1e308 cannot be built)."""
+    assert kind_of(1e308, 0.5) == (1e6, 0.5)  # charged as the most noise a kind has
+    assert kind_of(1.7976931348623157e308, 0.01) == (1e6, 0.01)
+    assert kind_of(1e6, 0.01) == (1e6, 0.01)
+    f = TrainingFilter(2.0, 1e-5, sigma=4.0, rate=0.5)
+    assert f.try_step(1e308, 0.5).admitted  # a step with (almost) no privacy cost

@@ -36,8 +36,12 @@ TAIL = 1e-14
 
 @lru_cache(maxsize=64)
 def step_remove(sigma: float, rate: float, grid: float) -> PLD:
-    """L^: the pessimistic removal-direction PLD of one step."""
-    return subsampled_gaussian_pld(sigma, rate, grid=grid).remove
+    """L^: the pessimistic removal-direction PLD of one step: a grid PLD (no analytic
+    Gaussian part, which the lower bounds below would drop: rate 1 is refused)."""
+    p = subsampled_gaussian_pld(sigma, rate, grid=grid).remove
+    if p.mu != 0.0:
+        raise ValueError(f"_sgm_powers: rate {rate} gives a PLD with a Gaussian part")
+    return p
 
 
 @lru_cache(maxsize=256)
@@ -66,6 +70,8 @@ def upper_power(sigma: float, rate: float, grid: float, k: int) -> PLD:
 
 def _lower_compose(a: PLD, b: PLD) -> PLD:
     """A valid PLD dominated by the exact a (+) b, for optimistic/exact grid PLDs (mu = 0)."""
+    if a.mu != 0.0 or b.mu != 0.0:
+        raise ValueError("_lower_compose: grid PLDs only (a Gaussian part would be dropped)")
     grid = a.grid
     conv, rel, err = _convolve.convolve(a.probs, b.probs)
     low = np.clip(conv * (1.0 - rel) - err, 0.0, None)

@@ -50,7 +50,7 @@ from dpsieve.filters._common import FilterBase, StateReader, frac_from_json, fra
 from dpsieve.filters.base import Decision
 from dpsieve.mechanisms.subsampled import DPSGDStep
 
-__all__ = ["TRAINING_GRID", "TrainingFilter", "kind_of"]
+__all__ = ["SIGMA_CAP", "TRAINING_GRID", "TrainingFilter", "kind_of"]
 
 #: Grid of the step PLDs (loss units): 5e-4 keeps eps within 4e-4 of exact at 2,663 steps.
 TRAINING_GRID = 5e-4
@@ -60,12 +60,28 @@ _EXCHANGE_STEPS = 100
 #: Each exchange may spend reserve0 / this on top of its certified tails (numerical slack).
 _EXCHANGES_PER_RESERVE = 64
 _Kind = tuple[float, float]
+#: Rate 1 is refused: a full-batch step is the Gaussian G_{1/sigma}, whose PLD has an
+#: analytic part that the grid compositions of :mod:`._sgm_powers` cannot carry (before, a
+#: rate-1 reference pool's lower bound lost it and exchanges gave the budget away).
+_FULL_BATCH = (
+    "a Poisson rate < 1 (a rate-1 step is the full-batch Gaussian: use a GDP filter, "
+    "exact for it, e.g. GDPResidueFilter or PerRecordGDPFilter)"
+)
+
+
+#: Largest sigma of a kind: a step with more noise is charged as this one (at most 1e-6
+#: of GDP per step; on the default grid its PLD is already the single cell [0, grid]), so
+#: the step PLDs are never built where their construction overflows.
+SIGMA_CAP = 1e6
 
 
 def kind_of(sigma: float, rate: float) -> _Kind:
-    """The unit kind that pays for a step: sigma rounded down to 0.01, the rate kept. The
-    kind has at most the step's noise, so its PLD dominates the step's (post-processing:
-    adding independent noise maps the kind's pair to the step's)."""
+    """The unit kind that pays for a step: sigma rounded down to 0.01 (and to at most
+    ``SIGMA_CAP``), the rate kept. The kind has at most the step's noise, so its PLD
+    dominates the step's (post-processing: adding independent noise maps the kind's pair
+    to the step's)."""
+    if sigma > SIGMA_CAP:
+        return (SIGMA_CAP, rate)
     s = math.floor(sigma * 100.0) / 100.0
     while s > 0 and Fraction(s) > Fraction(sigma):
         s = math.nextafter(s, 0.0)
@@ -121,6 +137,8 @@ class TrainingFilter(FilterBase):
         eps = check_positive("eps", eps, o)
         delta = check_in_open("delta", delta, 0.0, 1.0, o)
         ref = DPSGDStep(sigma, rate)
+        if ref.rate == 1.0:
+            raise fail("rate", o, _FULL_BATCH, rate)
         frac = float(reserve)
         if not 0.0 <= frac < 1.0:
             raise fail("reserve", o, "a fraction of delta in [0, 1)", reserve)
@@ -185,7 +203,7 @@ class TrainingFilter(FilterBase):
                          self.remaining(), {"query": _describe(query)}),
                 None,
             )
-        if query.sampling != "poisson":
+        if query.sampling != "poisson" or query.rate == 1.0:
             return (
                 Decision(False, "full-batch steps: use a GDP filter (exact for Gaussians)",
                          self.remaining(), {"query": query.to_dict()}),
@@ -382,7 +400,11 @@ def _validated(state: Any) -> dict[str, Any]:
     try:
         DPSGDStep(ref[0], ref[1])  # validates sigma, rate
     except ValidationError:
-        raise bad("reference", "[sigma > 0, rate in (0, 1]]", ref) from None
+        raise bad("reference", "[sigma > 0, rate in (0, 1)]", ref) from None
+    if ref[1] == 1.0:
+        raise bad("reference", "[sigma > 0, rate in (0, 1)]: " + _FULL_BATCH, ref)
+    if ref[0] > SIGMA_CAP:
+        raise bad("reference", f"[sigma <= {SIGMA_CAP:g}, rate] (a kind)", ref)
     units = state["units"]
     if not isinstance(units, list):
         raise bad("units", "a list of [sigma, rate, count]", units)
@@ -401,6 +423,8 @@ def _validated(state: Any) -> dict[str, Any]:
         seen.add((u[0], u[1]))
         if not (u[0] >= ref[0] and u[1] <= ref[1]):
             raise bad("units", "kinds dominated by the reference", u)
+        if not (u[0] <= SIGMA_CAP and u[1] < 1.0):
+            raise bad("units", f"kinds with sigma <= {SIGMA_CAP:g} and rate < 1", u)
     ref_units = sum(u[2] for u in units if [u[0], u[1]] == ref)
     if ref_units > state["n0"]:
         raise bad("units", f"at most n0 = {state['n0']} reference units", ref_units)
