@@ -9,7 +9,9 @@ subnormal-adjacent and tiny ones. The oracle (tests/filters/exact_oracle.py) com
 admitted queries' exact privacy in the notion each filter promises.
 
 A new filter kind joins by adding a ``Case`` to ``CASES`` (its builder and its oracle
-check); ``test_every_registered_kind_has_an_extremes_case`` makes forgetting impossible.
+check), or, for filters of other query types (training steps), a case in
+tests/filters/test_extremes_training.py; ``test_every_registered_kind_has_an_extremes_case``
+makes forgetting impossible.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 import exact_oracle as oracle
 import mpmath
 import pytest
+import test_extremes_training as training_extremes
 from exact_oracle import Truth
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -310,20 +313,15 @@ CASES: dict[str, list[Case]] = {
     ],
 }
 
-#: Kinds registered by modules other than dpsieve.filters' own, with the reason they have
-#: no case here yet (each entry is a debt: add a Case).
-EXEMPT: dict[str, str] = {
-    "training_pld": "takes DPSGDStep queries only; its extremes are in tests/training "
-    "(fixed schedule = accountant's count, exchanges vs dp_accounting, refusals)",
-    "per_record_gdp": "takes RecordStep queries only; exact small runs in tests/training",
-    "per_record_rdp": "takes RecordStep queries only; exact small runs in tests/training",
-}
+#: Kinds whose queries are not the ones above (DP-SGD steps, per-record steps): their cases
+#: are in tests/filters/test_extremes_training.py, with their own runs and oracles.
+ELSEWHERE: set[str] = set(training_extremes.RECORD_CASES) | set(training_extremes.TRAINING_CASES)
 
 ALL = [(kind, i) for kind, cases in CASES.items() for i in range(len(cases))]
 
 
 def test_every_registered_kind_has_an_extremes_case() -> None:
-    missing = set(registered_kinds()) - set(CASES) - set(EXEMPT)
+    missing = set(registered_kinds()) - set(CASES) - ELSEWHERE
     assert not missing, f"filters without an extremes case (add one to CASES): {missing}"
 
 

@@ -151,3 +151,23 @@ def test_ledger_persists_a_per_record_filter() -> None:
     left = again.remaining_private()[:, 0]  # type: ignore[attr-defined]
     assert np.all(left[mask & (norms > 0)] < 1.0)
     assert np.all(left[~mask] == 1.0)
+
+
+def test_extreme_noise_neither_crashes_nor_overcharges() -> None:
+    """Regressions (extremes suite, issue 17): a noise std whose square underflows
+    (5e-324) raised ZeroDivisionError out of ``step``; with one whose square overflows
+    (1e300) the cost was c^2 * 5.6e-309 instead of c^2 * 1e-600, and c^2 overflowed for the
+    norm ``allowance`` offered, so a record clipped to its own allowance was refused."""
+    f = PerRecordGDPFilter(3, 1.0)
+    mask = f.step(5e-324, [0.0, 1e-300, 1.0])
+    assert not mask[1:].any()  # any positive norm over (almost) no noise costs +inf
+    assert np.array_equal(f.remaining_private()[1:, 0], [1.0, 1.0])
+    g = PerRecordGDPFilter(2, 1e-100)  # mu^2 = 1e-200
+    allow = g.allowance(1e300)
+    assert allow[0] == pytest.approx(1e200, rel=1e-9)
+    assert g.step(1e300, allow).all()  # c^2 overflowed: the allowance was refused
+    spent = Fraction(g.mu) ** 2 - Fraction(float(g.remaining_private()[0, 0]))
+    assert spent >= (Fraction(float(allow[0])) / Fraction(1e300)) ** 2  # at least the truth
+    assert spent <= Fraction(g.mu) ** 2
+    r = PerRecordRDPFilter(1, 2.0, 1.0)
+    assert not r.step(1e-200, [1e300]).any()  # overflowing cost: refused, no warning

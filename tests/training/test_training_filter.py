@@ -192,3 +192,17 @@ def test_huge_sigma_is_a_kind_not_an_overflow() -> None:
     assert kind_of(1e6, 0.01) == (1e6, 0.01)
     f = TrainingFilter(2.0, 1e-5, sigma=4.0, rate=0.5)
     assert f.try_step(1e308, 0.5).admitted  # a step with (almost) no privacy cost
+
+
+def test_lower_bounds_of_long_pools_keep_total_mass_at_most_one() -> None:
+    """Regression (extremes suite): the addition-direction lower bound of 2^13 steps at
+    sigma 50, rate 1e-3 raised 'masses ... sum to 1. Got 1.0000012' (the restore step kept
+    the +inf mass and a unit atom at 0: 1 + 1.5e-10 per step, doubled by each squaring),
+    so an exchange from a reference pool of 8,388,607 such steps crashed try_step. The
+    lower bounds now total at most 1 and stay below the upper bounds."""
+    xs = np.exp(np.linspace(0.0, 2.0, 9))
+    for k in (2**13, 2**20 + 3):
+        lo = lower_power(50.0, 1e-3, 5e-4, k, add=True)
+        assert float(np.sum(lo.probs)) + lo.inf_mass <= 1.0
+        hi = upper_power(50.0, 1e-3, 5e-4, k).dual()
+        assert np.all(lo.hockey_stick(xs) <= hi.hockey_stick(xs))

@@ -23,7 +23,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from dpsieve.accounting import _construct, _convolve
+from dpsieve.accounting import _construct, _convolve, _ops
 from dpsieve.accounting.pld import PLD
 from dpsieve.mechanisms.subsampled import subsampled_gaussian_pld
 
@@ -86,8 +86,23 @@ def _lower_compose(a: PLD, b: PLD) -> PLD:
     up = float(np.sum(low[hi + 1 :]))
     kept = np.array(low[lo : hi + 1])
     kept[-1] += up * (1.0 - 4 * U)
-    o, probs, infm = _construct.optimistic(off + lo, kept, inf, grid)
-    return PLD(grid, o, probs, infm, 0.0, "optimistic", False)
+    return _restored(off + lo, kept, inf, grid)
+
+
+def _restored(offset: int, probs: np.ndarray, inf: float, grid: float) -> PLD:
+    """Lower-bound masses made a valid PLD (``restore_optimistic``, Lemma A2 of
+    docs/proofs/accounting.md), then its finite masses scaled down so that they and the
+    +inf mass total at most 1 (scaling masses down only lowers h, at every x).
+
+    The scaling is needed: when the restore lowers the hull onto 1 - x at x = 1 while the
+    +inf mass is positive, it keeps that mass *and* puts 1 + (a positive slope) at z = 0
+    (the addition direction of the step at sigma 50, rate 1e-3: 1 + 1.5e-10; composed 2^13
+    times the excess reached 1.2e-6, an inflated 'lower' bound, and then a PLD() error)."""
+    o, out, infm = _construct.optimistic(offset, probs, inf, grid)
+    finite = math.fsum(out.tolist())
+    if finite + infm > 1.0 and finite > 0.0:
+        out = out * (max(0.0, 1.0 - infm) / finite * (1.0 - 4 * U))
+    return PLD(grid, o, out, infm, 0.0, "optimistic", False)
 
 
 def _as_exact_input(p: PLD) -> PLD:
@@ -97,8 +112,8 @@ def _as_exact_input(p: PLD) -> PLD:
 
 def _dual_down(p: PLD) -> PLD:
     """A valid PLD dominated by dual(p): masses p e^{-z} rounded down, then restored."""
-    d = p.dual()  # optimistic p: rounded down and restored (accounting._ops.dual)
-    return PLD(d.grid, d.offset, d.probs, d.inf_mass, 0.0, "optimistic", False)
+    d = _ops.dual(p, upper=False)  # rounded down, not restored
+    return _restored(d.offset, d.probs, d.inf_mass, d.grid)
 
 
 @lru_cache(maxsize=256)

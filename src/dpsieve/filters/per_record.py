@@ -98,12 +98,28 @@ def _up(x: FloatArray) -> FloatArray:
     return x
 
 
+def _inv_up(noise_std: float) -> float:
+    """1 / s rounded up (+inf when it overflows, s < 5.6e-309)."""
+    return rd.div_up(1.0, noise_std)
+
+
 def _mu2_costs(norms: FloatArray, noise_std: float) -> FloatArray:
-    """Upper bounds on (c / s)^2, elementwise: fl(fl(c c) K) + TINY with
-    K >= UP_F^4 / s^2 (the margin on c squared, one on c*c, one on the product)."""
-    k = rd.round_up(rd.div_up(1.0, rd.mul_down(noise_std, noise_std)) * UP_F**4 * UP_F)
-    c = np.multiply(norms, norms)
-    c *= k
+    """Upper bounds on (c / s)^2, elementwise: t = fl(c I) UP_F^3 with I >= 1/s (the margin
+    on c, one on the product, one on this scaling), then fl(t t) UP_F^2 + TINY (the square's
+    rounding and the scaling's; TINY covers any underflow: a t below 2^-1022 has t^2 below
+    2^-2044). Computed as (c/s)^2 rather than c^2 / s^2 so that s^2 neither overflows nor
+    underflows (s = 1e300 used to cost c^2 * 5.6e-309 instead of c^2 * 1e-600). Overflow
+    gives +inf (never admitted); I = +inf (s < 5.6e-309) makes every positive norm cost +inf
+    and a zero norm TINY (no 0 * inf)."""
+    inv = _inv_up(noise_std)
+    with np.errstate(over="ignore"):
+        if math.isinf(inv):
+            t = np.where(norms > 0, math.inf, 0.0)
+        else:
+            t = np.multiply(norms, inv)
+            t *= UP_F**3
+        c = np.multiply(t, t)
+        c *= UP_F**2
     c += TINY
     return c
 
@@ -256,10 +272,16 @@ class PerRecordGDPFilter(_PerRecord):
         """The largest norm each record's remaining budget pays for at ``noise_std``
         (rounded down; 0 when exhausted). Private."""
         s = check_positive("noise_std", noise_std, "allowance")
-        # admission needs (spent + cost) UP_F <= budget with cost <= (c/s)^2 UP_F^6 + TINY:
-        # leave a relative 2^-44 of the budget for those margins and the roundings here
+        # admission needs (spent + cost) UP_F <= budget with cost <= (c I)^2 UP_F^9 + TINY
+        # (I >= 1/s as in the costs): leave a relative 2^-44 of the budget for those
+        # margins and the roundings here, and divide by I itself (not multiply by s: I is
+        # 1/s rounded up, and subnormal when s > 2^1022)
         left = self._budget[0] * (1.0 - 2.0**-44) - self._spent[:, 0] - 2 * TINY
-        out: FloatArray = np.sqrt(np.clip(left, 0.0, None)) * (rd.mul_down(s, 1.0 - 2.0**-44))
+        inv = _inv_up(s)
+        if math.isinf(inv):
+            return np.zeros(self.records)
+        with np.errstate(over="ignore"):
+            out: FloatArray = np.sqrt(np.clip(left, 0.0, None)) / inv * (1.0 - 2.0**-44)
         return np.clip(out, 0.0, None)
 
     def _state_with(self, spent: FloatArray, steps: int) -> dict[str, Any]:
@@ -332,7 +354,8 @@ class PerRecordRDPFilter(_PerRecord):
 
     def _costs(self, step: RecordStep) -> FloatArray:
         out: FloatArray = _mu2_costs(step.norms, step.noise_std)  # (c/s)^2, up
-        out *= self._order * 0.5 * UP_F  # alpha/2 times it, rounded: margin
+        with np.errstate(over="ignore"):
+            out *= self._order * 0.5 * UP_F  # alpha/2 times it, rounded: margin
         return out[:, None]
 
     def _state_with(self, spent: FloatArray, steps: int) -> dict[str, Any]:
