@@ -212,11 +212,17 @@ def load_frame(data: Any) -> Frame:
 
 
 def _rows_loadable(data: Any, owner: str) -> None:
-    """Refuse, from the source's type alone, a query shape that needs the rows in memory
-    on a source that only answers query plans (a Spark DataFrame is never collected to the
-    driver; an engine object exposes aggregates only). Called before any spend."""
+    """Refuse, from public facts alone, a query shape whose rows cannot be loaded: a path
+    that is not an existing CSV/Parquet file, or a source that only answers query plans (a
+    Spark DataFrame is never collected to the driver; an engine object exposes aggregates
+    only). Called before any spend (it was charged, then failed)."""
     from dpsieve.queries.engines.resolve import is_engine, is_spark_frame
 
+    if isinstance(data, str | Path):  # the path is the steward's public configuration
+        if not str(data).lower().endswith((".parquet", ".pq", ".csv", ".csv.gz", ".tsv")):
+            raise fail("data", owner, "a .csv or .parquet path", str(data))
+        if not Path(data).is_file():
+            raise fail("data", owner, "an existing file", str(data))
     if is_spark_frame(data) or is_engine(data):
         raise fail("data", owner, "a pandas/polars DataFrame or a CSV/Parquet path for this "
                    "query type (a Spark DataFrame or an engine answers query plans: "

@@ -70,3 +70,20 @@ def test_the_wrong_n_is_refused_naming_n(where: str, tmp_path: Path) -> None:
         assert out.kind == "refused"
         assert "'n'" in out.message
         assert e.spends() == 0
+
+
+@pytest.mark.parametrize("path", ["missing.csv", "data.json"])
+def test_an_unloadable_file_is_refused_before_the_spend(tmp_path: Path, path: str) -> None:
+    """A Session over a path that is no existing CSV/Parquet file was charged for a count,
+    then failed to load the rows: refused now from public facts, the ledger untouched."""
+    from dpsieve import Session
+    from dpsieve.accounting.events import PureDP
+    from dpsieve.errors import ValidationError
+
+    if path.endswith(".json"):
+        (tmp_path / path).write_text("{}")
+    s = Session(str(tmp_path / path), budget=PureDP(1.0))
+    with pytest.raises(ValidationError) as ei:
+        s.run({"type": "count", "privacy": {"type": "pure", "eps": 0.5}})
+    assert ei.value.parameter == "data"
+    assert s.store.history(s.budget_id) == []
