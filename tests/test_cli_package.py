@@ -96,12 +96,21 @@ ERRORS = [
     ("dead --url", ["query", "d", '{"type": "count", "privacy": {"type": "pure", "eps": 0.1}}',
                     "--url", "http://127.0.0.1:9", "--api-key", "k"], 1),
     ("bad JSON", ["query", "d", "{not json"], 2),
+    # these printed JSON on stdout only, "Refused: ..." or "unexpected ...Error" before:
+    ("release-theory bad size", ["release-theory", "-T", "0", "--k", "1", "--n", "1"], 2),
+    ("release negative eps", ["release", "--mechanism", "envelope", "--data", "t.csv",
+                              "--domain", "t.json", "--eps", "-1"], 2),
+    ("ledger cannot be opened", ["budget", "show", "--database-url",
+                                 "sqlite:///no/such/dir/x.db"], 1),
+    ("negative seed", ["demo", "--seed", "-1"], 2),
 ]
 
 
 @pytest.mark.parametrize(("name", "args", "code"), ERRORS, ids=[e[0] for e in ERRORS])
 def test_errors_are_one_line_on_stderr(name: str, args: list[str], code: int,
                                        tmp_path: Path) -> None:
+    (tmp_path / "t.csv").write_text("a\n0\n1\n")
+    (tmp_path / "t.json").write_text('{"a": [0, 1]}')
     r = run(*args, cwd=tmp_path)
     assert r.returncode == code, (r.returncode, r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()

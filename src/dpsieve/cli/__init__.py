@@ -145,6 +145,8 @@ def _environment_error(exc: BaseException) -> str | None:
             exc, httpx.TransportError) else f"the service request failed: {reason}"
     if isinstance(exc, ImportError):  # an optional package missing: the message says which
         return str(exc)
+    if type(exc).__module__.split(".")[0] in ("sqlite3", "psycopg"):  # the ledger's database
+        return f"the ledger database: {exc}"
     if isinstance(exc, OSError):
         where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
         return f"{exc.strerror or exc}{where}"

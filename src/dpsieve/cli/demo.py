@@ -85,7 +85,8 @@ def demo(
     eps: Annotated[float, typer.Option(help="Target epsilon of the whole analysis.")] = 2.0,
     delta: Annotated[float, typer.Option(help="Target delta of the whole analysis.")] = 1e-6,
     seed: Annotated[
-        int | None, typer.Option(help="Seeded simulation (NOT private); default: secure noise.")
+        int | None, typer.Option(
+            min=0, help="Seeded simulation (NOT private); default: secure noise.")
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines.")] = False,
     typical: Annotated[bool, typer.Option(

@@ -198,8 +198,17 @@ def residue(
         typer.echo(json.dumps(out))
         return
     typer.echo(f"budget G_{mu:.6g}; query {query}")
-    typer.echo(f"  naive GDP filter:   charged G_{nu:.6g}, remaining mu = {mu_naive}")
-    typer.echo(f"  GDP residue filter: remaining mu = {out['mu_residue']}")
+    if not math.isfinite(nu) and out["mu_residue"] is None:
+        from dpsieve.filters.summary import describe_query
+
+        typer.echo(f"  refused by both: a query of this kind ({describe_query(q)}) has no GDP "
+                   "bound, so it never fits a GDP budget")
+        return
+    naive = f"remaining mu = {mu_naive:.6g}" if mu_naive is not None else "refused"
+    residue = (f"remaining mu = {out['mu_residue']:.6g}" if out["mu_residue"] is not None
+               else "refused")
+    typer.echo(f"  naive GDP filter:   charged G_{nu:.6g}, {naive}")
+    typer.echo(f"  GDP residue filter: {residue}")
 
 
 @app.command("run")

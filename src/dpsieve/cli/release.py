@@ -128,8 +128,9 @@ def release(
         out = _run(rel, mechanism, wl, ds, eps, rounds, eta, gamma, method, rng, max_cost,
                    progress, diagnostics)
     except DPError as e:
-        typer.echo(json.dumps({"error": type(e).__name__, "message": str(e)}) if as_json
-                   else f"Refused: {e}", err=not as_json)
+        if as_json:  # the error as JSON on stdout too, for a program reading it
+            typer.echo(json.dumps({"error": type(e).__name__, "message": str(e)}))
+        typer.echo(f"Error: {' '.join(str(e).split())}", err=True)
         raise typer.Exit(2) from None
     payload: dict[str, Any] = {
         "mechanism": out.mechanism, "answers": [float(a) for a in out.answers],
@@ -235,6 +236,7 @@ def release_theory(
         out["smallest_nontrivial_n"] = smallest_nontrivial_n(universe_size, k, eps)
     except DPError as e:
         typer.echo(json.dumps({"error": type(e).__name__, "message": str(e)}))
+        typer.echo(f"Error: {' '.join(str(e).split())}", err=True)
         raise typer.Exit(2) from None
     typer.echo(json.dumps(out))
 
