@@ -13,7 +13,8 @@ __all__ = ["query", "register"]
 
 
 def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema: str,
-           key: str | None) -> Iterator[dict[str, Any]]:
+           key: str | None, spark: str | None = None,
+           spark_table: str | None = None) -> Iterator[dict[str, Any]]:
     """Each query's answer, refusal or error, as soon as it is known (a generator: an
     answer already paid for is printed before a later query can fail)."""
     from dpsieve.accounting.events import Neighbouring
@@ -31,7 +32,12 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
         src = store.dataset(dataset)
         if src is None:
             raise typer.BadParameter(f"No data set named {dataset!r} in {database_url}.")
-        session = Session(src["path"], store=store, budget_id=dataset, principal="cli",
+        data: Any = src["path"]
+        if spark is not None:  # the rows stay on the executors; query plans only
+            from dpsieve.queries.engines.spark_connect import open_spark, spark_source
+
+            data = spark_source(spark_table or str(src["path"]), open_spark(spark))
+        session = Session(data, store=store, budget_id=dataset, principal="cli",
                           columns=src.get("columns"), column_types=src.get("column_types"),
                           neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))
         for i, spec in _progress(specs):
@@ -103,6 +109,13 @@ def query(
     database_url: str = typer.Option("sqlite:///dpsieve.db", "--database-url",
                                      envvar="DPSIEVE_DATABASE_URL"),
     schema: str = typer.Option("dpsieve", help="PostgreSQL schema of the ledger."),
+    spark: str | None = typer.Option(
+        None, "--spark", help="Run on Spark: a master URL (local[2], spark://host:7077) or a "
+        "Spark Connect URL (sc://host:15002). The data set's path is read by Spark, or "
+        "--spark-table names a catalog table. Query plans only."),
+    spark_table: str | None = typer.Option(
+        None, "--spark-table", help="With --spark: a table of the Spark catalog to query "
+        "instead of the data set's registered path."),
 ) -> None:
     """Run a private query (or a file of them) and print the answers as JSON lines."""
     from dpsieve.errors import DPError
@@ -116,12 +129,17 @@ def query(
             raise typer.BadParameter("give a query or --file.")
     except (OSError, json.JSONDecodeError) as e:
         raise typer.BadParameter(f"cannot read the queries: {e}") from None
+    if spark_table is not None and spark is None:
+        raise typer.BadParameter("--spark-table needs --spark URL.")
+    if spark is not None and url is not None:
+        raise typer.BadParameter("--spark runs locally on a ledger; the service opens its "
+                                 "own data sources: give --spark or --url, not both.")
     if url is not None and not api_key:
         raise typer.BadParameter("--url needs --api-key (or DPSIEVE_API_KEY).")
     results: list[dict[str, Any]] = []
     try:
         stream = (_remote(dataset, specs, url, str(api_key), key) if url is not None
-                  else _local(dataset, specs, database_url, schema, key))
+                  else _local(dataset, specs, database_url, schema, key, spark, spark_table))
         for r in stream:  # printed at once: an answer paid for is never lost to a later error
             typer.echo(json.dumps(r))
             results.append(r)
