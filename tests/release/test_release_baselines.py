@@ -116,8 +116,9 @@ def test_cli_refusal_is_clear() -> None:
         "--workload", "marginals:2", "--eps", "1", "--rounds", "30", "--json",
         "--domain", str(DATA / "release_toy.domain.json")])
     assert res.exit_code == 2
-    out = json.loads(res.output)
+    out = json.loads(res.stdout)  # JSON on stdout, and one "Error:" line on stderr
     assert out["error"] == "InstanceTooLargeError"
+    assert res.stderr.startswith("Error: ")
     assert "work units" in out["message"]
 
 
@@ -129,4 +130,5 @@ def test_cli_release_theory() -> None:
     assert out["smallest_nontrivial_n"] <= 5_000_000
     res = CliRunner().invoke(app, ["release-theory", "-T", "2", "--k", "1", "--n", "0"])
     assert res.exit_code == 2
-    assert "'n'" in json.loads(res.output)["message"]
+    assert "'n'" in json.loads(res.stdout)["message"]
+    assert res.stderr.startswith("Error: ")
