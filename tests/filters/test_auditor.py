@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
+import mpmath
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -214,3 +215,20 @@ def test_first_witness_overspend_range() -> None:
 
     assert gap(0.0708) <= 0 < gap(0.0709)
     assert gap(1.9291) > 0 >= gap(1.9292)
+
+
+def test_gdp_family_admissibility_uses_a_certified_error_bound() -> None:
+    """Regression (issue 18.4, GDP families): admissibility against an (eps, delta) target
+    used gdp_delta +- 1e-12, but at mu = 1e5, eps = 5e9 the float delta is 2.95e-12 above
+    the truth (mpmath), so with delta 1e-12 above the truth the single (admissible) move G_mu
+    was called certainly inadmissible and the worst case reported as G_0, 'free'."""
+    mu, eps = 1e5, 5e9
+    with mpmath.workdps(60):
+        m, e = mpmath.mpf(mu), mpmath.mpf(eps)
+        truth = mpmath.ncdf(-e / m + m / 2) - mpmath.exp(e) * mpmath.ncdf(-e / m - m / 2)
+        delta = float(truth + mpmath.mpf(1e-12))
+        assert truth <= delta  # G_mu is admissible
+    res = audit_gdp_family([mu], (eps, delta), 1)
+    assert res.worst["gdp_mu"] == mu  # the admissible move is in the worst case
+    assert res.verdict == "not shown not free"  # within the certified error bound
+    assert 2e-12 < res.margin < 1e-10

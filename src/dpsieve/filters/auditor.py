@@ -44,9 +44,9 @@ from typing import Any
 
 import numpy as np
 
-from dpsieve._rounding import sqrt_down, sqrt_up
+from dpsieve._rounding import add_down, add_up, sqrt_down, sqrt_up
 from dpsieve._validation import check_int, fail
-from dpsieve.accounting.gdp import gdp_delta
+from dpsieve.accounting.gdp import gdp_delta_err
 from dpsieve.accounting.tradeoff import PiecewiseLinearTradeoff
 from dpsieve.errors import UnsupportedError
 from dpsieve.filters._budgets import (
@@ -303,13 +303,16 @@ def audit_gdp_family(
         maybe = ok
     else:
         eps, delta = budget
-        margin = MARGIN
 
+        # delta_s(eps) with gdp_delta_err's certified error bound (valid at every mu; the
+        # flat 1e-12 it replaces is exceeded from mu ~ 1e5: 3e-12 at mu = 1e5, eps = 5e9)
         def ok(s2: Fraction) -> bool:  # certified: a larger mu has a larger delta(eps)
-            return float(gdp_delta(sqrt_up(s2), eps)) + MARGIN <= delta
+            h, err = gdp_delta_err(sqrt_up(s2), eps)
+            return add_up(float(h), float(err)) <= delta
 
         def maybe(s2: Fraction) -> bool:  # not certainly inadmissible
-            return float(gdp_delta(sqrt_down(s2), eps)) - MARGIN <= delta
+            h, err = gdp_delta_err(sqrt_down(s2), eps)
+            return add_down(float(h), -float(err)) <= delta
 
     memo: dict[tuple[Fraction, int], Fraction] = {}
 
@@ -327,6 +330,8 @@ def audit_gdp_family(
 
     r2 = value(Fraction(0), k)
     worst = {"gdp_mu_squared": str(r2), "gdp_mu": math.sqrt(float(r2))}
+    if not isinstance(budget, GaussianBudget):
+        margin = float(gdp_delta_err(sqrt_up(r2), budget[0])[1])  # the verdict's margin
     if r2 == 0 or ok(r2):
         return AuditResult(True, k, worst, margin=margin)
     # GDP queries are universally free (paper, Thm. 8), so no overspend can be certified:
