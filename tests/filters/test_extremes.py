@@ -358,3 +358,43 @@ def test_admitted_never_exceed_the_budget_long(kind: str, i: int, data: st.DataO
     case = CASES[kind][i]
     f, admitted = data.draw(adaptive_run(case))
     case.check(f, admitted)
+
+
+# -- long runs: thousands of small queries until the budget refuses -------------------------
+
+def _most(cost: Fraction) -> int:
+    """How many queries of this exact cost a budget of 1 holds."""
+    return math.floor(1 / cost)
+
+
+_G = Fraction(0.014) ** 2  # GDP(0.014): mu^2 adds up
+LONG_RUNS: list[tuple[str, Callable[[], Any], Any, Truth, Check, int]] = [
+    # (name, filter, query, its truth, the oracle check, the most an exact filter admits)
+    ("pure_dp", lambda: PureDPFilter(1.0), PureDP(2e-4), Truth("rr", eps=2e-4), _pure_sum(1.0),
+     _most(Fraction(2e-4))),
+    ("zcdp", lambda: ZCDPFilter(1.0), ZCDP(2e-4), Truth("zcdp", rho=2e-4), _zcdp_sums(1.0, None),
+     _most(Fraction(2e-4))),
+    ("rdp", lambda: RDPFilter(ORDERS, (1.0, 1.0, 1.0)), GDP(0.005), Truth("gauss", mu=0.005),
+     _rdp_sums(ORDERS, (1.0, 1.0, 1.0)), _most(Fraction(64) * Fraction(0.005) ** 2 / 2)),
+    ("gdp_naive", lambda: NaiveGDPFilter(1.0), GDP(0.014), Truth("gauss", mu=0.014),
+     _gdp_composition(1.0), _most(_G)),
+    ("gdp_residue", lambda: GDPResidueFilter(1.0), GDP(0.014), Truth("gauss", mu=0.014),
+     _gdp_composition(1.0), _most(_G)),
+    ("natural_gdp", lambda: NaturalGDPFilter(1.0), GDP(0.014), Truth("gauss", mu=0.014),
+     _natural_gdp(1.0), _most(_G)),
+]
+
+
+@pytest.mark.parametrize("run", LONG_RUNS, ids=[r[0] for r in LONG_RUNS])
+def test_long_runs_never_exceed_the_budget_and_use_it(run: tuple[Any, ...]) -> None:
+    """Thousands of admissions in a row: rounding never accumulates past the budget (exact
+    oracle), and it does not strand the budget either (at least 99.9 % of what exact
+    arithmetic admits, ``most``, computed in Fraction; RDP: order 64 binds)."""
+    _, build, query, truth, check, most = run
+    f = build()
+    admitted: list[Truth] = []
+    while f.try_spend(query).admitted:
+        admitted.append(truth)
+        assert len(admitted) <= most, "admitted more than exact arithmetic allows"
+    check(f, admitted)
+    assert len(admitted) >= most * 0.999, (len(admitted), most)
