@@ -15,6 +15,9 @@ from typer.testing import CliRunner
 
 from dpsieve.cli import app
 
+# The first test starts a JVM; on a loaded 2-core machine a Spark job takes minutes.
+pytestmark = pytest.mark.timeout(1500)
+
 runner = CliRunner()
 PLAN = json.dumps({"type": "query", "privacy": {"type": "pure", "eps": 0.5},
                    "aggregations": [{"type": "count"},

@@ -30,6 +30,8 @@ from dpsieve.queries._mix import encode, fold, mix
 from dpsieve.queries.engines import DuckDBEngine, ReferenceEngine
 from dpsieve.queries.engines.spark import SparkEngine, spark_column_type
 
+# The first test starts a JVM; on a loaded 2-core machine a Spark job takes minutes.
+pytestmark = pytest.mark.timeout(1500)
 
 @pytest.fixture(scope="module")
 def spark() -> Any:

@@ -36,6 +36,8 @@ from dpsieve.queries.kinds import KINDS
 from dpsieve.queries.plan import from_spec
 from dpsieve.queries.prepare import prepare
 
+# The first test starts a JVM; on a loaded 2-core machine a Spark job takes minutes.
+pytestmark = pytest.mark.timeout(1500)
 
 @pytest.fixture(scope="module")
 def spark() -> Any:

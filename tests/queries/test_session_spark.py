@@ -18,6 +18,9 @@ from dpsieve.errors import ValidationError
 from dpsieve.queries import Column, ColumnType
 from dpsieve.queries.engines.spark import SparkEngine
 
+# The first test starts a JVM; on a loaded 2-core machine a Spark job takes minutes.
+pytestmark = pytest.mark.timeout(1500)
+
 COLS = (Column("pid", ColumnType.INTEGER), Column("ward", ColumnType.STRING),
         Column("cost", ColumnType.FLOAT), Column("age", ColumnType.INTEGER),
         Column("ok", ColumnType.BOOLEAN))
