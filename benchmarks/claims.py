@@ -243,16 +243,11 @@ def quick_others(label: str, estimators: list[str], reps: int) -> dict[str, dict
 
 
 def release_run() -> Any:
-    """experiments/release/run.py as a module (it is a script, not a package)."""
-    import importlib.util
+    """The release experiments' module (``dpsieve.reproduce.release``, what
+    ``dpsieve release-experiments`` runs)."""
+    import importlib
 
-    spec = importlib.util.spec_from_file_location("release_run",
-                                                  ROOT / "experiments" / "release" / "run.py")
-    assert spec is not None
-    assert spec.loader is not None
-    run = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run)
-    return run
+    return importlib.import_module("dpsieve.reproduce.release")
 
 
 def tuned_pmw_rounds(w: int | None, n: int, eps: float) -> int:
