@@ -206,3 +206,16 @@ def test_lower_bounds_of_long_pools_keep_total_mass_at_most_one() -> None:
         assert float(np.sum(lo.probs)) + lo.inf_mass <= 1.0
         hi = upper_power(50.0, 1e-3, 5e-4, k).dual()
         assert np.all(lo.hockey_stick(xs) <= hi.hockey_stick(xs))
+
+
+def test_an_exchange_never_costs_a_unit_per_step_or_more() -> None:
+    """Regression: with a pool too long for the bounds to separate (8,388,607 steps at
+    sigma 50, rate 1e-3) the best exchange for 8 steps at sigma 1e6 was m = 0: the whole
+    pool traded for 8 steps. Now a step is paid by one dominating reference unit instead."""
+    f = TrainingFilter(2.0, 1e-5, sigma=50.0, rate=1e-3, exchange_steps=8)
+    n = f.remaining()["reference_steps"]
+    d = f.try_step(1e6, 1e-3)
+    assert d.admitted
+    assert "exchange" not in d.cost
+    assert d.cost["charged_as"] == [50.0, 1e-3]
+    assert f.remaining()["reference_steps"] == n - 1

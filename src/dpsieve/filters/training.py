@@ -258,6 +258,11 @@ def _exchange(st: dict[str, Any], units: dict[_Kind, int], target: _Kind) -> dic
     k = min(int(st["exchange_steps"]), 4 * n_s)
     while k >= 1:
         got = _best_m(src, target, n_s, k, grid, reserve, extra)
+        if got is not None and n_s - got[0] >= k:
+            # k reference units for k steps or more: paying each step with one reference
+            # unit (a dominating kind, exact) is never worse and spends no reserve (an
+            # 8,388,607-unit pool was once traded whole for 8 steps at sigma 1e6)
+            return None
         if got is not None:
             m, spent = got
             units[src] = m
