@@ -129,7 +129,9 @@ class Entry:
         return Outcome("ok", r.value, r.cost, noise=r.noise)
 
     def _http_run(self, spec: dict[str, Any]) -> Outcome:
-        r = self._client.post("/v1/datasets/d/queries", headers=self.key, json=spec)
+        # the body as Python writes it: NaN and Infinity included, as a careless client would
+        r = self._client.post("/v1/datasets/d/queries", content=json.dumps(spec),
+                              headers={**self.key, "Content-Type": "application/json"})
         if r.status_code == 200:
             body = r.json()
             return Outcome("ok", body["value"], body["cost"], status=200, noise=body["noise"])
@@ -177,6 +179,11 @@ class Entry:
         """The privacy descriptions the ledger charged, from the ``since``-th spend on."""
         with self._ledger() as s:
             return [dict(r.cost["query"]) for r in s.history("d")[since:]]
+
+    def remaining(self) -> Any:
+        """The ledger filter's own statement of what is left (any budget type)."""
+        with self._ledger() as s:
+            return s.load_filter("d").remaining()
 
     def spent(self) -> Fraction:
         """The epsilon spent so far (exact), read from the ledger's filter state."""

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpsieve._rounding import div_up
 from dpsieve._validation import check_int, check_positive, fail
 from dpsieve.accounting.events import ApproxDP, Neighbouring, PureDP
 from dpsieve.mechanisms._random import RNG
@@ -156,10 +157,10 @@ def snap(c: F64, g: float) -> npt.NDArray[np.int64]:
 
 
 def noise_scale(sensitivity: int, eps: float) -> float:
-    """The smallest float ``t >= sensitivity / eps`` (exact rational comparison)."""
-    want = Fraction(sensitivity) / Fraction(eps)
-    t = float(want)
-    return t if Fraction(t) >= want else math.nextafter(t, math.inf)
+    """The smallest float ``t >= sensitivity / eps`` (:func:`dpsieve._rounding.div_up`,
+    exact); ``inf`` when that is above the largest float (a subnormal eps), which the
+    plans refuse as a scale above ``MAX_DISCRETE_SCALE``."""
+    return div_up(sensitivity, eps)
 
 
 def _noisy_sums(values: F64, radius: F64, eps: float, rng: RNG) -> F64:
