@@ -152,6 +152,8 @@ class Entry:
             d = json.loads(line)
             if "refused" in d:
                 outs.append(Outcome("refused", message=d["refused"]))
+            elif "error" in d:  # a DPError refusing one query (the CLI goes on)
+                outs.append(Outcome("refused", message=json.dumps(d)))
             else:
                 outs.append(Outcome("ok", d["value"], d["cost"], noise=d["noise"]))
         return outs
