@@ -398,3 +398,42 @@ def test_long_runs_never_exceed_the_budget_and_use_it(run: tuple[Any, ...]) -> N
         assert len(admitted) <= most, "admitted more than exact arithmetic allows"
     check(f, admitted)
     assert len(admitted) >= most * 0.999, (len(admitted), most)
+
+
+def _gdp_exceeds(eps: float, mu: float) -> Callable[[int], bool]:
+    return lambda n: not oracle.leq_gdp_budget(oracle.compose([Truth("rr", eps=eps)] * n), mu)[0]
+
+
+def _target_exceeds(eps: float, e: float, d: float) -> Callable[[int], bool]:
+    return lambda n: oracle.delta_at(oracle.compose([Truth("rr", eps=eps)] * n), e) > d
+
+
+RESIDUE_RUNS: list[tuple[str, Callable[[], Any], Any, float, Check, Callable[[int], bool]]] = [
+    # (name, filter, query, the eps of its truth R_eps, oracle check, "n copies exceed")
+    ("gdp_residue", lambda: GDPResidueFilter(1.0), PureDP(0.1), 0.1, _gdp_composition(1.0),
+     _gdp_exceeds(0.1, 1.0)),
+    ("gdp_residue_pld", lambda: GDPResidueFilter(1.0), PLD.randomized_response(0.1), 0.1,
+     _gdp_composition(1.0), _gdp_exceeds(0.1, 1.0)),
+    ("approx_gdp_residue", lambda: ApproxGDPResidueFilter(1.0, 1e-3), PureDP(0.1), 0.1,
+     _gdp_composition(1.0, 1e-3), _gdp_exceeds(0.1, 1.0)),
+    ("mixed", lambda: MixedFilter(2.0, 1e-5), PureDP(0.05), 0.05, _within_target(2.0, 1e-5),
+     _target_exceeds(0.05, 2.0, 1e-5)),
+]
+
+
+@pytest.mark.parametrize("run", RESIDUE_RUNS, ids=[r[0] for r in RESIDUE_RUNS])
+def test_residue_runs_to_exhaustion(run: tuple[Any, ...]) -> None:
+    """Randomized-response queries until refusal (about 100, each charged through the
+    residue): the exact composition of all of them is within the budget, and the filter
+    admits at least 95 % of the most that any filter could (the largest n whose exact
+    composition fits, found by the oracle)."""
+    _, build, query, eps, check, exceeds = run
+    f = build()
+    n = 0
+    while n < 10_000 and f.try_spend(query).admitted:
+        n += 1
+    check(f, [Truth("rr", eps=eps)] * n)
+    most = n
+    while not exceeds(most + 1):
+        most += 1
+    assert n >= 0.95 * most, (n, most)
