@@ -32,12 +32,12 @@ def test_page_draws_one_curve_per_budget_state(tmp_path: Path) -> None:
     with Server(f"sqlite:///{tmp_path / 'l.db'}", OWNER) as srv:
         own = {"Authorization": f"Bearer {OWNER}"}
         r = httpx.post(srv.base + "/v1/datasets", headers=own, json={
-            "name": "d", "path": str(csv), "budget": {"type": "gdp", "mu": 1.0}})
+            "name": "d", "path": str(csv), "budget": {"type": "gdp", "mu": 1.0}}, timeout=60)
         assert r.status_code == 201, r.text
         q = {"type": "count", "privacy": {"type": "pure", "eps": 0.3}}
         for _ in range(3):
-            assert httpx.post(srv.base + "/v1/datasets/d/queries", headers=own,
-                              json=q).status_code == 200
+            assert httpx.post(srv.base + "/v1/datasets/d/queries", headers=own, json=q,
+                              timeout=60).status_code == 200  # a loaded machine: not 5 s
         url = f"{srv.base}/ui#dataset=d&key={OWNER}"
         out = subprocess.run(
             [browser, "--headless", "--no-sandbox", "--disable-gpu",
