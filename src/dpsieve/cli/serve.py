@@ -23,6 +23,7 @@ def serve(
     import uvicorn
 
     from dpsieve.ledger import open_store
+    from dpsieve.ledger.redact import redact
     from dpsieve.service import Settings, create_app
     from dpsieve.service.auth import new_key
     from dpsieve.service.example import setup_example, usage
@@ -32,7 +33,7 @@ def serve(
     settings = Settings.from_env(database_url=database_url, owner_key=owner, schema=schema)
     store = open_store(database_url, schema=schema)
     base = f"http://{host}:{port}"
-    typer.echo(f"dpsieve: ledger {database_url}; serving on {base}")
+    typer.echo(f"dpsieve: ledger {redact(database_url)}; serving on {base}")
     if generated:
         typer.echo(f"Owner key (generated, shown once): {owner}")
     if example:

@@ -40,6 +40,7 @@ __all__ = [
     "BudgetStore",
     "FilterLoader",
     "IdempotencyKeyReuseError",
+    "LedgerUnavailableError",
     "Principal",
     "SpendOutcome",
     "SpendRecord",
@@ -55,6 +56,19 @@ FilterLoader = Callable[[str], PrivacyFilter]
 
 class IdempotencyKeyReuseError(LedgerError):
     """An idempotency key was sent again with a different request; nothing was spent."""
+
+
+class LedgerUnavailableError(LedgerError):
+    """The ledger cannot be reached or cannot commit (PostgreSQL refusing connections, a
+    read-only or full SQLite file); nothing was spent. ``cannot_write`` tells the two apart.
+
+    The message names the database with its password withheld
+    (:func:`dpsieve.ledger.redact.redact`); the service answers 503 without it.
+    """
+
+    def __init__(self, message: str, *, cannot_write: bool = False) -> None:
+        super().__init__(message)
+        self.cannot_write = cannot_write
 
 
 class BudgetNotFoundError(LedgerError, KeyError):

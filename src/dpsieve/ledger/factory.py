@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dpsieve._validation import fail
+from dpsieve._validation import Redacted, fail
 from dpsieve.ledger.base import BudgetStore, FilterLoader
+from dpsieve.ledger.redact import redact
 
 __all__ = ["open_store"]
 
@@ -20,7 +21,8 @@ def open_store(
       :class:`~dpsieve.ledger.postgres.PostgresStore` in ``schema``.
     """
     if not isinstance(url, str) or not url:
-        raise fail("url", "open_store", "a non-empty database URL", url)
+        raise fail("url", "open_store", "a non-empty database URL",
+                   url if not isinstance(url, str) else Redacted(redact(url)))
     if url == "memory://":
         from dpsieve.ledger.memory import MemoryStore
 
@@ -32,7 +34,8 @@ def open_store(
     if url.startswith("sqlite:///"):
         path = url[len("sqlite:///"):]
     elif "://" in url:
-        raise fail("url", "open_store", "memory://, sqlite:///<path> or postgresql://...", url)
+        raise fail("url", "open_store", "memory://, sqlite:///<path> or postgresql://...",
+                   Redacted(redact(url)))
     else:
         path = url
     from dpsieve.ledger.sqlite import SQLiteStore

@@ -203,5 +203,8 @@ class MemoryStore:
         with self._lock:
             return sorted(d for p, d in self._grants if p == principal)
 
+    def check_writable(self) -> None:
+        """Memory can always take a write."""
+
     def close(self) -> None:
         """Nothing to release."""

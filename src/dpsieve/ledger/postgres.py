@@ -20,8 +20,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from dpsieve._validation import fail
-from dpsieve.errors import LedgerError
-from dpsieve.ledger.base import FilterLoader
+from dpsieve.ledger.base import FilterLoader, LedgerUnavailableError
+from dpsieve.ledger.redact import redact
 from dpsieve.ledger.sql import Cursor, SQLStore
 
 __all__ = ["PostgresStore"]
@@ -84,7 +84,8 @@ class PostgresStore(SQLStore):
                 options=f"-c search_path={self.schema}",
             )
         except self._psycopg.OperationalError as e:
-            raise LedgerError(f"Cannot connect to PostgreSQL at {self.url!r}: {e}") from e
+            raise LedgerUnavailableError(f"Cannot connect to the PostgreSQL ledger at "
+                                         f"{redact(self.url)}: {redact(str(e))}") from None
         with self._all_lock:
             self._all.append(conn)
         return conn
@@ -109,8 +110,28 @@ class PostgresStore(SQLStore):
 
     @contextmanager
     def _tx(self, *, write: bool) -> Iterator[Cursor]:
-        with self._checkout() as conn, conn.transaction():
-            yield Cursor(conn.cursor(), "format")
+        try:
+            with self._checkout() as conn, conn.transaction():
+                yield Cursor(conn.cursor(), "format")
+        except self._psycopg.OperationalError as e:
+            # the server went away (or refuses writes): idle pooled connections are most
+            # likely dead too, so they are dropped and the next request reconnects. A
+            # commit cut off here may or may not have landed; a retry with the same
+            # idempotency key is charged at most once.
+            self._drain()
+            raise LedgerUnavailableError(f"The PostgreSQL ledger at {redact(self.url)} "
+                                         f"failed: {redact(str(e))}") from None
+
+    def _drain(self) -> None:
+        while True:
+            try:
+                conn = self._pool.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                conn.close()
+            except Exception:  # closing a dead connection may fail; it is gone either way
+                pass
 
     def drop_schema(self) -> None:
         """Drop this store's schema and everything in it (for tests and teardown)."""
@@ -122,3 +143,6 @@ class PostgresStore(SQLStore):
             for c in self._all:
                 c.close()
             self._all.clear()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({redact(self.url)!r}, schema={self.schema!r})"

@@ -68,6 +68,8 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "{append_only}",
         ),
     ),
+    # the readiness probe's one row: /readyz commits a write here (issue 11 defect 3)
+    (2, ("CREATE TABLE ready (id INTEGER PRIMARY KEY, ts TEXT NOT NULL)",)),
 )
 
 
@@ -146,6 +148,12 @@ class SQLStore(ABC):
         if row is None:
             raise BudgetNotFoundError(f"No budget named {budget_id!r}.")
         return row
+
+    def check_writable(self) -> None:
+        """Commit a one-row write (the readiness probe); LedgerUnavailableError if not."""
+        with self._tx(write=True) as cur:
+            cur.run("INSERT INTO ready VALUES (1, ?) ON CONFLICT (id) DO UPDATE"
+                    " SET ts = excluded.ts", (utcnow(),))
 
     # -- budgets ------------------------------------------------------------------------
     def create_budget(self, budget_id: str, flt: PrivacyFilter, *, replace: bool = False) -> None:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 from dpsieve.errors import ConcurrencyError
-from dpsieve.ledger.base import FilterLoader
+from dpsieve.ledger.base import FilterLoader, LedgerUnavailableError
 from dpsieve.ledger.sql import Cursor, SQLStore
 
 __all__ = ["SQLiteStore"]
@@ -80,21 +80,55 @@ class SQLiteStore(SQLStore):
 
     @contextmanager
     def _tx_unlocked(self, *, write: bool) -> Iterator[Cursor]:
-        conn = self._conn()
         try:
+            conn = self._conn()
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        except sqlite3.OperationalError as e:
-            raise ConcurrencyError(f"Could not lock the SQLite ledger {self.path!r}: {e}") from e
+        except sqlite3.Error as e:
+            raise self._fault(e, "lock") from None
         try:
             yield Cursor(conn.cursor(), "qmark")
+        except sqlite3.Error as e:
+            self._rollback(conn)
+            raise self._fault(e, "write") from None
         except BaseException:
-            conn.execute("ROLLBACK")
+            self._rollback(conn)
             raise
         try:
             conn.execute("COMMIT")
-        except sqlite3.OperationalError as e:
+        except sqlite3.Error as e:
+            self._rollback(conn)
+            raise self._fault(e, "commit to") from None
+
+    @staticmethod
+    def _rollback(conn: sqlite3.Connection) -> None:
+        try:
             conn.execute("ROLLBACK")
-            raise ConcurrencyError(f"Could not commit to the SQLite ledger: {e}") from e
+        except sqlite3.Error:  # SQLite may have rolled back already (e.g. SQLITE_FULL)
+            pass
+
+    def _fault(self, e: sqlite3.Error, what: str) -> Exception:
+        """A lock timeout is 'busy' (ConcurrencyError); a read-only, full or failing file
+        is LedgerUnavailableError, and this thread's connection is dropped so the next
+        request reopens the file: a connection opened read-only stays read-only, so
+        without this the process kept failing after the file was writable again."""
+        name = str(getattr(e, "sqlite_errorname", "")) or type(e).__name__
+        if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+            return ConcurrencyError(f"Could not {what} the SQLite ledger {self.path!r}: {e}")
+        self._drop_conn()
+        return LedgerUnavailableError(
+            f"The SQLite ledger {self.path!r} cannot {what.split()[0]} ({name}: {e}).",
+            cannot_write=True)
+
+    def _drop_conn(self) -> None:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        self._local.conn = None
+        if conn is None:
+            return
+        with self._all_lock:
+            if conn in self._all:
+                self._all.remove(conn)
+        with suppress(sqlite3.Error):
+            conn.close()
 
     def close(self) -> None:
         with self._all_lock:

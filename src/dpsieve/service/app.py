@@ -166,7 +166,16 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
 
     @app.get("/healthz", tags=["meta"])
     def healthz() -> dict[str, str]:
+        """Liveness: the process answers (the ledger is not consulted)."""
         return {"status": "ok"}
+
+    @app.get("/readyz", tags=["meta"])
+    def readyz() -> dict[str, str]:
+        """Readiness: the ledger can commit a write (503 ledger_unavailable if not)."""
+        check = getattr(st, "check_writable", None)
+        if callable(check):
+            check()
+        return {"status": "ready"}
 
     @app.get("/v1/me", tags=["analysts"])
     def me(p: Who) -> dict[str, Any]:

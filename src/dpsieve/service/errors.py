@@ -22,7 +22,12 @@ from dpsieve.errors import (
     UnsupportedError,
     ValidationError,
 )
-from dpsieve.ledger.base import BudgetNotFoundError, IdempotencyKeyReuseError
+from dpsieve.ledger.base import (
+    BudgetNotFoundError,
+    IdempotencyKeyReuseError,
+    LedgerUnavailableError,
+)
+from dpsieve.ledger.redact import redact
 from dpsieve.release.errors import InstanceTooLargeError
 
 __all__ = ["BodyLimit", "install_error_handlers", "redact_quoted"]
@@ -39,8 +44,10 @@ def redact_quoted(message: str, limit: int = 300) -> str:
     return re.sub(r"'[^']*'|\"[^\"]*\"", "'<withheld>'", first)[:limit]
 
 
-def _error(status: int, code: str, message: str, **extra: Any) -> JSONResponse:
-    return JSONResponse({"error": code, "message": message, **extra}, status_code=status)
+def _error(status: int, code: str, message: str, *, headers: dict[str, str] | None = None,
+           **extra: Any) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message, **extra}, status_code=status,
+                        headers=headers)
 
 
 def _dp_error(_: Request, exc: Exception) -> JSONResponse:
@@ -54,6 +61,12 @@ def _dp_error(_: Request, exc: Exception) -> JSONResponse:
         return _error(404, "not_found", str(exc))
     if isinstance(exc, IdempotencyKeyReuseError):
         return _error(409, "idempotency_key_reused", str(exc))
+    if isinstance(exc, LedgerUnavailableError):  # no detail: it would name the database
+        log.warning("ledger unavailable: %s", redact(str(exc)))
+        message = ("The ledger cannot write (read-only or full storage)" if exc.cannot_write
+                   else "The ledger is unavailable")
+        return _error(503, "ledger_unavailable", message + "; nothing was spent or released. "
+                      "Retrying later is safe.", headers={"Retry-After": "5"})
     if isinstance(exc, ConcurrencyError):
         return _error(503, "busy", str(exc) + " Retrying is safe.")
     if isinstance(exc, LedgerError):
@@ -88,7 +101,9 @@ def _http(_: Request, exc: Exception) -> JSONResponse:
 
 
 def _internal(_: Request, exc: Exception) -> JSONResponse:
-    log.exception("unhandled error", exc_info=exc)
+    import traceback
+
+    log.error("unhandled error: %s", redact("".join(traceback.format_exception(exc))))
     return _error(500, "internal_error", "Internal error; nothing was released.")
 
 
