@@ -182,7 +182,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     except DPError as e:
         if debug:
             raise
-        code = _fail(str(e), 2)
+        from dpsieve.ledger.base import LedgerUnavailableError
+
+        # an unreachable or unwritable ledger is the environment's fault, not the input's
+        code = _fail(str(e), 1 if isinstance(e, LedgerUnavailableError) else 2)
     except Exception as e:
         if debug:
             raise

@@ -84,7 +84,7 @@ class SQLiteStore(SQLStore):
             conn = self._conn()
             conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         except sqlite3.Error as e:
-            raise self._fault(e, "lock") from None
+            raise self._fault(e, "open") from None
         try:
             yield Cursor(conn.cursor(), "qmark")
         except sqlite3.Error as e:
@@ -97,7 +97,7 @@ class SQLiteStore(SQLStore):
             conn.execute("COMMIT")
         except sqlite3.Error as e:
             self._rollback(conn)
-            raise self._fault(e, "commit to") from None
+            raise self._fault(e, "commit") from None
 
     @staticmethod
     def _rollback(conn: sqlite3.Connection) -> None:
@@ -113,10 +113,10 @@ class SQLiteStore(SQLStore):
         without this the process kept failing after the file was writable again."""
         name = str(getattr(e, "sqlite_errorname", "")) or type(e).__name__
         if name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
-            return ConcurrencyError(f"Could not {what} the SQLite ledger {self.path!r}: {e}")
+            return ConcurrencyError(f"Could not lock the SQLite ledger {self.path!r}: {e}")
         self._drop_conn()
         return LedgerUnavailableError(
-            f"The SQLite ledger {self.path!r} cannot {what.split()[0]} ({name}: {e}).",
+            f"The SQLite ledger {self.path!r} cannot {what} ({name}: {e}).",
             cannot_write=True)
 
     def _drop_conn(self) -> None:
