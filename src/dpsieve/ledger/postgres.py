@@ -12,6 +12,7 @@ an advisory lock so concurrent first connections do not race.
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import re
 import threading
@@ -128,10 +129,9 @@ class PostgresStore(SQLStore):
                 conn = self._pool.get_nowait()
             except queue.Empty:
                 return
-            try:
+            # closing a dead connection may fail; it is gone either way
+            with contextlib.suppress(Exception):
                 conn.close()
-            except Exception:  # closing a dead connection may fail; it is gone either way
-                pass
 
     def drop_schema(self) -> None:
         """Drop this store's schema and everything in it (for tests and teardown)."""

@@ -9,6 +9,7 @@ computed for a charge that survives a crash or power loss.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -101,10 +102,9 @@ class SQLiteStore(SQLStore):
 
     @staticmethod
     def _rollback(conn: sqlite3.Connection) -> None:
-        try:
+        # SQLite may have rolled back already (e.g. after SQLITE_FULL)
+        with contextlib.suppress(sqlite3.Error):
             conn.execute("ROLLBACK")
-        except sqlite3.Error:  # SQLite may have rolled back already (e.g. SQLITE_FULL)
-            pass
 
     def _fault(self, e: sqlite3.Error, what: str) -> Exception:
         """A lock timeout is 'busy' (ConcurrencyError); a read-only, full or failing file
