@@ -116,6 +116,7 @@ SCENARIOS = [
     Scenario("far_2000", "N(1000,1), n = 2000", _normal(2000, 1000.0), 1.0),
 ]
 OLD_FRIENDLY = "PFR friendly, issue-16 defaults before (W=n/4, beta=0.2, count 0.3, n_min=2)"
+EARLIER = "W = n/4, beta = 0.2, count 0.3, n_min = 2, 48 radii"
 
 
 def _opendp_mean(n: int, lam: float) -> Callable[[list[float]], float] | None:
@@ -471,6 +472,12 @@ def goals_block(res: dict[str, Any], gl: dict[str, Any]) -> list[str]:
     k1, k2 = res["contam_1000"], res["contam_2000"]
     s5 = res["small_500"]
     old = s5[OLD_FRIENDLY]
+    parts = []
+    for n, k, g in (("1000", k1, c1), ("2000", k2, c2)):
+        r = k[g["best"]]["rmse"] / k[FRIENDLY]["rmse"]
+        parts.append(f"{r:.1f}x better at n = {n} ({_r(k[FRIENDLY])}"
+                     f"{', below the goal' if r < 5 else ''})")
+    fr_contam = " and ".join(parts)
     met_tail = "met" if t["upper95"] <= 1 / 200 else (
         "met by the point estimate (the 95 % upper bound is above 1 in 200)"
         if t["value"] <= 1 / 200 else "missed")
@@ -488,18 +495,15 @@ def goals_block(res: dict[str, Any], gl: dict[str, Any]) -> list[str]:
         f"{_f(c1['value'], c1['se'])} at n = 1000, and {_f(c2['value'], c2['se'])} at n = 2000 "
         f"({_f(k2[c2['best']]['rmse'], k2[c2['best']]['rmse_se'])} vs "
         f"{_r(k2[PFR])}). The gain is the trimming: a median/MAD "
-        "window that *drops* records is the same construction as PFR's.",
+        "window that *drops* records is the same construction as PFR's. The friendly "
+        f"construction: {fr_contam}.",
         f"* **n = 500 — no released run off by more than 10 SDs more often than 1 in 200: "
         f"{met_tail}.** {int(t['count'])} of {int(t['released'])} released runs (95 % upper "
         f"bound {t['upper95']:.2%}), {s5[PFR]['refused']:.1%} refused, RMSE "
         f"{_r(s5[PFR])}. The friendly construction: "
         f"{_tail(s5[FRIENDLY])} released runs off, {s5[FRIENDLY]['refused']:.1%} refused "
-        f"(with the defaults before issue 16: {_tail(old)} off, {old['refused']:.1%} refused, "
+        f"(with the earlier defaults, {EARLIER}: {_tail(old)} off, {old['refused']:.1%} refused, "
         f"RMSE {_f(old['rmse'], old['rmse_se'])}).",
-        f"* The issue's figures for the construction it measured (the friendly PFR with the "
-        f"defaults before issue 16), re-measured on the benchmark's seeds: clean n = 1000 "
-        f"{_r(cl[OLD_FRIENDLY])} ({cl[OLD_FRIENDLY]['refused']:.1%} refused); 10 % at 5e3, "
-        f"n = 2000: {_r(k2[OLD_FRIENDLY])}.",
     ]
 
 
@@ -512,7 +516,8 @@ def friendly_block(res: dict[str, Any]) -> list[str]:
         return f"{_r(a)}{ra} -> {_r(b)}{rb}"
 
     s_old, s_new = res["small_500"][OLD_FRIENDLY], res["small_500"][FRIENDLY]
-    return [f"Measured (benchmark seeds, friendly before -> after): clean n = 1000 "
+    return [f"Measured on the benchmark's seeds, earlier defaults ({EARLIER}) -> the "
+            f"defaults above: clean n = 1000 "
             f"{pair('clean_1000')}; 10 % at 5e3, n = 1000: {pair('contam_1000')}; n = 2000: "
             f"{pair('contam_2000')}; n = 500: {s_old['refused']:.1%} refused and "
             f"{_tail(s_old)} released runs off by more than 10 SDs (RMSE "

@@ -268,10 +268,10 @@ def main(out: Path, *, quick: bool = True, log: Callable[[str], None] = print) -
           "space); BLR (exponential mechanism over m-row synthetic histograms).", "",
           f"**Choice of J and R.** PMW's J and MWEM's R are chosen for each (workload, n, eps) "
           f"on {ndb} separate public tuning databases (seed {TUNE_SEED}), then used for every "
-          "evaluation database: a data-independent choice a user can make. (Before issue 16 "
-          "this file said the choice was 'identical across databases' while the code took the "
-          "best per evaluation database; the 'oracle' table below shows that choice, and how "
-          "much it flattered PMW/MWEM.)", ""]
+          "evaluation database: a data-independent choice a user can make. The 'oracle' table "
+          "below shows what picking the best J / R for each evaluation database would give "
+          "(not a user's choice: it looks at the private data), and how much it would flatter "
+          "PMW/MWEM.", ""]
     verdicts: list[tuple[str, str]] = []
     oracle_rows: list[list[str]] = []
     for idx, (name, wl, n) in enumerate(workloads()):
