@@ -66,6 +66,7 @@ def test_session_budget_for_a_given_query() -> None:
             break
         admitted += 1
     assert admitted == n  # "about N more" is exactly what the filter then admits
+    assert str(s.budget()) == s.budget().text  # print(session.budget()) is the sentence
     assert s.budget().more is None
     assert s.budget().fraction_used == pytest.approx(1.0, abs=0.2)
 

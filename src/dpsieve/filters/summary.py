@@ -243,6 +243,9 @@ class BudgetSummary:
     like: str | None
     text: str
 
+    def __str__(self) -> str:
+        return self.text  # print(session.budget()) reads as a sentence
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind, "delta": self.delta, "eps_total": self.eps_total,
