@@ -199,6 +199,10 @@ def within(claim: Claim, value: float, se: float, z: float = 4.0) -> bool:
     return abs(value - claim.value) <= z * math.hypot(claim.se, se) + 1e-12
 
 
+def _ordinal(k: int) -> str:
+    return f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
+
+
 def release_derived() -> dict[str, str]:
     """Figures derived from the release tables, as the docs word them: the envelope's
     wins / losses / ties against the best simple baseline (run.verdict on every cell) and
@@ -212,8 +216,12 @@ def release_derived() -> dict[str, str]:
     pmw = max(c["pmw"][0] - c["pmw_oracle"][0] for c in cells)
     mwem = max(c["mwem"][0] - c["mwem_oracle"][0] for c in cells)
     by_identity = sum(x.startswith("envelope loses") and "vs identity" in x for x in v)
+    ahead = sum(c["identity"][0] < c["blr"][0] - 2 * c["identity"][1] for c in cells)
+    tied = sum(abs(c["identity"][0] - c["blr"][0]) <= 2 * c["identity"][1] for c in cells)
     return {"verdicts": f"wins {wins}, loses {loses}, ties {len(v) - wins - loses}",
             "readme": f"identity mechanism beats the envelope in {by_identity} of {len(v)}",
+            "blr": f"BLR mechanism in {ahead} of the {len(v)} cells"
+                   + (f" and ties the {_ordinal(len(v))}" if tied == 1 else f", ties {tied}"),
             "oracle": f"at most {pmw:.3f} better for PMW and {mwem:.3f} for MWEM"}
 
 

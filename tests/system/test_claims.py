@@ -77,6 +77,7 @@ def test_derived_release_figures_are_the_tables() -> None:
     text = " ".join((ROOT / "docs/release.md").read_text().split())  # prose wraps lines
     assert f"**the envelope {d['verdicts']}.**" in text, d["verdicts"]
     assert d["oracle"] in text, d["oracle"]
+    assert d["blr"] in text, d["blr"]
     readme = " ".join((ROOT / "README.md").read_text().split())
     assert d["readme"] in readme, d["readme"]
 
@@ -186,10 +187,6 @@ def test_quick_release_slopes() -> None:
         assert C.within(c, slope, se), (c.id, c.text, slope, se)
 
 
-def _ordinal(k: int) -> str:
-    return f"{k}{'th' if 10 <= k % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(k % 10, 'th')}"
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(1500)  # about a minute idle; several on a loaded 2-core machine
 def test_release_tuning_figures(capsys: pytest.CaptureFixture[str]) -> None:
@@ -215,5 +212,5 @@ def test_release_tuning_figures(capsys: pytest.CaptureFixture[str]) -> None:
     text = " ".join((ROOT / "docs" / "release.md").read_text().split())
     J, c, f, m = best.groups()
     assert f"best setting (J = {J}, c = {float(c):g}, factor {float(f):g}) has mean {m}" in text
-    assert f"ranks {_ordinal(int(rule[1]))} of {rule[2]} with {rule[3]}" in text
+    assert f"ranks {C._ordinal(int(rule[1]))} of {rule[2]} with {rule[3]}" in text
     assert f"best pure PMW (J = {pmw[1]}) has {pmw[2]}" in text
