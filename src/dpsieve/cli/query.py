@@ -32,11 +32,15 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
         src = store.dataset(dataset)
         if src is None:
             raise typer.BadParameter(f"No data set named {dataset!r} in {database_url}.")
-        data: Any = src["path"]
+        data: Any = src.get("path")
         if spark is not None:  # the rows stay on the executors; query plans only
             from dpsieve.queries.engines.spark_connect import open_spark, spark_source
 
-            data = spark_source(spark_table or str(src["path"]), open_spark(spark))
+            data = spark_source(spark_table or str(src.get("spark_table") or data),
+                                open_spark(spark))
+        elif data is None:
+            raise typer.BadParameter(f"The data set {dataset!r} is the Spark table "
+                                     f"{src.get('spark_table')!r}: give --spark URL.")
         session = Session(data, store=store, budget_id=dataset, principal="cli",
                           columns=src.get("columns"), column_types=src.get("column_types"),
                           neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))

@@ -190,8 +190,37 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         st.add_principal(body.name, "analyst", hash_key(key))
         return {"name": body.name, "api_key": key}
 
+    spark_lock = threading.Lock()
+    spark_session: list[Any] = []
+
+    def spark_engine(table: str) -> Any:
+        """The Spark engine over a catalog table (the session opened once, on first use)."""
+        from dpsieve.queries.engines.spark_connect import open_spark, spark_source
+
+        if settings.spark_url is None:
+            raise HTTPException(422, "'spark_table' needs a service started with a Spark URL "
+                                     "(DPSIEVE_SPARK_URL); this one has none.")
+        with spark_lock:
+            if not spark_session:
+                spark_session.append(open_spark(settings.spark_url))
+        return spark_source(table, spark_session[0])
+
     @app.post("/v1/datasets", status_code=201, tags=["owners"])
     def register(body: DatasetIn, _: Owner) -> dict[str, Any]:
+        if body.spark_table is not None:  # metadata only: the catalog's column types
+            if body.budget is not None:
+                budget_filter(body.budget)
+            cols = spark_engine(body.spark_table).columns()
+            old = st.dataset(body.name) or {}
+            st.register_dataset(body.name, {
+                **{k: v for k, v in old.items() if k != "path"},
+                "spark_table": body.spark_table, "columns": [c.name for c in cols],
+                "column_types": {c.name: c.type.value for c in cols}})
+            out_s: dict[str, Any] = {"dataset": body.name, "spark_table": body.spark_table}
+            if body.budget is not None:
+                out_s.update(set_budget(body.name, body.budget))
+            return out_s
+        assert body.path is not None  # the model requires exactly one source
         path = Path(body.path).expanduser().resolve()
         if path.suffix.lower() not in (".csv", ".parquet", ".pq") or not path.is_file():
             raise HTTPException(422, f"'path' must name an existing .csv or .parquet file on "
@@ -271,6 +300,13 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         src = visible(p, name)
         if not budget_of(name):
             raise HTTPException(409, f"The data set {name!r} has no budget yet.")
+        if src.get("spark_table"):  # plans only; the rows never leave Spark
+            session = Session(spark_engine(str(src["spark_table"])), store=st, budget_id=name,
+                              principal=p.name, after_spend=hook, columns=src.get("columns"),
+                              column_types=src.get("column_types"),
+                              neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))
+            key_s = f"{p.name}/{idempotency_key}" if idempotency_key else None
+            return {"dataset": name, **session.run(body.spec(), key=key_s).to_dict()}
         path = str(src["path"])
         kinds = src.get("column_types") or data_column_kinds(path)  # schema, not values
         session = Session(lambda: frames.get(path), store=st, budget_id=name,

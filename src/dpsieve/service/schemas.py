@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
 
 __all__ = ["AnalystIn", "BudgetIn", "DatasetIn", "GrantIn", "PrivacyIn", "QueryIn"]
 
@@ -96,11 +105,21 @@ class BudgetIn(_Strict):
 
 
 class DatasetIn(_Strict):
-    """Register a CSV or Parquet file (a path on the server) under a name."""
+    """Register a CSV or Parquet file (a path on the server) under a name -- or, on a
+    service started with a Spark URL (``DPSIEVE_SPARK_URL``), a table of the Spark catalog
+    (``spark_table``; it answers query plans only). Exactly one of the two."""
 
     name: Name
-    path: Annotated[str, Field(min_length=1, max_length=4096)]
+    path: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    spark_table: Annotated[str, Field(min_length=1, max_length=256,
+                                      pattern=r"^[A-Za-z0-9_.`]+$")] | None = None
     budget: BudgetIn | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> DatasetIn:
+        if (self.path is None) == (self.spark_table is None):
+            raise ValueError("give exactly one of 'path' and 'spark_table'")
+        return self
 
 
 class AnalystIn(_Strict):

@@ -17,6 +17,8 @@ class Settings:
     ``pause_after_spend`` and ``spend_marker``: **test only** -- after the durable spend of
     a query, touch ``spend_marker`` (a file path) and sleep this many seconds before
     computing the answer, so a test can kill the process between spend and answer.
+    ``spark_url``: a Spark master or Spark Connect URL (``DPSIEVE_SPARK_URL``); data sets
+    may then be tables of its catalog (opened on first use, rows never leave Spark).
     """
 
     database_url: str = "sqlite:///dpsieve.db"
@@ -25,6 +27,7 @@ class Settings:
     max_body_bytes: int = 1_000_000
     pause_after_spend: float = 0.0
     spend_marker: str | None = None
+    spark_url: str | None = None
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
@@ -37,6 +40,7 @@ class Settings:
             "max_body_bytes": int(env.get("DPSIEVE_MAX_BODY_BYTES", "1000000")),
             "pause_after_spend": float(env.get("DPSIEVE_TEST_PAUSE_AFTER_SPEND", "0")),
             "spend_marker": env.get("DPSIEVE_TEST_SPEND_MARKER") or None,
+            "spark_url": env.get("DPSIEVE_SPARK_URL") or None,
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
