@@ -43,6 +43,11 @@ MECH = typer.Option(
 COMPOSE = typer.Option(1, "--compose", "-k", min=0, help="Compose each mechanism this often.")
 GRID = typer.Option(1e-4, "--grid", help="Discretization step of the privacy-loss axis.")
 JSON = typer.Option(False, "--json", help="Print one JSON object.")
+#: Default of --max-points: about 160 MB per float64 array of the composed PLD.
+DEFAULT_MAX_POINTS = 20_000_000
+MAX_POINTS = typer.Option(
+    DEFAULT_MAX_POINTS, "--max-points", envvar="DPSIEVE_MAX_PLD_POINTS", min=1,
+    help="Refuse (before any work) a composition whose PLD would hold more support points.")
 
 
 def _fail(message: str) -> typer.Exit:
@@ -69,10 +74,42 @@ def parse_mechanism(spec: str, grid: float) -> Any:
     return PLD.gdp(params["mu"], grid=grid)
 
 
-def _composed(mechanisms: list[str], compose: int, grid: float) -> Any:
+def estimated_points(mechanisms: list[str], compose: int, grid: float) -> float:
+    """Support points of the composed PLD, from the public specs alone (issue 11 defect 6).
+
+    A loss bounded by eps (pure, approx, rr, laplace with eps = sensitivity/scale) spans
+    2 eps / grid points; k-fold composition adds the spans. Gaussian and GDP specs are
+    counted as 0 (they are carried in closed form). An estimate, used only to refuse."""
+    if not (isinstance(grid, float | int) and math.isfinite(grid) and grid > 0):
+        return 0.0  # the PLD refuses the grid itself, with its own message
+    total = 0.0
+    for spec in mechanisms:
+        kind, params = parse_spec(spec, MECHANISMS, "mechanism")
+        if kind == "laplace":
+            eps = params.get("sensitivity", 1.0) / params["scale"] if params["scale"] > 0 \
+                else math.inf
+        elif kind in ("pure", "approx", "rr"):
+            eps = params["eps"]
+        else:
+            continue
+        total += max(compose, 1) * (2.0 * abs(eps) / grid + 1.0)
+    return total
+
+
+def _composed(mechanisms: list[str], compose: int, grid: float,
+              max_points: int = DEFAULT_MAX_POINTS) -> Any:
     from dpsieve.accounting import PLD
     from dpsieve.errors import DPError
 
+    try:
+        points = estimated_points(mechanisms, compose, grid)
+    except (ValueError, DPError) as e:
+        raise _fail(str(e)) from None
+    if points > max_points:
+        raise _fail(f"the composed PLD would hold about {points:.3g} support points "
+                    f"(~{points * 8 / 2**20:.3g} MiB per array) at --grid {grid!r}, over the "
+                    f"limit --max-points {max_points} (DPSIEVE_MAX_PLD_POINTS); use a coarser "
+                    "--grid or raise the limit")
     total = PLD.identity(grid=grid)
     try:
         for spec in mechanisms:
@@ -105,11 +142,12 @@ def epsilon(
     delta: float = typer.Option(..., "--delta", help="Target delta in [0, 1]."),
     grid: float = GRID,
     as_json: bool = JSON,
+    max_points: int = MAX_POINTS,
 ) -> None:
     """The smallest epsilon (certified upper bound) with delta(epsilon) <= DELTA."""
     from dpsieve.errors import DPError
 
-    pld = _composed(mechanism, compose, grid)
+    pld = _composed(mechanism, compose, grid, max_points)
     try:
         eps = float(pld.epsilon(delta))
     except DPError as e:
@@ -125,11 +163,12 @@ def delta(
     eps: float = typer.Option(..., "--epsilon", help="Target epsilon."),
     grid: float = GRID,
     as_json: bool = JSON,
+    max_points: int = MAX_POINTS,
 ) -> None:
     """delta(epsilon) of the composition (certified upper bound)."""
     from dpsieve.errors import DPError
 
-    pld = _composed(mechanism, compose, grid)
+    pld = _composed(mechanism, compose, grid, max_points)
     try:
         d = float(pld.delta(eps))
     except DPError as e:
@@ -144,11 +183,12 @@ def gdp(
     compose: int = COMPOSE,
     grid: float = GRID,
     as_json: bool = JSON,
+    max_points: int = MAX_POINTS,
 ) -> None:
     """The smallest mu (certified upper bound) such that the composition is mu-GDP."""
     from dpsieve.accounting import smallest_gdp_mu
 
-    pld = _composed(mechanism, compose, grid)
+    pld = _composed(mechanism, compose, grid, max_points)
     mu = smallest_gdp_mu(pld)
     out = {"mu": _num(mu), **_summary(pld, mechanism, compose)}
     typer.echo(json.dumps(out) if as_json else f"mu = {mu!r}")
