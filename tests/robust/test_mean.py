@@ -145,6 +145,26 @@ def test_mean_utility_pilot() -> None:
     assert math.sqrt(np.mean(np.square(errs))) < 0.5
 
 
+@pytest.mark.slow
+def test_friendly_propose_never_picks_a_radius_far_above_the_spread_near_n0() -> None:
+    """Issue 16: near the public threshold (n = 500) the old defaults proposed radii like
+    5,818 for N(5,1) data. With the shipped defaults, 2,000 benchmark-like runs released
+    radii up to 9.65 SDs (3 above 5; median 1.8); here 300 runs, none may exceed 20 SDs.
+    (With the earlier defaults W = n/4, beta = 0.2, count 0.3, n_min = 2, 48 radii this
+    fails: 37 of 953 released runs were off by more than 10 SDs.)"""
+    rng = np.random.default_rng(16)
+    radii, refused = [], 0
+    for _ in range(300):
+        out = pfr_mean(rng.normal(5, 1, 500), 1.0, 1e-6, bound=1e4, rng=rng,
+                       method="friendly")
+        if isinstance(out, Refusal):
+            refused += 1
+            continue
+        radii.append(out.details["radius"])
+    assert len(radii) >= 150, refused  # about 22 % refused at n = 500
+    assert max(radii) <= 20.0, sorted(radii)[-5:]
+
+
 def test_a_privacy_filter_consumes_the_plan_before_the_run() -> None:
     from dpsieve.filters.additive import ApproxZCDPFilter
 
