@@ -25,6 +25,9 @@ FloatArray = npt.NDArray[np.float64]
 U = 2.0**-53
 #: Above this many multiply-adds the FFT is used.
 DIRECT_LIMIT = 8_000_000
+#: The noise region at the top is cut (to +inf) only when it is at least this share of the
+#: result: kept in place it counts only below its own losses, at +inf at every eps.
+NOISE_CUT_SHARE = 0.5
 #: A side with at most this many non-zero masses is convolved as a sum of shifted copies.
 SPARSE_NNZ = 64
 
@@ -34,12 +37,25 @@ def convolve(a: FloatArray, b: FloatArray) -> tuple[FloatArray, float, float]:
 
     |conv_i - c_i| <= rel_err * conv_i + abs_err.
 
+    Supports on a common lattice (every non-zero index of both sides in start + step N,
+    step > 1) are compressed first and convolved as dense vectors (same bound).
     Direct (dense, or sparse when one side has at most SPARSE_NNZ non-zeros): abs_err = 0.
     FFT: abs_err = 16 log2(N) u min(||a||_1 ||b||_2, ||a||_2 ||b||_1), a bound on the largest
     entry error (Higham, Sec. 24.1, generous constant; the l2 error of the transform-multiply-
     invert chain is bounded by that product, both orders being valid).
     """
-    na, nb = int(np.count_nonzero(a)), int(np.count_nonzero(b))
+    ia, ib = np.flatnonzero(a), np.flatnonzero(b)
+    if ia.size == 0 or ib.size == 0:
+        return np.zeros(a.size + b.size - 1), 0.0, 0.0
+    step = int(np.gcd.reduce(np.concatenate([np.diff(ia), np.diff(ib), [0]])))
+    if step > 1:  # both supports on one lattice (compositions of RR / pure DP): compress
+        ca, cb = a[ia[0] :: step], b[ib[0] :: step]
+        small, rel_c, abs_c = convolve(ca, cb)
+        out_s = np.zeros(a.size + b.size - 1)
+        start = int(ia[0] + ib[0])
+        out_s[start : start + step * small.size : step] = small
+        return out_s, rel_c, abs_c
+    na, nb = ia.size, ib.size
     if min(na, nb) <= SPARSE_NNZ:
         dense, sparse = (a, b) if nb <= na else (b, a)
         out = np.zeros(a.size + b.size - 1)
@@ -63,22 +79,29 @@ def convolve(a: FloatArray, b: FloatArray) -> tuple[FloatArray, float, float]:
 
 
 def add_entry_bound(offset: int, probs: FloatArray, grid: float, e: float) -> None:
-    """Make every entry dominate the exact one when each may be short by at most e (in place).
+    """Raise the entries (in place) so that the result tail-dominates the exact convolution
+    when the error vector has l2 norm <= e (the FFT bound of :func:`convolve` is one).
 
-    Entries at losses z >= 0 get + e each. The deficit of the entries at z < 0 enters h(x) only
-    through (1 - x e^{-z})_+ <= (1 - x e^{-z*})_+ with z* the largest such loss, so their total
-    e * count goes onto that knot (docs/proofs/accounting.md, Lemma A3). No +inf mass is needed,
-    so compositions of bounded PLDs stay comparable with Gaussian budgets.
+    For every threshold, the errors of the k entries above it sum to <= sqrt(k) e
+    (Cauchy-Schwarz). The entry of rank k from the top (k = 1 at the top) among those at
+    z >= 0 gets e (sqrt(k) - sqrt(k - 1)), so the added mass above any threshold in z >= 0 is
+    exactly sqrt(k) e; the knot z* just below 0 gets e (sqrt(n) - sqrt(n_pos)), so every
+    threshold below 0 has sqrt(n) e >= what it needs (entries further down are not raised:
+    raising them would raise E[e^{-Z}] by up to e^{-z}). Tail dominance at every threshold
+    gives h >= the exact h at every x (first-order dominance, as in :func:`shed_excess`;
+    docs/proofs/accounting.md, Lemma A3). Total added: sqrt(n) e, not n e (issue 18.1/18.7).
     """
     if not e > 0:
         return
-    z0 = -offset  # index of the knot z = 0
     n = probs.size
-    if z0 < n:
-        probs[max(z0, 0) :] += e
-    neg = min(max(z0, 0), n)  # entries with z < 0 are [0, neg)
-    if neg > 0:
-        probs[neg - 1] += e * neg
+    z0 = -offset  # index of the knot z = 0
+    first_pos = min(max(z0, 0), n)
+    n_pos = n - first_pos
+    if n_pos > 0:
+        ranks = np.arange(n_pos, 0, -1, dtype=np.float64)  # rank from the top
+        probs[first_pos:] += e * (np.sqrt(ranks) - np.sqrt(ranks - 1.0)) * (1.0 + 4 * U)
+    if first_pos > 0:
+        probs[first_pos - 1] += e * (math.sqrt(n) - math.sqrt(n_pos)) * (1.0 + 4 * U)
 
 
 def trim(offset: int, probs: FloatArray, tail_mass: float) -> tuple[int, FloatArray, float, float]:
@@ -130,3 +153,56 @@ def lift_negative_noise(offset: int, probs: FloatArray, grid: float, e: float) -
     moved = float(np.sum(part[small]))
     part[small] = 0.0
     probs[cut] += moved
+
+
+def shed_excess(probs: FloatArray, inf_mass: float) -> None:
+    """Remove mass from the bottom of ``probs`` (in place) so that the total with
+    ``inf_mass`` is 1 + O(sqrt(n) u) again, never below 1 in exact arithmetic.
+
+    Pessimistic error bounds add mass (inflated entries, FFT bounds); over thousands of
+    compositions it would exceed any tolerance (issue 18.1). The result still dominates the
+    exact PLD: its tail masses P(Z > z) (the +inf atom included) are >= the exact ones for
+    every z -- above the removed region nothing changed, below it the tail is the whole mass,
+    >= 1 = the exact total -- and h(x) = E[(1 - x e^{-Z})_+] integrates a non-decreasing
+    function of z, so it is >= the exact h at every x (first-order dominance; the same holds
+    through later convolutions). E[e^{-Z}] only decreases (mass is taken off the lowest
+    losses, where e^{-z} is largest, and the added bounds sat higher).
+    """
+    n = probs.size
+    total = float(np.sum(probs)) + inf_mass
+    # pairwise-sum error <= (log2 n + 32) u total; keep 4x that above 1, plus 1e-15
+    keep = 4.0 * (math.log2(max(n, 2)) + 32.0) * U * total + 1e-15
+    excess = total - 1.0 - keep
+    if not excess > 0:
+        return
+    # upper bounds of the exact partial sums (cumsum of non-negative terms: (k+1) u relative)
+    cu = np.cumsum(probs) * (1.0 + (np.arange(n) + 3.0) * U)
+    k = int(np.searchsorted(cu, excess, side="right"))  # entries [0, k) sum to <= excess
+    if k >= n:  # cannot happen for an excess below the finite mass; keep the bound
+        return
+    before = float(cu[k - 1]) if k > 0 else 0.0
+    probs[:k] = 0.0
+    probs[k] = max(0.0, probs[k] - max(0.0, excess - before) * (1.0 - 4 * U))
+
+
+def cut_noise_top(probs: FloatArray, e: float, factor: float = 64.0) -> tuple[int, float]:
+    """The FFT noise region at the top: (new length, mass bound moved to +inf).
+
+    Entries above the last one exceeding ``factor * e`` are noise-dominated; their computed
+    sum plus sqrt(count) e bounds the true upper tail (e bounds the l2 norm of the errors)
+    and goes to +inf (only raises h). Without this, the support of a k-fold composition grows
+    by the full width of each step although almost all of it carries noise only (issue
+    18.1: 1,000 subsampled-Gaussian steps reached losses of 7,900 and eps = 7,910).
+    """
+    if not e > 0:
+        return probs.size, 0.0
+    # the errors of the m entries cut sum to <= sqrt(m) e (l2 bound, Cauchy-Schwarz)
+    big = np.flatnonzero(probs > factor * e)
+    top = int(big[-1]) + 1 if big.size else 1
+    if top >= probs.size or probs.size - top < NOISE_CUT_SHARE * probs.size:
+        return probs.size, 0.0
+    rest = probs[top:]
+    moved = float(np.sum(rest)) * (1.0 + (math.log2(rest.size + 1) + 32) * U) + e * math.sqrt(
+        rest.size
+    ) * (1.0 + 4 * U)
+    return top, moved
