@@ -128,12 +128,12 @@ def compose(a: PLD, b: PLD, tail_mass: float) -> PLD:
         conv *= 1.0 + rel
         inf = inf * (1.0 + 4 * U)
         _convolve.lift_negative_noise(a.offset + b.offset, conv, grid, err)
-        top, moved = _convolve.cut_noise_top(conv, err)
-        if moved > 0:
-            conv, inf = conv[:top].copy(), inf + moved
         if tail_mass > 0:  # tails are cut to +inf anyway: the l1 bound sqrt(N) * err goes there
             inf += math.sqrt(conv.size) * err
-        else:  # keep the exact support and no +inf mass: raise every entry (Lemma A3)
+        else:  # keep the support (noise region aside) and raise the entries (Lemma A3)
+            top, moved = _convolve.cut_noise_top(conv, err)
+            if moved > 0:
+                conv, inf = conv[:top].copy(), inf + moved
             _convolve.add_entry_bound(a.offset + b.offset, conv, grid, err)
         _convolve.shed_excess(conv, inf)  # the bounds' extra mass off the bottom (18.1)
     mu = _mu(direction, a.mu, b.mu)
