@@ -116,9 +116,14 @@ class PLDConstructors:
         eps = check_nonnegative("eps", eps, "randomized_response")
         k = check_int("k", k, "randomized_response", minimum=2)
         check_positive("grid", grid, "randomized_response")
-        den = math.exp(eps) + k - 1
         z = np.array([eps, 0.0, -eps])
-        p = np.array([math.exp(eps) / den, (k - 2) / den, 1.0 / den])
+        if eps <= 700.0:
+            den = math.exp(eps) + k - 1
+            p = np.array([math.exp(eps) / den, (k - 2) / den, 1.0 / den])
+        else:  # e^eps overflows: the same masses over e^eps (losses above 700 go to +inf)
+            r = math.exp(-eps)
+            den = 1.0 + (k - 1) * r
+            p = np.array([1.0 / den, (k - 2) * r / den, r / den])
         return cls._from_atoms(z, p, 0.0, grid, pessimistic, True)
 
     @classmethod
@@ -137,7 +142,11 @@ class PLDConstructors:
         if math.isinf(eps):
             return cls(grid, 0, np.zeros(1), 1.0, 0.0, "exact", True)
         z = np.array([eps, -eps])
-        p = (1.0 - delta) * np.array([1.0 / (1.0 + math.exp(-eps)), 1.0 / (1.0 + math.exp(eps))])
+        p = (1.0 - delta) * np.array(
+            [1.0 / (1.0 + math.exp(-eps)), math.exp(-eps) / (1.0 + math.exp(-eps))]
+            if eps > 700.0
+            else [1.0 / (1.0 + math.exp(-eps)), 1.0 / (1.0 + math.exp(eps))]
+        )
         return cls._from_atoms(z, p, delta, grid, pessimistic, True)
 
     @classmethod
