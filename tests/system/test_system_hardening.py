@@ -219,3 +219,97 @@ def test_history_sequence_is_per_budget(fresh: dict[str, Any]) -> None:
     assert [h["seq"] for h in body["history"]] == [1, 2, 3, 4]
     assert [(x["seq"], x["admitted_before"]) for x in body["refusals"]] == [(1, 3)]
     assert [h.seq for h in env["store"].history("secret")] == [1, 2, 3]
+
+
+# -- keys (issue 11, what an operator expects) ----------------------------------------------
+def test_keys_rotate_and_revoke(fresh: dict[str, Any]) -> None:
+    c, own, ana = fresh["client"], fresh["owner"], fresh["ana"]
+    old = c.get("/v1/analysts/ana/keys", headers=own).json()
+    assert len(old) == 1
+    new = c.post("/v1/analysts/ana/keys", headers=own).json()
+    assert set(new) == {"name", "api_key", "key_id"}
+    assert c.get("/v1/me", headers={"X-API-Key": new["api_key"]}).status_code == 200
+    assert c.get("/v1/me", headers=ana).status_code == 200  # both work until revoked
+    r = c.delete(f"/v1/analysts/ana/keys/{old[0]['key_id']}", headers=own)
+    assert r.status_code == 204
+    assert c.get("/v1/me", headers=ana).status_code == 401
+    assert c.get("/v1/me", headers={"X-API-Key": new["api_key"]}).status_code == 200
+    assert [k["key_id"] for k in c.get("/v1/analysts/ana/keys", headers=own).json()] == [
+        new["key_id"]]
+    assert c.delete(f"/v1/analysts/ana/keys/{old[0]['key_id']}",
+                    headers=own).status_code == 404
+    assert c.delete("/v1/analysts/ana/keys/not-an-id", headers=own).status_code == 422
+    assert c.get("/v1/analysts/nobody/keys", headers=own).status_code == 404
+    assert c.delete(f"/v1/analysts/ana/keys/{new['key_id']}",
+                    headers={"X-API-Key": new["api_key"]}).status_code == 403
+    assert any(e.event == "key_revoked" for e in fresh["store"].audit())
+
+
+def test_revoked_key_is_not_admitted_mid_burst(fresh: dict[str, Any]) -> None:
+    """Queries race a revocation: no spend with the revoked key commits after it did (the
+    key is checked inside the spend's transaction)."""
+    import threading
+
+    c, own, ana, store = fresh["client"], fresh["owner"], fresh["ana"], fresh["store"]
+    kid = c.get("/v1/analysts/ana/keys", headers=own).json()[0]["key_id"]
+    codes: list[int] = []
+
+    def burst() -> None:
+        for _ in range(15):
+            r = c.post(Q, json=_q(privacy={"type": "pure", "eps": 0.01}), headers=ana)
+            codes.append(r.status_code)
+
+    threads = [threading.Thread(target=burst) for _ in range(4)]
+    for t in threads:
+        t.start()
+    while not codes:  # revoke once the burst is under way
+        threading.Event().wait(0.01)
+    assert c.delete(f"/v1/analysts/ana/keys/{kid}", headers=own).status_code == 204
+    for t in threads:
+        t.join()
+    assert set(codes) <= {200, 401, 429}
+    assert 200 in codes
+    assert 401 in codes
+    log = store.audit()
+    revoked = next(e.seq for e in log if e.event == "key_revoked")
+    admitted = [e.seq for e in log if e.event == "decision" and e.principal == "ana"
+                and e.payload.get("admitted")]
+    assert admitted
+    assert max(admitted) < revoked
+    assert len(store.history("people")) == codes.count(200)
+
+
+def test_failed_authentication_is_rate_limited(fresh: dict[str, Any]) -> None:
+    c = fresh["client"]
+    codes = [c.get("/v1/me", headers={"X-API-Key": f"dps_guess{i}"}).status_code
+             for i in range(35)]
+    assert codes[:30] == [401] * 30
+    assert codes[30:] == [429] * 5
+    r = c.get("/v1/me", headers=fresh["ana"])  # the address is blocked, even a good key
+    assert r.status_code == 429
+    assert int(r.headers["Retry-After"]) > 0
+
+
+def test_weak_owner_key_is_refused_at_start_up() -> None:
+    from typer.testing import CliRunner
+
+    from dpsieve.cli import app
+    from dpsieve.service.auth import new_key, owner_key_problem
+
+    assert owner_key_problem(new_key()) is None
+    for weak in ("owner-secret-key", "owner-" + "k" * 40, "a1" * 30):
+        assert owner_key_problem(weak) is not None
+        r = CliRunner().invoke(app, ["serve", "--owner-key", weak,
+                                     "--database-url", "memory://"])
+        assert r.exit_code != 0
+        assert "too weak" in r.output
+
+
+def test_page_security_headers(env: dict[str, Any]) -> None:
+    r = env["client"].get("/ui")
+    assert r.status_code == 200
+    csp = r.headers["Content-Security-Policy"]
+    assert "frame-ancestors 'none'" in csp
+    assert "default-src 'none'" in csp
+    assert r.headers["X-Frame-Options"] == "DENY"
+    assert r.headers["X-Content-Type-Options"] == "nosniff"

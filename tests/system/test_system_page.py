@@ -11,7 +11,7 @@ import httpx
 import pytest
 from service_harness import Server, write_csv
 
-OWNER = "owner-key-page"
+OWNER = "dps_test-owner-key_Sv7RmZ2vK9pLw4sN8bYc3FhJ6t"
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome", "headless_shell")
 
 

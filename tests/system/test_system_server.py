@@ -14,7 +14,7 @@ import pytest
 from conftest import PG_URL, pg_available, unique_schema
 from service_harness import Server, write_csv
 
-OWNER = "owner-key-for-tests"
+OWNER = "dps_test-owner-key_Sv7RmZ2vK9pLw4sN8bYc3FhJ6t"
 OWN = {"Authorization": f"Bearer {OWNER}"}
 N_CLIENTS = 50
 PER_CLIENT = 3

@@ -25,11 +25,15 @@ def serve(
     from dpsieve.ledger import open_store
     from dpsieve.ledger.redact import redact
     from dpsieve.service import Settings, create_app
-    from dpsieve.service.auth import new_key
+    from dpsieve.service.auth import new_key, owner_key_problem
     from dpsieve.service.example import setup_example, usage
 
     generated = owner_key is None
     owner = owner_key or new_key()
+    weak = owner_key_problem(owner)
+    if weak is not None:  # refused at start-up: the owner key must be long and random
+        raise typer.BadParameter(f"the owner key is too weak: {weak}. Omit --owner-key to "
+                                 "have one generated.", param_hint="--owner-key")
     settings = Settings.from_env(database_url=database_url, owner_key=owner, schema=schema)
     store = open_store(database_url, schema=schema)
     base = f"http://{host}:{port}"

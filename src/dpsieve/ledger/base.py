@@ -27,6 +27,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
@@ -40,6 +41,7 @@ __all__ = [
     "BudgetStore",
     "FilterLoader",
     "IdempotencyKeyReuseError",
+    "KeyRevokedError",
     "LedgerUnavailableError",
     "Principal",
     "SpendOutcome",
@@ -48,6 +50,7 @@ __all__ = [
     "default_loader",
     "fingerprint",
     "query_to_dict",
+    "spend_key",
     "utcnow",
 ]
 
@@ -56,6 +59,15 @@ FilterLoader = Callable[[str], PrivacyFilter]
 
 class IdempotencyKeyReuseError(LedgerError):
     """An idempotency key was sent again with a different request; nothing was spent."""
+
+
+#: The API-key hash a spend is made with (set by the service around a query): checked
+#: inside the spend's transaction, so no spend with a key commits after its revocation did.
+spend_key: ContextVar[str | None] = ContextVar("dpsieve_spend_key", default=None)
+
+
+class KeyRevokedError(LedgerError):
+    """The spend's API key was revoked (committed before this spend); nothing was spent."""
 
 
 class LedgerUnavailableError(LedgerError):

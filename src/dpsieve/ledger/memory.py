@@ -18,6 +18,7 @@ from dpsieve.ledger.base import (
     BudgetNotFoundError,
     FilterLoader,
     IdempotencyKeyReuseError,
+    KeyRevokedError,
     Principal,
     SpendOutcome,
     SpendRecord,
@@ -25,6 +26,7 @@ from dpsieve.ledger.base import (
     default_loader,
     fingerprint,
     query_to_dict,
+    spend_key,
     utcnow,
 )
 
@@ -112,6 +114,9 @@ class MemoryStore:
         fp = fingerprint(req)
         with self._lock:
             b = self._get(budget_id)
+            kh = spend_key.get()
+            if kh is not None and kh not in self._keys:
+                raise KeyRevokedError("The API key was revoked; nothing was spent.")
             old = b.spends.get(key)
             if old is not None:
                 if old.fingerprint != fp:
@@ -172,6 +177,23 @@ class MemoryStore:
                 raise LedgerError(f"Principal {name!r} exists with role {p.role!r}.")
             self._principals[name] = Principal(name, role)
             self._keys[key_hash] = name
+
+    def principal_keys(self, name: str) -> list[tuple[str, str]] | None:
+        """(key hash, "") of a principal's keys; None if no such principal."""
+        with self._lock:
+            if name not in self._principals:
+                return None
+            return sorted((h, "") for h, n in self._keys.items() if n == name)
+
+    def revoke_key(self, name: str, key_id: str) -> bool:
+        """Delete the principal's key whose hash starts with ``key_id``; False if none."""
+        with self._lock:
+            hit = [h for h, n in self._keys.items() if n == name and h.startswith(key_id)]
+            if len(hit) != 1:
+                return False
+            del self._keys[hit[0]]
+            self._log("", name, "key_revoked", "", {"key_id": key_id})
+            return True
 
     def principal_for_key(self, key_hash: str) -> Principal | None:
         with self._lock:

@@ -26,6 +26,7 @@ from dpsieve.ledger.base import (
     BudgetNotFoundError,
     FilterLoader,
     IdempotencyKeyReuseError,
+    KeyRevokedError,
     Principal,
     SpendOutcome,
     SpendRecord,
@@ -34,6 +35,7 @@ from dpsieve.ledger.base import (
     default_loader,
     fingerprint,
     query_to_dict,
+    spend_key,
     utcnow,
 )
 
@@ -210,6 +212,10 @@ class SQLStore(ABC):
         fp = fingerprint(req)
         with self._tx(write=True) as cur:
             state = str(self._locked_budget(cur, budget_id)[0])
+            kh = spend_key.get()
+            if kh is not None and cur.run("SELECT 1 FROM api_keys WHERE key_hash = ?",
+                                          (kh,)).one() is None:
+                raise KeyRevokedError("The API key was revoked; nothing was spent.")
             old = cur.run(
                 "SELECT fingerprint, decision, answer FROM spends WHERE budget_id = ? AND key = ?",
                 (budget_id, key),
@@ -295,6 +301,27 @@ class SQLStore(ABC):
                 cur.run("INSERT INTO principals VALUES (?, ?, ?)", (name, role, now))
             if cur.run("SELECT 1 FROM api_keys WHERE key_hash = ?", (key_hash,)).one() is None:
                 cur.run("INSERT INTO api_keys VALUES (?, ?, ?)", (key_hash, name, now))
+
+    def principal_keys(self, name: str) -> list[tuple[str, str]] | None:
+        """(key hash, created_at) of a principal's keys, oldest first; None if no such one."""
+        with self._tx(write=False) as cur:
+            if cur.run("SELECT 1 FROM principals WHERE name = ?", (name,)).one() is None:
+                return None
+            rows = cur.run("SELECT key_hash, created_at FROM api_keys WHERE principal = ?"
+                           " ORDER BY created_at, key_hash", (name,)).all()
+        return [(str(h), str(t)) for h, t in rows]
+
+    def revoke_key(self, name: str, key_id: str) -> bool:
+        """Delete the principal's key whose hash starts with ``key_id``; False if none.
+        Committed before returning: later requests with that key are refused."""
+        with self._tx(write=True) as cur:
+            rows = cur.run("SELECT key_hash FROM api_keys WHERE principal = ?", (name,)).all()
+            hit = [str(r[0]) for r in rows if str(r[0]).startswith(key_id)]
+            if len(hit) != 1:
+                return False
+            cur.run("DELETE FROM api_keys WHERE key_hash = ?", (hit[0],))
+            self._log(cur, "", name, "key_revoked", "", {"key_id": key_id})
+        return True
 
     def principal_for_key(self, key_hash: str) -> Principal | None:
         with self._tx(write=False) as cur:

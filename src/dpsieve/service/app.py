@@ -11,6 +11,7 @@ one that does not exist.
 # no "from __future__ import annotations": FastAPI must see the local Annotated aliases
 
 import hmac
+import math
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
@@ -19,15 +20,15 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, Header, HTTPException, Query
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Response
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse
 
 from dpsieve._validation import fail
 from dpsieve.accounting.events import Neighbouring
-from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal
+from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal, spend_key
 from dpsieve.ledger.factory import open_store
-from dpsieve.service.auth import hash_key, new_key
+from dpsieve.service.auth import FailedAuthLimiter, hash_key, key_id, new_key
 from dpsieve.service.budget_view import budget_text, budget_view, like_privacy, step_eps
 from dpsieve.service.curves import ALPHAS, description_of, tradeoff_curve
 from dpsieve.service.errors import BodyLimit, install_error_handlers, redact_quoted
@@ -43,7 +44,20 @@ from dpsieve.session import (
     parse_description,
 )
 
-__all__ = ["create_app"]
+__all__ = ["PAGE_HEADERS", "create_app"]
+
+#: The budget page is one self-contained file (inline style and script, data fetched from
+#: this origin): nothing else may load, it may not be framed, types are not sniffed.
+PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+        "connect-src 'self'; img-src 'self' data:; form-action 'self'; base-uri 'none'; "
+        "frame-ancestors 'none'"),
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
 
 #: A data-set name in a URL path: bounded, no control characters (a NUL byte reached
 #: PostgreSQL, which refuses it with an error that became a 500; issue 11 defect 2).
@@ -90,6 +104,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
     owner_hash = hash_key(settings.owner_key) if settings.owner_key else None
     frames = _Frames()
     hook = _after_spend(settings)
+    limiter = FailedAuthLimiter(settings.auth_failures_per_minute)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -106,17 +121,28 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
 
     def principal(
+        request: Request,
         authorization: Annotated[str | None, Header(max_length=512)] = None,
         x_api_key: Annotated[str | None, Header(max_length=512)] = None,
     ) -> Principal:
+        addr = request.client.host if request.client else "unknown"
+        wait = limiter.retry_after(addr)
+        if wait is not None:  # refused before any key is looked up
+            raise HTTPException(429, "Too many failed authentications from this address; "
+                                     f"retry in {math.ceil(wait)} s.",
+                                headers={"Retry-After": str(math.ceil(wait))})
         key = x_api_key
         if authorization and authorization.lower().startswith("bearer "):
             key = authorization[7:].strip()
         h = hash_key(key) if key else None
+        # the owner's hash is compared in constant time; analysts' hashes are looked up
+        # by an index in the ledger (no secret is compared byte by byte in Python)
         if h is not None and owner_hash is not None and hmac.compare_digest(h, owner_hash):
             return Principal("owner", "owner")
         p = st.principal_for_key(h) if h else None
+        request.state.key_hash = h
         if p is None or p.role == "owner":
+            limiter.failed(addr)
             raise HTTPException(401, "A valid API key is required (header 'Authorization: "
                                      "Bearer <key>' or 'X-API-Key').")
         return p
@@ -188,7 +214,35 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
             raise HTTPException(422, "'name' must not be 'owner' (reserved for the data owner).")
         key = new_key()
         st.add_principal(body.name, "analyst", hash_key(key))
-        return {"name": body.name, "api_key": key}
+        return {"name": body.name, "api_key": key, "key_id": key_id(hash_key(key))}
+
+    def analyst_keys(name: str) -> list[dict[str, str]]:
+        keys = st.principal_keys(name)  # type: ignore[attr-defined]
+        if keys is None or name == "owner":
+            raise HTTPException(404, f"No analyst named {name!r}.")
+        return [{"key_id": key_id(h), "created_at": ts} for h, ts in keys]
+
+    @app.get("/v1/analysts/{name}/keys", tags=["owners"])
+    def list_keys(name: DatasetName, _: Owner) -> list[dict[str, str]]:
+        """The analyst's keys (identifiers only; a key is shown once, when made)."""
+        return analyst_keys(name)
+
+    @app.post("/v1/analysts/{name}/keys", status_code=201, tags=["owners"])
+    def add_key(name: DatasetName, _: Owner) -> dict[str, str]:
+        """A new key for an existing analyst (rotation: add, hand over, then revoke)."""
+        analyst_keys(name)
+        key = new_key()
+        st.add_principal(name, "analyst", hash_key(key))
+        return {"name": name, "api_key": key, "key_id": key_id(hash_key(key))}
+
+    @app.delete("/v1/analysts/{name}/keys/{kid}", status_code=204, tags=["owners"])
+    def revoke_key(name: DatasetName, kid: Annotated[str, PathParam(
+            pattern=r"^[0-9a-f]{16}$")], _: Owner) -> Response:
+        """Revoke a key: once this returns, no request with it is admitted."""
+        analyst_keys(name)
+        if not st.revoke_key(name, kid):  # type: ignore[attr-defined]
+            raise HTTPException(404, f"Analyst {name!r} has no key {kid!r}.")
+        return Response(status_code=204)
 
     spark_lock = threading.Lock()
     spark_session: list[Any] = []
@@ -294,7 +348,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
 
     @app.post("/v1/datasets/{name}/queries", tags=["analysts"])
     def query(
-        name: DatasetName, body: QueryIn, p: Who,
+        name: DatasetName, body: QueryIn, p: Who, request: Request,
         idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
     ) -> dict[str, Any]:
         src = visible(p, name)
@@ -314,7 +368,13 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
                           column_types=kinds, row_count=lambda: data_row_count(path),
                           neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))
         key = f"{p.name}/{idempotency_key}" if idempotency_key else None
-        return {"dataset": name, **session.run(body.spec(), key=key).to_dict()}
+        # an analyst's spend commits only while the key is still valid (revocation races)
+        token = spend_key.set(getattr(request.state, "key_hash", None)
+                              if p.role != "owner" else None)
+        try:
+            return {"dataset": name, **session.run(body.spec(), key=key).to_dict()}
+        finally:
+            spend_key.reset(token)
 
     @app.get("/v1/datasets/{name}/audit", tags=["owners"])
     def audit(name: DatasetName, _: Owner) -> list[dict[str, Any]]:
@@ -322,7 +382,8 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
                  "key": e.key, "payload": e.payload} for e in st.audit(name)]
 
     @app.get("/ui", response_class=HTMLResponse, include_in_schema=False)
-    def page() -> str:
-        return resources.files("dpsieve.service").joinpath("static/index.html").read_text()
+    def page() -> HTMLResponse:
+        html = resources.files("dpsieve.service").joinpath("static/index.html").read_text()
+        return HTMLResponse(html, headers=PAGE_HEADERS)
 
     return app

@@ -25,6 +25,7 @@ from dpsieve.errors import (
 from dpsieve.ledger.base import (
     BudgetNotFoundError,
     IdempotencyKeyReuseError,
+    KeyRevokedError,
     LedgerUnavailableError,
 )
 from dpsieve.ledger.redact import redact
@@ -61,6 +62,8 @@ def _dp_error(_: Request, exc: Exception) -> JSONResponse:
         return _error(404, "not_found", str(exc))
     if isinstance(exc, IdempotencyKeyReuseError):
         return _error(409, "idempotency_key_reused", str(exc))
+    if isinstance(exc, KeyRevokedError):
+        return _error(401, "unauthorized", str(exc))
     if isinstance(exc, LedgerUnavailableError):  # no detail: it would name the database
         log.warning("ledger unavailable: %s", redact(str(exc)))
         message = ("The ledger cannot write (read-only or full storage)" if exc.cannot_write
@@ -95,8 +98,10 @@ def _validation(_: Request, exc: Exception) -> JSONResponse:
 def _http(_: Request, exc: Exception) -> JSONResponse:
     if not isinstance(exc, StarletteHTTPException):
         return _error(500, "internal_error", "Internal error.")
-    codes = {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}
+    codes = {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+             429: "too_many_failed_authentications"}
     return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail),
+                  headers=getattr(exc, "headers", None),
                   ) if exc.status_code >= 400 else JSONResponse({}, exc.status_code)
 
 

@@ -25,6 +25,8 @@ class Settings:
     schema: str = "dpsieve"
     owner_key: str | None = None
     max_body_bytes: int = 1_000_000
+    #: Failed authentications allowed per client address per minute (then 429).
+    auth_failures_per_minute: int = 30
     pause_after_spend: float = 0.0
     spend_marker: str | None = None
     spark_url: str | None = None
@@ -38,6 +40,7 @@ class Settings:
             "schema": env.get("DPSIEVE_SCHEMA", "dpsieve"),
             "owner_key": env.get("DPSIEVE_OWNER_KEY") or None,
             "max_body_bytes": int(env.get("DPSIEVE_MAX_BODY_BYTES", "1000000")),
+            "auth_failures_per_minute": int(env.get("DPSIEVE_AUTH_FAILURES_PER_MINUTE", "30")),
             "pause_after_spend": float(env.get("DPSIEVE_TEST_PAUSE_AFTER_SPEND", "0")),
             "spend_marker": env.get("DPSIEVE_TEST_SPEND_MARKER") or None,
             "spark_url": env.get("DPSIEVE_SPARK_URL") or None,
