@@ -139,7 +139,7 @@ def test_rr_20000_compositions_cli() -> None:
 
     res = CliRunner().invoke(
         app, ["account", "epsilon", "-m", "rr:eps=0.1", "--compose", "20000", "--delta", "1e-6",
-              "--json"]
+              "--grid", "1e-3", "--json"]
     )
     assert res.exit_code == 0, res.output  # exited with "Got 1.0000012322"
     import json
