@@ -158,3 +158,17 @@ def test_subsampled_gaussian_1000_steps_does_not_raise() -> None:
     eps = c.epsilon(1e-6)
     assert math.isfinite(eps)
     assert eps >= 2.12  # dp_accounting (both directions, optimistic FFT) gives 2.1245
+
+
+def test_restore_optimistic_degenerate_hull_is_not_above_one() -> None:
+    # reported by the filters work: the optimistic dual of a subsampled-Gaussian direction
+    # had total mass 1.0000000001478 (+ inf 1.48e-13), growing to 1.0000012 over 2^13 steps
+    from dpsieve.accounting.pld import PLD
+    from dpsieve.mechanisms.subsampled import subsampled_gaussian_pld
+
+    r = subsampled_gaussian_pld(50.0, 1e-3, grid=5e-4).remove
+    opt = PLD(r.grid, r.offset, r.probs, r.inf_mass, 0.0, "optimistic", False)
+    d = opt.dual()
+    assert float(np.sum(d.probs)) + d.inf_mass <= 1.0 + 1e-15
+    c = d.self_compose(2**13)
+    assert float(np.sum(c.probs)) + c.inf_mass <= 1.0 + 1e-12

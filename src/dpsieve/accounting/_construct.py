@@ -45,8 +45,8 @@ def _trim(i0: int, probs: FloatArray, inf_mass: float) -> Parts:
 
 
 def optimistic(i0: int, probs: FloatArray, inf_mass: float, grid: float) -> Parts:
-    off, out = _grid.restore_optimistic(i0, probs, inf_mass, grid)
-    return _trim(off, out, inf_mass)
+    off, out, inf = _grid.restore_optimistic(i0, probs, inf_mass, grid)
+    return _trim(off, out, inf)
 
 
 def atoms(z: FloatArray, p: FloatArray, inf_mass: float, grid: float, pessimistic: bool) -> Parts:

@@ -183,12 +183,18 @@ def tail_sums(offset: int, probs: FloatArray, grid: float) -> tuple[FloatArray, 
 
 def restore_optimistic(
     offset: int, probs: FloatArray, inf_mass: float, grid: float
-) -> tuple[int, FloatArray]:
+) -> tuple[int, FloatArray, float]:
     """Make masses whose curve h_d lower-bounds the truth into a valid PLD still below it.
 
     The input may violate E[e^{-Z}] <= 1 or have total mass < 1. Output curve: the greatest
     convex minorant of ``max(h_d, 1 - x)`` at the knots and x = 0 (docs/proofs, Lemma A2).
-    Returns (offset, probs) with the same ``inf_mass``; the knot range is extended to z = 0.
+    Returns (offset, probs, inf_mass); the knot range is extended to z = 0.
+
+    Degenerate case: when the curve leaves 1 - x only at a knot x0 with 1 - x0 < inf_mass (or
+    x0 > 1), lowering onto 1 - x there would make the "hull" increase afterwards and the
+    masses sum to more than 1 (found by the filters work: the optimistic dual of a subsampled
+    Gaussian); the crossing point is not a knot, so no hull on the grid is certified there,
+    and the identity Id (h = (1 - x)_+, the least PLD, below every truth) is returned.
     """
     if offset > 0:
         probs = np.concatenate([np.zeros(offset), probs])
@@ -205,7 +211,7 @@ def restore_optimistic(
     k = int(below[-1]) if below.size else -1
     total = float(a[0]) + inf_mass
     if k < 0 and abs(total - 1.0) <= 1e-12 and float(b[0]) <= 1.0:
-        return offset, probs  # already a PLD
+        return offset, probs, inf_mass  # already a PLD
     k0 = k + 1  # the hull follows 1 - x up to knot k0 (lowered onto 1 - x there)
     x0, w0 = float(y[k0]), 1.0 - float(y[k0])
     w = v
@@ -213,9 +219,11 @@ def restore_optimistic(
     slopes = (w[js] - w0) / (y[js] - x0)
     smin = float(np.min(slopes))
     r = int(js[np.nonzero(slopes <= smin)[0][-1]])
+    if not (w0 >= inf_mass and smin <= 0.0):  # degenerate (docstring): Id
+        return 0, np.ones(1), 0.0
     out = np.zeros(n)
     out[r + 1 :] = probs[r + 1 :]
     sigma_r = -float(b[r + 1])
     out[k0] = max(x0 * (smin + 1.0), 0.0)
     out[r] += max(float(y[r]) * (sigma_r - smin), 0.0)
-    return offset, out
+    return offset, out, inf_mass
