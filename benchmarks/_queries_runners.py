@@ -15,6 +15,7 @@ the ``GROUPS`` public groups; pure DP, ``EPS`` in total (half each), add/remove 
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -159,12 +160,14 @@ def run_sql(path: Path) -> Result:
 
     _warm_imports()
     clock = Clock()
-    con = duckdb.connect(config={"threads": 2, "memory_limit": DUCKDB_MEMORY,
-                                 "preserve_insertion_order": False})
-    rows = con.execute(HANDWRITTEN_SQL, {"path": str(path),
-                                         "seed": int.from_bytes(os.urandom(4), "little")}
-                       ).fetchall()
-    con.close()
+    with tempfile.TemporaryDirectory(prefix="qbench-sql-") as tmp:  # as DuckDBEngine does
+        con = duckdb.connect(config={"threads": 2, "memory_limit": DUCKDB_MEMORY,
+                                     "preserve_insertion_order": False,
+                                     "temp_directory": tmp})
+        rows = con.execute(HANDWRITTEN_SQL, {"path": str(path),
+                                             "seed": int.from_bytes(os.urandom(4), "little")}
+                           ).fetchall()
+        con.close()
     times = clock.read()
     counts, sums = _dense(iter(rows))
     return {**times, "count": counts, "sum": sums}

@@ -22,7 +22,8 @@ Spark's session start excluded; the start is reported apart). Medians over ``--r
 runs; ``uptime``'s load average is printed beside each table: the machine is shared.
 The full mode writes each part's section to ``benchmarks/results/queries/<part>.md`` and
 joins them into ``benchmarks/results/queries.md`` (merged into RESULTS.md by
-``run_all``); ``--quick`` and ``--no-write`` only print.
+``run_all``), after ``results/queries/notes.md`` (the reading of the figures, written by
+hand); ``--quick`` and ``--no-write`` only print.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from typing import Any
 from benchmarks import _queries_data as qd
 
 HERE = Path(__file__).resolve().parent
-PARTS = ("duckdb", "memory", "peers", "spark")
+PARTS = ("duckdb", "memory", "peers", "spark", "scaling")
 
 
 # -- one measured process ------------------------------------------------------------------
@@ -173,7 +174,9 @@ def part_duckdb(a: argparse.Namespace, out: list[str]) -> None:
             f"**{d['cpu_seconds'] / s['cpu_seconds']:.2f}x** CPU (goal <= 1.2x). Goals at 50M: "
             f"<= 15 s ({'met' if d['seconds'] <= 15 else 'MISSED'}), <= 1 GB peak "
             f"({'met' if d['max_peak_bytes'] <= 2**30 else 'MISSED'}). RMSE is against the "
-            "exact bounded answers (the noise alone). " + load() + " at the end.", ""]
+            "exact bounded answers (the noise alone). Both on DuckDB with memory_limit "
+            f"{os.environ.get('QBENCH_DUCKDB_MEMORY', '600MB')}, 2 threads, a temporary "
+            "directory to spill to. " + load() + " at the end.", ""]
 
 
 def _merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -260,8 +263,8 @@ def part_spark(a: argparse.Namespace, out: list[str]) -> None:
             "backend", "", f"Command: `{a.command}`. {load()} at the start.", ""]
     rows = []
     for name, label in (("dpsieve-spark", "dpsieve, Spark engine (DataFrame API)"),
-                        ("dpsieve-duckdb", "dpsieve, DuckDB engine"),
-                        ("pipelinedp-spark", "PipelineDP SparkRDDBackend")):
+                        ("pipelinedp-spark", "PipelineDP SparkRDDBackend"),
+                        ("dpsieve-duckdb", "dpsieve, DuckDB engine")):
         try:
             rows.append((label, repeat(name, path, a.peer_repeats)))
         except RuntimeError as e:
@@ -269,8 +272,12 @@ def part_spark(a: argparse.Namespace, out: list[str]) -> None:
     out += _table(rows, t, jvm=True)
     out += ["", _RMSE_NOTE, "", f"Exchanges on the privacy unit in the bounding: "
             f"**{plan['bounding_shuffles']}**. Physical plan:", "", "```text",
-            plan["plan"].rstrip(), "```", "",
-            f"#### Scaling on Spark local[2] ({load()})", "",
+            plan["plan"].rstrip(), "```", ""]
+
+
+def part_scaling(a: argparse.Namespace, out: list[str]) -> None:
+    out += ["### Scaling on Spark local[2] (dpsieve's Spark engine)", "",
+            f"Command: `{a.command}`. {load()} at the start.", "",
             "| rows | wall s, median (runs) | CPU s | wall s per million rows | peak MiB (JVM) |",
             "|---|---|---|---|---|"]
     for rows_n in a.spark_sizes:
@@ -278,7 +285,7 @@ def part_spark(a: argparse.Namespace, out: list[str]) -> None:
         r = repeat("dpsieve-spark", p, a.peer_repeats)
         out.append(f"| {rows_n:,} | {_secs(r)} | {r['seconds'] / rows_n * 1e6:.2f} | "
                    f"{_mib(r['peak_bytes'])} ({_mib(r['jvm_peak_bytes'])}) |")
-    out.append("")
+    out += ["", load() + " at the end.", ""]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -293,6 +300,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--data", type=Path, default=Path("/tmp/dpsieve-qbench"),
                     help="directory of the generated Parquet files (cached)")
     ap.add_argument("--rows", type=int, default=None, help="the large size (default 50M)")
+    ap.add_argument("--mid", type=int, default=None,
+                    help="rows of the side-by-side runs (peers, spark; default 10M)")
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--peer-repeats", type=int, default=None,
                     help="repeats of the peers and Spark runs (default: --repeats)")
@@ -303,12 +312,14 @@ def main(argv: list[str] | None = None) -> None:
                     "600MB) instead of Session (DuckDB's defaults)")
     ap.add_argument("--no-write", action="store_true")
     a = ap.parse_args(argv)
-    a.command = "python -m benchmarks.queries_engines " + " ".join(argv)
+    env = os.environ.get("QBENCH_DUCKDB_MEMORY")
+    a.command = ((f"QBENCH_DUCKDB_MEMORY={env} " if env else "")
+                 + "python -m benchmarks.queries_engines " + " ".join(argv))
     if a.quick:
         a.big, a.mid, a.sizes = a.rows or 200_000, 100_000, [50_000, 100_000, 200_000]
         a.repeats = a.repeats or 1
     else:
-        a.big, a.mid = a.rows or 50_000_000, 10_000_000
+        a.big, a.mid = a.rows or 50_000_000, a.mid or 10_000_000
         a.sizes = [1_000_000, 10_000_000, a.big]
         a.repeats = a.repeats or 3
     a.peer_repeats = a.peer_repeats or a.repeats
@@ -330,12 +341,14 @@ def main(argv: list[str] | None = None) -> None:
         print(f"== {part}", flush=True)
         out: list[str] = []
         {"duckdb": part_duckdb, "memory": part_memory, "peers": part_peers,
-         "spark": part_spark}[part](a, out)
+         "spark": part_spark, "scaling": part_scaling}[part](a, out)
         print("\n".join(out), flush=True)
         if not (a.quick or a.no_write):  # each part's section, then the merged file
             parts.mkdir(exist_ok=True)
-            (parts / f"{part}.md").write_text("\n".join(out) + "\n")
-            text = head + [(parts / f"{p}.md").read_text() for p in PARTS
+            name = "memory-engine" if part == "memory" and a.engine_memory else part
+            (parts / f"{name}.md").write_text("\n".join(out) + "\n")
+            order = ("notes", "duckdb", "memory", "memory-engine", *PARTS[2:])
+            text = head + [(parts / f"{p}.md").read_text() for p in order
                            if (parts / f"{p}.md").is_file()]
             (HERE / "results" / "queries.md").write_text("\n".join(text))
 
