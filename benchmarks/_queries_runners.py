@@ -258,8 +258,12 @@ def run_pipelinedp_local(path: Path) -> Result:
 # -- Spark ---------------------------------------------------------------------------------
 
 def spark_session(cores: int = 2) -> Any:
+    import sys
+
     from pyspark.sql import SparkSession
 
+    # Python workers (PipelineDP's RDD code) run this interpreter, which has the packages
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     b = SparkSession.builder.master(f"local[{cores}]").appName("dpsieve-qbench")
     for k, v in SPARK_CONF.items():
         b = b.config(k, v)
