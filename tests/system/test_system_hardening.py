@@ -4,6 +4,7 @@ request is in fact answerable, a non-5xx answer) and a refused one must write no
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -313,3 +314,32 @@ def test_page_security_headers(env: dict[str, Any]) -> None:
     assert "default-src 'none'" in csp
     assert r.headers["X-Frame-Options"] == "DENY"
     assert r.headers["X-Content-Type-Options"] == "nosniff"
+
+
+def test_docs_are_served_without_a_cdn(env: dict[str, Any]) -> None:
+    c = env["client"]
+    for page in ("/docs", "/redoc"):
+        r = c.get(page)
+        assert r.status_code == 200
+        assert "cdn.jsdelivr" not in r.text
+        assert "unpkg" not in r.text
+    assert c.get("/static-offline-docs/swagger-ui-bundle.js").status_code == 200
+    assert c.get("/static-offline-docs/redoc.standalone.js").status_code == 200
+
+
+def test_request_logs_are_structured_and_hold_no_secret(
+        env: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+    import json
+
+    c = env["client"]
+    caplog.set_level(logging.INFO, logger="dpsieve.service.access")
+    c.post(Q, json=_q(), headers=env["ana"])
+    c.get("/v1/datasets/people/budget?like=%7B%7D", headers=env["owner"])
+    lines = [json.loads(r.getMessage()) for r in caplog.records
+             if r.name == "dpsieve.service.access"]
+    assert [(x["method"], x["path"], x["principal"]) for x in lines] == [
+        ("POST", Q, "ana"), ("GET", "/v1/datasets/people/budget", "owner")]
+    assert lines[0]["status"] == 200
+    assert lines[0]["ms"] >= 0
+    for secret in (env["ana"]["X-API-Key"], OWNER, "like"):
+        assert secret not in caplog.text

@@ -45,7 +45,13 @@ def serve(
         typer.echo(f"Example data set {info['dataset']!r} registered for analyst 'demo'.")
         typer.echo(usage(base, info["api_key"]))
     app = create_app(settings, store=store)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    import logging
+
+    access = logging.getLogger("dpsieve.service.access")  # one JSON line per request
+    access.setLevel(logging.INFO)
+    access.addHandler(logging.StreamHandler())
+    access.propagate = False
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_keep_alive=5)
 
 
 def register(app: typer.Typer) -> None:

@@ -32,6 +32,7 @@ from dpsieve.service.auth import FailedAuthLimiter, hash_key, key_id, new_key
 from dpsieve.service.budget_view import budget_text, budget_view, like_privacy, step_eps
 from dpsieve.service.curves import ALPHAS, description_of, tradeoff_curve
 from dpsieve.service.errors import BodyLimit, install_error_handlers, redact_quoted
+from dpsieve.service.logs import RequestLog
 from dpsieve.service.schemas import AnalystIn, BudgetIn, DatasetIn, GrantIn, QueryIn
 from dpsieve.service.settings import Settings
 from dpsieve.session import (
@@ -95,6 +96,17 @@ def _after_spend(settings: Settings) -> Callable[[str], None] | None:
     return hook
 
 
+def _fastapi(**kw: Any) -> FastAPI:
+    """FastAPI whose /docs and /redoc load their scripts from this server (the assets
+    shipped in fastapi-offline), not a CDN: the docs work offline. Without the package
+    (an old environment) the stock CDN pages are served."""
+    try:
+        from fastapi_offline import FastAPIOffline
+    except ImportError:  # pragma: no cover - the service extra installs it
+        return FastAPI(**kw)
+    return FastAPIOffline(**kw)
+
+
 def create_app(settings: Settings | None = None, *, store: BudgetStore | None = None) -> FastAPI:
     """A FastAPI app over ``store`` (default: the one ``settings.database_url`` names)."""
     settings = settings or Settings()
@@ -113,12 +125,13 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
 
     from dpsieve import __version__
 
-    app = FastAPI(title="dpsieve", version=__version__, lifespan=lifespan,
-                  description="Differentially private queries under an exact privacy filter.")
+    app = _fastapi(title="dpsieve", version=__version__, lifespan=lifespan,
+                   description="Differentially private queries under an exact privacy filter.")
     app.state.store = st
     app.state.settings = settings
     install_error_handlers(app)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(RequestLog)
 
     def principal(
         request: Request,
@@ -138,6 +151,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         # the owner's hash is compared in constant time; analysts' hashes are looked up
         # by an index in the ledger (no secret is compared byte by byte in Python)
         if h is not None and owner_hash is not None and hmac.compare_digest(h, owner_hash):
+            request.state.principal_name = "owner"
             return Principal("owner", "owner")
         p = st.principal_for_key(h) if h else None
         request.state.key_hash = h
@@ -145,6 +159,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
             limiter.failed(addr)
             raise HTTPException(401, "A valid API key is required (header 'Authorization: "
                                      "Bearer <key>' or 'X-API-Key').")
+        request.state.principal_name = p.name
         return p
 
     Who = Annotated[Principal, Depends(principal)]
