@@ -41,6 +41,7 @@ class PostgresStore(SQLStore):
     """A ledger in a PostgreSQL schema, with a small connection pool (``pool_size``)."""
 
     _lock_suffix = " FOR UPDATE"
+    _share_suffix = " FOR SHARE"
 
     def __init__(
         self,

@@ -99,6 +99,8 @@ class SQLStore(ABC):
 
     #: SQL suffix that row-locks the budget read in a write transaction ("" for SQLite).
     _lock_suffix = ""
+    #: SQL suffix that share-locks a row read in a write transaction ("" for SQLite).
+    _share_suffix = ""
 
     def __init__(self, *, loads: FilterLoader | None = None) -> None:
         self._loads: FilterLoader = loads or default_loader
@@ -213,8 +215,11 @@ class SQLStore(ABC):
         with self._tx(write=True) as cur:
             state = str(self._locked_budget(cur, budget_id)[0])
             kh = spend_key.get()
-            if kh is not None and cur.run("SELECT 1 FROM api_keys WHERE key_hash = ?",
-                                          (kh,)).one() is None:
+            # PostgreSQL: FOR SHARE makes a concurrent revocation (DELETE) wait for this
+            # spend to commit, and this check wait for a pending revocation: a spend never
+            # commits after the revocation of its key did. SQLite serialises all writers.
+            if kh is not None and cur.run("SELECT 1 FROM api_keys WHERE key_hash = ?"
+                                          + self._share_suffix, (kh,)).one() is None:
                 raise KeyRevokedError("The API key was revoked; nothing was spent.")
             old = cur.run(
                 "SELECT fingerprint, decision, answer FROM spends WHERE budget_id = ? AND key = ?",
