@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import mpmath as mp
+import numpy as np
 import pytest
 
 from dpsieve.accounting import order
@@ -111,3 +112,18 @@ def test_compositions_beyond_exp_range_not_below_truth() -> None:
         assert pld.delta(t) - exact < 1e-9
     assert pld.epsilon(0.0) == 800.0
     assert math.isfinite(pld.epsilon(1e-9))
+
+
+@pytest.mark.parametrize("grid", [0.05, 0.25, 0.5, 1.0, 2.0])
+@pytest.mark.parametrize("k", [1, 2, 20, 100])
+def test_atoms_on_a_knot_split_without_negative_mass(grid: float, k: int) -> None:
+    # an atom exactly on the top knot (u = grid) got a left weight of -1 ulp when numpy's
+    # expm1 and math.expm1 differ by an ulp (AVX-512 numpy): PLD.pure_dp(1.0, grid=1.0)
+    # raised ValidationError (a mass of -4.8e-17); the split must stay >= 0 and pessimistic
+    eps = k * grid
+    for pld in (PLD.pure_dp(eps, grid=grid), PLD.randomized_response(eps, grid=grid)):
+        assert float(np.min(pld.probs)) >= 0.0
+        for t in (0.0, eps / 2):
+            e, tt = mp.mpf(eps), mp.mpf(t)
+            exact = (1 - mp.e ** (tt - e)) / (1 + mp.e**-e)
+            assert pld.delta(t) >= exact
