@@ -171,3 +171,69 @@ def test_extreme_noise_neither_crashes_nor_overcharges() -> None:
     assert spent <= Fraction(g.mu) ** 2
     r = PerRecordRDPFilter(1, 2.0, 1.0)
     assert not r.step(1e-200, [1e300]).any()  # overflowing cost: refused, no warning
+
+
+@pytest.mark.parametrize("cls", [PerRecordGDPFilter, PerRecordRDPFilter])
+def test_blocked_step_matches_exact_arithmetic_across_blocks(
+    cls: type, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The step runs in blocks of records (``BLOCK``); with tiny blocks, records on every
+    block boundary are checked against exact rational bookkeeping: charged iff the norm is
+    positive and in the mask, the stored spent an upper bound within 2^-40 of the exact sum,
+    and in place (``step``) equal to the ledger's pure path (``try_spend``)."""
+    from dpsieve.filters import per_record
+
+    monkeypatch.setattr(per_record, "BLOCK", 7)
+    n = 45  # 6 full blocks and a partial one
+    rng = np.random.default_rng(7)
+    if cls is PerRecordGDPFilter:
+        f, g, k, limit = cls(n, 2.0), cls(n, 2.0), Fraction(1), Fraction(4)
+    else:
+        f, g = cls(n, 6.0, 3.0), cls(n, 6.0, 3.0)
+        k, limit = Fraction(3), Fraction(3)
+    exact = [Fraction(0)] * n
+    for t in range(30):
+        s = float(rng.choice([0.5, 1.0, 3.0]))
+        norms = rng.pareto(1.5, n) * (rng.uniform(size=n) < 0.8)  # a fifth are zero
+        before = f.remaining_private().copy()
+        mask = f.step(s, norms)
+        assert g.try_spend(RecordStep(s, norms, expected_step=t)).admitted
+        assert np.array_equal(f.remaining_private(), g.remaining_private())
+        after = f.remaining_private()[:, 0]
+        for i in range(n):
+            cost = k * (Fraction(norms[i]) / Fraction(s)) ** 2
+            if norms[i] == 0:
+                assert mask[i]
+                assert after[i] == before[i, 0]  # costs nothing
+            elif mask[i]:
+                exact[i] += cost
+                assert exact[i] <= limit
+            else:
+                assert after[i] == before[i, 0]
+                assert exact[i] + cost > limit * (1 - Fraction(1, 10**12))
+    import base64
+
+    stored = np.frombuffer(base64.b64decode(json.loads(f.to_json())["state"]["spent"]), "<f8")
+    assert np.count_nonzero(stored) > n // 2  # not vacuous: most records were charged
+    for i in range(n):
+        assert Fraction(float(stored[i])) >= exact[i]  # an upper bound ...
+        assert Fraction(float(stored[i])) <= exact[i] * (1 + Fraction(1, 2**40)) + Fraction(
+            1, 2**900
+        )  # ... and a tight one
+
+
+def test_a_bad_step_changes_nothing() -> None:
+    """The step updates the state in place: a norm array that fails validation (NaN or inf
+    after valid norms) is refused before any record is charged."""
+    f = PerRecordGDPFilter(10, 1.0)
+    f.step(1.0, np.full(10, 0.1))
+    before = f.to_json()
+    for bad in (np.nan, np.inf, -1.0):
+        norms = np.full(10, 0.2)
+        norms[-1] = bad
+        with pytest.raises(ValidationError, match="norms"):
+            f.step(1.0, norms)
+        assert f.to_json() == before
+    with pytest.raises(ValidationError, match="norms"):
+        f.step(1.0, np.full(11, 0.1))
+    assert f.to_json() == before

@@ -28,10 +28,15 @@ analyst's decision (``Decision`` carries only public numbers). Only full-batch s
 offered: with sampling, individual accounting must not use per-record sampling outcomes,
 and colluding records can learn about each other's participation (Kaiser et al. 2026).
 
-Arithmetic: every cost is rounded up (each IEEE operation followed by a relative margin of
-2^-48, five times the rounding error, plus 2^-1000 against underflow; norms are first
-raised by the same margin), sums likewise, budgets rounded down, so a record is admitted
-only if its exact spend stays within its exact budget.
+Arithmetic (docs/proofs/training.md, §3): the stored spent of a record is always an
+upper bound on its exact sum of costs; costs and sums err upward, budgets downward, so a
+record is admitted only if its exact spent stays within its exact budget. A step computes,
+per record, ``fl(fl(fl(s + fl(fl(c K)^2)) UP_F) + TINY)`` with K >= sqrt(k) (1 + 2^-46) / s
+rounded up in exact rationals once per step (k = 1 for GDP, alpha / 2 for RDP): the margin
+in K covers the roundings of c K and of the square, UP_F = 1 + 2^-48 that of the sum, TINY =
+2^-1000 every underflow. Overflow gives +inf (never admitted). A zero norm is never charged.
+The step runs in cache-sized blocks of records with preallocated buffers (no per-record
+Python objects, no n-sized float temporaries); timings in benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ import base64
 import hashlib
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -74,7 +80,8 @@ class RecordStep:
     def __post_init__(self) -> None:
         check_positive("noise_std", self.noise_std, "RecordStep")
         a = np.asarray(self.norms, dtype=np.float64).reshape(-1)
-        if a.size == 0 or not bool(np.all(np.isfinite(a) & (a >= 0))):
+        # two reductions, no temporaries: NaN makes min() NaN (fails >= 0), inf fails max()
+        if a.size == 0 or not (a.min() >= 0.0 and a.max() < math.inf):
             raise fail("norms", "RecordStep", "a non-empty array of finite norms >= 0", "<array>")
         object.__setattr__(self, "norms", a)
         if self.expected_step is not None:
@@ -98,30 +105,65 @@ def _up(x: FloatArray) -> FloatArray:
     return x
 
 
-def _inv_up(noise_std: float) -> float:
-    """1 / s rounded up (+inf when it overflows, s < 5.6e-309)."""
-    return rd.div_up(1.0, noise_std)
+#: Relative margin folded into the per-step scale K (see :func:`_scale_up`).
+K_MARGIN = Fraction(1) + Fraction(1, 2**46)
+#: Records per block of the vectorised step: 2^15 float64 (256 KiB) per buffer, so the
+#: block's norms, spent and scratch stay in a core's L2 cache across the seven passes.
+BLOCK = 1 << 15
 
 
-def _mu2_costs(norms: FloatArray, noise_std: float) -> FloatArray:
-    """Upper bounds on (c / s)^2, elementwise: t = fl(c I) UP_F^3 with I >= 1/s (the margin
-    on c, one on the product, one on this scaling), then fl(t t) UP_F^2 + TINY (the square's
-    rounding and the scaling's; TINY covers any underflow: a t below 2^-1022 has t^2 below
-    2^-2044). Computed as (c/s)^2 rather than c^2 / s^2 so that s^2 neither overflows nor
-    underflows (s = 1e300 used to cost c^2 * 5.6e-309 instead of c^2 * 1e-600). Overflow
-    gives +inf (never admitted); I = +inf (s < 5.6e-309) makes every positive norm cost +inf
-    and a zero norm TINY (no 0 * inf)."""
-    inv = _inv_up(noise_std)
+def _scale_up(noise_std: float, k: Fraction) -> float:
+    """K >= sqrt(k) (1 + 2^-46) / s, the least such float (exact rationals; +inf when it
+    overflows). With it, ``fl(fl(c K)^2) + TINY`` is an upper bound on the exact cost
+    k c^2 / s^2 for every float c >= 0: if t = fl(c K) and t^2 are normal, each rounding loses
+    at most a factor (1 - 2^-53), and (1 + 2^-46)^2 (1 - 2^-53)^3 > 1; if t is subnormal the
+    exact cost is below 2^-2043 < TINY; if only t^2 underflows its error is at most 2^-1075.
+    K is computed once per step, so the per-record work is two multiplications."""
+    q = k * K_MARGIN**2 / Fraction(noise_std) ** 2
+    return rd.sqrt_up(q) if k != 1 else rd.round_up(K_MARGIN / Fraction(noise_std))
+
+
+def _charge(
+    norms: FloatArray,
+    spent: FloatArray,
+    scale: float,
+    budget: float,
+    out: FloatArray,
+) -> BoolArray:
+    """The vectorised step: for each record, u = fl(fl(fl(spent + fl(fl(c K)^2)) UP_F) + TINY),
+    an upper bound on its exact spent after paying k (c / s)^2 (K = ``scale`` from
+    :func:`_scale_up`; docs/proofs/training.md, §3). Returns the mask: a record is in it
+    iff its norm is 0 (it costs nothing) or u <= ``budget``; ``out`` (``spent`` itself, or a
+    copy of it) receives u for the records in the mask with a positive norm and is left as
+    it is for all others. Blocks of :data:`BLOCK` records, every pass in place in a
+    block-sized buffer: no n-sized float temporaries, no Python object per record.
+    ``spent`` and ``out`` are 1-d, contiguous, of the size of ``norms``."""
+    n = norms.size
+    mask = np.empty(n, dtype=np.bool_)
+    m = min(BLOCK, n)
+    xb = np.empty(m)
+    zb = np.empty(m, dtype=np.bool_)
+    ub = np.empty(m, dtype=np.bool_)
+    inf_scale = math.isinf(scale)
     with np.errstate(over="ignore"):
-        if math.isinf(inv):
-            t = np.where(norms > 0, math.inf, 0.0)
-        else:
-            t = np.multiply(norms, inv)
-            t *= UP_F**3
-        c = np.multiply(t, t)
-        c *= UP_F**2
-    c += TINY
-    return c
+        for a in range(0, n, m):
+            b = min(a + m, n)
+            c, x, z, u, mk = norms[a:b], xb[: b - a], zb[: b - a], ub[: b - a], mask[a:b]
+            np.less_equal(c, 0.0, out=z)  # zero norms (norms >= 0: validated)
+            if inf_scale:  # s < ~5.6e-309: every positive norm costs +inf (no 0 * inf)
+                x.fill(math.inf)
+            else:
+                np.multiply(c, scale, out=x)  # t >= c sqrt(k) / s (1 + 2^-46)(1 - 2^-53)
+                np.multiply(x, x, out=x)  # >= exact cost - 2^-1075
+            np.add(x, spent[a:b], out=x)  # the sum, rounded to nearest ...
+            np.multiply(x, UP_F, out=x)  # ... and its margin (normal results)
+            np.add(x, TINY, out=x)  # every underflow above
+            np.less_equal(x, budget, out=u)  # fits (NaN cannot occur: no 0 * inf)
+            np.logical_or(u, z, out=mk)
+            np.logical_not(z, out=z)
+            np.logical_and(u, z, out=u)  # charged: fits and a positive norm
+            np.copyto(out[a:b], x, where=u)
+    return mask
 
 
 def _b64(a: FloatArray) -> str:
@@ -143,7 +185,7 @@ def _unb64(s: Any, name: str, n: int | None = None) -> FloatArray:
 
 
 class _PerRecord(FilterBase):
-    """Shared machinery: spent (n x K) against budgets (K), a step counter, the mask."""
+    """Shared machinery: spent (n x 1) against a budget (1), a step counter, the mask."""
 
     _spent: FloatArray
     _budget: FloatArray
@@ -157,35 +199,39 @@ class _PerRecord(FilterBase):
     def steps(self) -> int:
         return self._steps
 
-    def _costs(self, step: RecordStep) -> FloatArray:  # n x K
-        raise NotImplementedError
+    def _factor(self) -> Fraction:
+        """Each record pays k (c / s)^2 per step: k = 1 (GDP), alpha / 2 (RDP)."""
+        return Fraction(1)
 
-    def _plan(self, step: RecordStep) -> tuple[BoolArray, FloatArray]:
-        """(mask, new spent) -- a pure function of the state and the step."""
+    def _scale(self, noise_std: float) -> float:
+        """K >= sqrt(k) (1 + 2^-46) / s, rounded up (:func:`_scale_up`)."""
+        return _scale_up(noise_std, self._factor())
+
+    def _check_size(self, step: RecordStep) -> None:
         if step.norms.size != self.records:
             raise fail("norms", type(self).__name__, f"{self.records} norms", step.norms.size)
-        cost = self._costs(step)
-        new = cost + self._spent
-        # the sum rounded once: margin (TINY in the cost covers underflow); a zero norm
-        # costs exactly nothing, and its record's spent stays as it is
-        new *= np.where(cost > TINY, UP_F, 1.0)
-        if new.shape[1] == 1:
-            mask: BoolArray = new[:, 0] <= self._budget[0]
-            out = np.where(mask, new[:, 0], self._spent[:, 0])[:, None]
-        else:
-            mask = np.all(new <= self._budget[None, :], axis=1)
-            out = np.where(mask[:, None], new, self._spent)
-        return mask, out
+
+    def _plan(self, step: RecordStep) -> tuple[BoolArray, FloatArray]:
+        """(mask, new spent) -- a pure function of the state and the step (the ledger's
+        path: the state is left as it is)."""
+        self._check_size(step)
+        new = self._spent[:, 0].copy()
+        mask = _charge(step.norms, self._spent[:, 0], self._scale(step.noise_std),
+                       float(self._budget[0]), new)
+        return mask, new[:, None]
 
     def mask_for(self, step: RecordStep) -> BoolArray:
         """The records ``step`` would admit (private; nothing changes)."""
         return self._plan(step)[0]
 
     def step(self, noise_std: float, norms: npt.ArrayLike) -> BoolArray:
-        """Charge one full-batch step; returns the mask of records that may contribute."""
+        """Charge one full-batch step; returns the mask of records that may contribute
+        (a zero norm is always in it and costs nothing). The spent array is updated in
+        place, block by block: the same arithmetic as :meth:`mask_for` and ``try_spend``."""
         st = RecordStep(noise_std, np.asarray(norms, dtype=np.float64))
-        mask, new = self._plan(st)
-        self._spent = new
+        self._check_size(st)
+        col = self._spent[:, 0]
+        mask = _charge(st.norms, col, self._scale(st.noise_std), float(self._budget[0]), col)
         self._steps += 1
         return mask
 
@@ -265,23 +311,21 @@ class PerRecordGDPFilter(_PerRecord):
         """Each record's GDP budget."""
         return self._mu
 
-    def _costs(self, step: RecordStep) -> FloatArray:
-        return _mu2_costs(step.norms, step.noise_std)[:, None]
-
     def allowance(self, noise_std: float) -> FloatArray:
         """The largest norm each record's remaining budget pays for at ``noise_std``
         (rounded down; 0 when exhausted). Private."""
         s = check_positive("noise_std", noise_std, "allowance")
-        # admission needs (spent + cost) UP_F <= budget with cost <= (c I)^2 UP_F^9 + TINY
-        # (I >= 1/s as in the costs): leave a relative 2^-44 of the budget for those
-        # margins and the roundings here, and divide by I itself (not multiply by s: I is
-        # 1/s rounded up, and subnormal when s > 2^1022)
+        # admission needs fl(fl(fl(spent + fl(fl(c K)^2)) UP_F) + TINY) <= budget (K the
+        # step's scale, :func:`_scale_up`): leave a relative 2^-44 of the budget for the
+        # margins and the roundings here and there (docs/proofs/training.md, §3), and
+        # divide by K itself (not multiply by s: K is rounded up, and subnormal when
+        # s > 2^1022), so that fl(c K) undoes it
         left = self._budget[0] * (1.0 - 2.0**-44) - self._spent[:, 0] - 2 * TINY
-        inv = _inv_up(s)
-        if math.isinf(inv):
+        k = self._scale(s)
+        if math.isinf(k):
             return np.zeros(self.records)
         with np.errstate(over="ignore"):
-            out: FloatArray = np.sqrt(np.clip(left, 0.0, None)) / inv * (1.0 - 2.0**-44)
+            out: FloatArray = np.sqrt(np.clip(left, 0.0, None)) / k * (1.0 - 2.0**-44)
         return np.clip(out, 0.0, None)
 
     def _state_with(self, spent: FloatArray, steps: int) -> dict[str, Any]:
@@ -352,11 +396,8 @@ class PerRecordRDPFilter(_PerRecord):
     def order(self) -> float:
         return self._order
 
-    def _costs(self, step: RecordStep) -> FloatArray:
-        out: FloatArray = _mu2_costs(step.norms, step.noise_std)  # (c/s)^2, up
-        with np.errstate(over="ignore"):
-            out *= self._order * 0.5 * UP_F  # alpha/2 times it, rounded: margin
-        return out[:, None]
+    def _factor(self) -> Fraction:
+        return Fraction(self._order) / 2
 
     def _state_with(self, spent: FloatArray, steps: int) -> dict[str, Any]:
         return {
