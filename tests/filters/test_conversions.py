@@ -99,7 +99,7 @@ def test_rr_rdp_up_brackets_mpmath(eps: float, alpha: float) -> None:
             assert g <= exact * (1 + mpmath.mpf(1e-11)) or g == bound
 
 
-@pytest.mark.parametrize("eps", [30.0, 100.0, 700.0, 1e4])
+@pytest.mark.parametrize("eps", [30.0, 100.0, 700.0, 1e4, 1e308, 1.7976931348623157e308])
 @pytest.mark.parametrize("alpha", [1.01, 2.0, 1e3])
 def test_rr_rdp_up_large_eps(eps: float, alpha: float) -> None:
     from dpsieve.filters._queries import rr_rdp_up

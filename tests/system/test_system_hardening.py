@@ -193,6 +193,25 @@ def test_curves_of_budgets_beyond_exp_range(env: dict[str, Any], name: str, who:
     assert 0.99 <= curve[0] <= 1.0
 
 
+@pytest.mark.parametrize("rho", [1e-300, 5e-324, 1e154, 1e308, 1.7976931348623157e308])
+def test_zcdp_curves_at_extreme_rho(rho: float) -> None:
+    """rho = 1e308 overflowed the unused branch of np.where in service/curves.py (a
+    RuntimeWarning, a 500 under warnings-as-errors; found by tests/system/test_system_fuzz)."""
+    import warnings
+
+    from dpsieve.accounting.events import ZCDP
+    from dpsieve.service.curves import tradeoff_curve
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        curve = tradeoff_curve(ZCDP(rho))
+    assert curve is not None
+    if rho >= 200:  # every eps of the grid is below rho: delta = 1, no curve above zero
+        assert curve == [0.0] * len(curve)
+    else:  # a tiny rho is nearly perfect privacy: f(1/2) near, never above, 1 - 1/2
+        assert 0.45 <= curve[50] <= 0.5
+
+
 def test_eps_true_is_not_charged_as_one(env: dict[str, Any]) -> None:
     c, store = env["client"], env["store"]
     before = len(store.history("people"))

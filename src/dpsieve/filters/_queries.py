@@ -103,10 +103,14 @@ def query_to_dict(q: Any) -> dict[str, Any]:
 
 
 def _widen_up(x: float) -> Fraction | None:
-    """x (1 + 1e-12), one float step further up, exactly; ``None`` if x is not usable."""
+    """x (1 + 1e-12), one float step further up, exactly; ``None`` if x is not usable
+    (not finite, below the tiny threshold, or widened past the largest float: at
+    eps = 1.8e308 the widening overflowed to inf and Fraction(inf) raised, a 500 on the
+    service; callers then use their exact bounds)."""
     if not (x >= _TINY) or not math.isfinite(x):
         return None
-    return Fraction(rel_up(x, _UP - 1.0))
+    up = rel_up(x, _UP - 1.0)
+    return Fraction(up) if math.isfinite(up) else None
 
 
 def _order_minus_one_up(alpha: float) -> float:

@@ -121,7 +121,13 @@ def tradeoff_curve(desc: Any, alphas: npt.NDArray[np.float64] = ALPHAS) -> list[
         f = _approx(desc.eps, desc.delta, a)
     elif isinstance(desc, ZCDP | ApproxZCDP):
         rho = max(desc.rho, 1e-300)
-        d = np.where(rho < _EPS_GRID, np.exp(-((_EPS_GRID - rho) ** 2) / (4 * rho)), 1.0)
+        # only where rho < eps (np.where would evaluate both branches: at rho = 1e308 the
+        # unused square overflows, a 500 under warnings-as-errors); for a tiny rho the
+        # quotient may overflow to inf, whose exp(-inf) = 0 is the exact limit
+        d = np.ones_like(_EPS_GRID)
+        m = rho < _EPS_GRID
+        with np.errstate(over="ignore", under="ignore"):
+            d[m] = np.exp(-((_EPS_GRID[m] - rho) ** 2) / (4 * rho))
         f = _family(d, desc.delta if isinstance(desc, ApproxZCDP) else 0.0, a)
     elif isinstance(desc, MixedBudget):
         from dpsieve.filters._mixed_math import delta_upper
