@@ -219,3 +219,20 @@ def test_an_exchange_never_costs_a_unit_per_step_or_more() -> None:
     assert "exchange" not in d.cost
     assert d.cost["charged_as"] == [50.0, 1e-3]
     assert f.remaining()["reference_steps"] == n - 1
+
+
+def test_a_large_budget_is_not_capped_by_the_dual_of_the_removal_power() -> None:
+    """Regression: the addition side of the budget was bounded by the dual of the removal
+    power, whose cut lower tail came back multiplied by e^{-z}: at sigma 1, rate 0.01,
+    delta 1e-5 the pool stopped at 6,871 reference steps for every eps >= 5.45 (the
+    accountant allows 15,588 at eps 8). The dual steps are composed instead."""
+    dpa = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
+    f = TrainingFilter(8.0, 1e-5, sigma=1.0, rate=0.01)
+    n = f.remaining()["reference_steps"]
+    assert n > 15_000  # was 6,871
+    acc = DPSGDAccountant()
+    acc.step(1.0, 0.01, count=n)
+    assert acc.epsilon(1e-5 * 0.99) <= 8.0  # the pool meets the target (reserve 1 %)
+    lo = dpa.from_gaussian_mechanism(1.0, sampling_prob=0.01, pessimistic_estimate=False,
+                                     value_discretization_interval=1e-3).self_compose(n)
+    assert lo.get_epsilon_for_delta(1e-5) <= 8.0  # independent lower estimate

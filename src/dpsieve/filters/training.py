@@ -92,7 +92,8 @@ def kind_of(sigma: float, rate: float) -> _Kind:
 
 def _certified_delta(sigma: float, rate: float, n: int, eps: float, grid: float) -> float:
     up = sp.upper_power(sigma, rate, grid, n)
-    return max(float(up.delta(eps)), float(up.dual().delta(eps)))
+    up_add = sp.upper_power(sigma, rate, grid, n, add=True)
+    return max(float(up.delta(eps)), float(up_add.delta(eps)))
 
 
 def _largest_n(sigma: float, rate: float, eps: float, delta: float, grid: float) -> int:
@@ -289,12 +290,17 @@ def _best_m(
     right_rem = sp.lower_power(src[0], src[1], grid, n_s)
     right_add = sp.lower_power(src[0], src[1], grid, n_s, add=True)
     left_t = sp.upper_power(tgt[0], tgt[1], grid, k)
+    left_t_add = sp.upper_power(tgt[0], tgt[1], grid, k, add=True)
 
     def check(m: int) -> Fraction | None:
         left = left_t if m == 0 else left_t.compose(
             sp.upper_power(src[0], src[1], grid, m), tail_mass=sp.TAIL
         )
-        left_add = left.dual()
+        # dual(L_t^k (+) L_s^m) = dual(L_t)^k (+) dual(L_s)^m (Lemma 1.3), bounded above by
+        # composing the dual steps (tighter than the dual of ``left``: sgm_powers.upper_power)
+        left_add = left_t_add if m == 0 else left_t_add.compose(
+            sp.upper_power(src[0], src[1], grid, m, add=True), tail_mass=sp.TAIL
+        )
         d = Fraction(max(left.inf_mass, left_add.inf_mass)) * Fraction(101, 100) + extra
         if d > reserve:
             return None
