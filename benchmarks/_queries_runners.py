@@ -297,22 +297,75 @@ def run_pipelinedp_spark(path: Path) -> Result:
     spark = spark_session()
     start = time.perf_counter() - t0
     rdd = spark.read.parquet(str(path)).rdd.map(tuple)
-    res = _pipelinedp(pipeline_dp.SparkRDDBackend(spark.sparkContext), rdd,
-                      lambda r: r.collect())
+    lineage: list[str] = []
+
+    def collect(r: Any) -> Any:
+        text = r.toDebugString()  # the RDD lineage: one ShuffledRDD per shuffle
+        lineage.append(text.decode() if isinstance(text, bytes) else str(text))
+        return r.collect()
+
+    res = _pipelinedp(pipeline_dp.SparkRDDBackend(spark.sparkContext), rdd, collect)
     spark.stop()
     res["startup"] = start
+    res["lineage"] = lineage[0]
+    res["shuffles"] = lineage[0].count("ShuffledRDD")
     return res
 
 
+def pipelinedp_lineage(path: Path) -> Result:
+    """PipelineDP's SparkRDDBackend result RDD built (lazily: nothing runs) and its
+    lineage, with one ShuffledRDD per shuffle."""
+    import pipeline_dp
+
+    spark = spark_session()
+    rdd = spark.read.parquet(str(path)).rdd.map(tuple)
+    budget = pipeline_dp.NaiveBudgetAccountant(total_epsilon=EPS, total_delta=0)
+    params, extractors = _pipelinedp_params()
+    out = pipeline_dp.DPEngine(budget, pipeline_dp.SparkRDDBackend(spark.sparkContext)
+                               ).aggregate(rdd, params, extractors,
+                                           public_partitions=list(range(GROUPS)))
+    budget.compute_budgets()
+    text = out.toDebugString()
+    lineage = text.decode() if isinstance(text, bytes) else str(text)
+    spark.stop()
+    return {"lineage": lineage, "shuffles": lineage.count("ShuffledRDD")}
+
+
+def _explained(df: Any) -> str:
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        df.explain()
+    return buf.getvalue()
+
+
+def count_exchanges(plan: str) -> tuple[int, int]:
+    """(shuffles on the privacy unit, all shuffles) in a physical plan's text: the
+    ``Exchange hashpartitioning(...)`` nodes, broadcasts not counted; of an executed
+    adaptive plan, only its ``Final Plan`` section (its ``Initial Plan`` repeats them)."""
+    final = plan.split("== Initial Plan ==")[0]
+    lines = [ln for ln in final.splitlines() if "Exchange hashpartitioning(" in ln
+             and "BroadcastExchange" not in ln]
+    return sum("hashpartitioning(_u#" in ln for ln in lines), len(lines)
+
+
 def spark_plan(path: Path) -> Result:
-    """The physical plan of the bounding and its count of exchanges on the unit."""
+    """The physical plan of the bounding and its count of exchanges on the unit, before
+    and after running it (the executed adaptive plan)."""
     spark = spark_session()
     from dpsieve.queries.engines.spark import SparkEngine
 
     prepared = dpsieve_prepared()
     engine = SparkEngine(spark.read.parquet(str(path)), spark=spark)
-    out = {"plan": engine.explain(prepared.spec),
-           "bounding_shuffles": engine.bounding_shuffles(prepared.spec)}
+    out: Result = {"plan": engine.explain(prepared.spec),
+                   "bounding_shuffles": engine.bounding_shuffles(prepared.spec)}
+    # the plan as executed: run the same DataFrame, then its adaptive plan is final
+    df = engine.plan(prepared.spec)
+    df.collect()
+    out["final_plan"] = _explained(df)
+    out["final_unit_shuffles"], out["final_shuffles"] = count_exchanges(out["final_plan"])
     spark.stop()
     return out
 
@@ -326,4 +379,5 @@ RUNNERS: dict[str, Callable[[Path], Result]] = {
     "dpsieve-spark": run_spark,
     "pipelinedp-spark": run_pipelinedp_spark,
     "spark-plan": spark_plan,
+    "pipelinedp-lineage": pipelinedp_lineage,
 }

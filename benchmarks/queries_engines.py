@@ -11,7 +11,9 @@ bounding hand-written in DuckDB SQL (issue 12: <= 15 s, <= 1 GB, <= 1.2x, at 50M
 ``memory`` -- peak memory of the query path at 1M / 10M / 50M rows; ``peers`` -- OpenDP's
 Polars context and PipelineDP's local backend beside dpsieve at 10M rows (time, peak
 memory, RMSE); ``spark`` -- dpsieve's Spark engine beside DuckDB and PipelineDP's Spark
-RDD backend at 10M rows, the physical plan of the bounding, the 1M / 10M / 50M scaling.
+RDD backend at 10M rows, the physical plan of the bounding (its count of shuffles on the
+unit, before and as executed, PipelineDP's RDD lineage); ``scaling`` -- the 1M / 10M / 50M
+curve on Spark; ``plan`` -- the Spark plans alone (before and as executed), no timed runs.
 
 Data (benchmarks/_queries_data.py) are generated once by DuckDB into ``--data`` (default
 ``/tmp/dpsieve-qbench``) and reused; nothing is downloaded. Every measurement runs in a
@@ -43,7 +45,7 @@ from typing import Any
 from benchmarks import _queries_data as qd
 
 HERE = Path(__file__).resolve().parent
-PARTS = ("duckdb", "memory", "peers", "spark", "scaling")
+PARTS = ("duckdb", "memory", "peers", "spark", "scaling", "plan")
 
 
 # -- one measured process ------------------------------------------------------------------
@@ -270,21 +272,64 @@ def part_spark(a: argparse.Namespace, out: list[str]) -> None:
         except RuntimeError as e:
             out.append(f"- {label}: failed ({e})")
     out += _table(rows, t, jvm=True)
-    out += ["", _RMSE_NOTE, "", f"Exchanges on the privacy unit in the bounding: "
-            f"**{plan['bounding_shuffles']}**. Physical plan:", "", "```text",
+    pdp = [r for label, r in rows if "shuffles" in r]
+    out += ["", _RMSE_NOTE + " Peak memory: the largest resident set of the whole process "
+            "tree (the Python driver, the one JVM that in local mode is both Spark's driver "
+            "and its executors, and PySpark's Python workers); in parentheses the JVM's.",
+            "", f"Exchanges on the privacy unit in the bounding: "
+            f"**{plan['bounding_shuffles']}** in the plan before it runs; in the executed "
+            f"(final adaptive) plan **{plan.get('final_unit_shuffles', '?')}** on the unit "
+            f"of **{plan.get('final_shuffles', '?')}** shuffles in all (the others "
+            "group the bounded cells by public group for the totals, after the bounding)."
+            + (f" PipelineDP's RDD lineage has {pdp[0]['shuffles']} ShuffledRDDs."
+               if pdp else "") + f" Plans as text: results/queries/spark-plan.txt. "
+            f"{load()} at the end.", "", "Physical plan before running:", "", "```text",
             plan["plan"].rstrip(), "```", ""]
+    _write_plans(a, plan, pdp[0]["lineage"] if pdp else None)
+
+
+def part_plan(a: argparse.Namespace, out: list[str]) -> None:
+    """The Spark plan alone (before and as executed), without the timed runs."""
+    path = qd.ensure(a.data, a.mid)
+    plan = measure("spark-plan", path)
+    pdp = measure("pipelinedp-lineage", path)
+    out += [f"### Spark local[2], {a.mid:,} rows: the plan of the bounding", "",
+            f"Command: `{a.command}`. Exchanges on the privacy unit: "
+            f"**{plan['bounding_shuffles']}** in dpsieve's plan before it runs; in the "
+            f"executed (final adaptive) plan **{plan['final_unit_shuffles']}** on the unit "
+            f"of **{plan['final_shuffles']}** shuffles in all (the others group the bounded "
+            "cells by public group for the totals, after the bounding). PipelineDP's "
+            f"SparkRDDBackend, same workload: **{pdp['shuffles']}** ShuffledRDDs in its "
+            "result's lineage. Plans and lineage as text: results/queries/spark-plan.txt.",
+            ""]
+    _write_plans(a, plan, pdp["lineage"])
+
+
+def _write_plans(a: argparse.Namespace, plan: dict[str, Any], lineage: str | None) -> None:
+    if not (a.quick or a.no_write):
+        text = ["# dpsieve's Spark engine, the issue-12 workload at "
+                f"{a.mid:,} rows, local[2]", "", "## Physical plan (before running)", "",
+                plan["plan"].rstrip(), "", "## Executed plan (final adaptive plan)", "",
+                plan.get("final_plan", "").rstrip(), ""]
+        if lineage is not None:
+            text += ["## PipelineDP SparkRDDBackend: RDD lineage of its result", "",
+                     lineage.rstrip(), ""]
+        (HERE / "results" / "queries" / "spark-plan.txt").write_text("\n".join(text))
 
 
 def part_scaling(a: argparse.Namespace, out: list[str]) -> None:
     out += ["### Scaling on Spark local[2] (dpsieve's Spark engine)", "",
             f"Command: `{a.command}`. {load()} at the start.", "",
-            "| rows | wall s, median (runs) | CPU s | wall s per million rows | peak MiB (JVM) |",
-            "|---|---|---|---|---|"]
+            "| rows | wall s, median (runs) | CPU s | wall s per million rows | CPU s per "
+            "million rows | peak MiB (JVM) | load (1 min) after |",
+            "|---|---|---|---|---|---|---|"]
     for rows_n in a.spark_sizes:
         p = qd.ensure(a.data, rows_n)
         r = repeat("dpsieve-spark", p, a.peer_repeats)
         out.append(f"| {rows_n:,} | {_secs(r)} | {r['seconds'] / rows_n * 1e6:.2f} | "
-                   f"{_mib(r['peak_bytes'])} ({_mib(r['jvm_peak_bytes'])}) |")
+                   f"{r['cpu_seconds'] / rows_n * 1e6:.2f} | "
+                   f"{_mib(r['peak_bytes'])} ({_mib(r['jvm_peak_bytes'])}) | "
+                   f"{os.getloadavg()[0]:.1f} |")
     out += ["", load() + " at the end.", ""]
 
 
@@ -341,7 +386,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"== {part}", flush=True)
         out: list[str] = []
         {"duckdb": part_duckdb, "memory": part_memory, "peers": part_peers,
-         "spark": part_spark, "scaling": part_scaling}[part](a, out)
+         "spark": part_spark, "scaling": part_scaling, "plan": part_plan}[part](a, out)
         print("\n".join(out), flush=True)
         if not (a.quick or a.no_write):  # each part's section, then the merged file
             parts.mkdir(exist_ok=True)
