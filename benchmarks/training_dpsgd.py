@@ -18,7 +18,6 @@ medians; ratios matter more than absolute times on the shared machine.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import time
 from pathlib import Path
@@ -29,13 +28,11 @@ HERE = Path(__file__).resolve().parent
 
 
 def _experiment():  # type: ignore[no-untyped-def]
-    path = HERE.parent / "experiments" / "training" / "run.py"
-    spec = importlib.util.spec_from_file_location("training_run", path)
-    assert spec is not None
-    assert spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    """The training experiment's code (moved to dpsieve.reproduce.training in 70168a1;
+    experiments/training/run.py is a thin wrapper without these functions)."""
+    from dpsieve.reproduce import training
+
+    return training
 
 
 def accountant(repeats: int) -> list[str]:

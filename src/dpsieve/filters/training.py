@@ -44,6 +44,7 @@ from fractions import Fraction
 from typing import Any
 
 from dpsieve._validation import check_in_open, check_positive, fail
+from dpsieve.accounting.pld import PLD
 from dpsieve.errors import ValidationError
 from dpsieve.filters import _sgm_powers as sp
 from dpsieve.filters._common import FilterBase, StateReader, frac_from_json, frac_to_json
@@ -92,8 +93,11 @@ def kind_of(sigma: float, rate: float) -> _Kind:
 
 def _certified_delta(sigma: float, rate: float, n: int, eps: float, grid: float) -> float:
     up = sp.upper_power(sigma, rate, grid, n)
-    up_add = sp.upper_power(sigma, rate, grid, n, add=True)
-    return max(float(up.delta(eps)), float(up_add.delta(eps)))
+    # two valid upper bounds of the addition side; neither is always tighter (the dual of
+    # the removal power loses its cut lower tail times e^{-z} after thousands of steps)
+    add = min(float(up.dual().delta(eps)),
+              float(sp.upper_power(sigma, rate, grid, n, add=True).delta(eps)))
+    return max(float(up.delta(eps)), add)
 
 
 def _largest_n(sigma: float, rate: float, eps: float, delta: float, grid: float) -> int:
@@ -276,6 +280,14 @@ def _exchange(st: dict[str, Any], units: dict[_Kind, int], target: _Kind) -> dic
     return None
 
 
+def _dual_side(tgt: _Kind, src: _Kind, k: int, m: int, grid: float) -> PLD:
+    """Upper bound of dual(L_t^k (+) L_s^m) = dual(L_t)^k (+) dual(L_s)^m (Lemma 1.3)."""
+    out = sp.upper_power(tgt[0], tgt[1], grid, k, add=True)
+    if m == 0:
+        return out
+    return out.compose(sp.upper_power(src[0], src[1], grid, m, add=True), tail_mass=sp.TAIL)
+
+
 def _best_m(
     src: _Kind,
     tgt: _Kind,
@@ -290,24 +302,26 @@ def _best_m(
     right_rem = sp.lower_power(src[0], src[1], grid, n_s)
     right_add = sp.lower_power(src[0], src[1], grid, n_s, add=True)
     left_t = sp.upper_power(tgt[0], tgt[1], grid, k)
-    left_t_add = sp.upper_power(tgt[0], tgt[1], grid, k, add=True)
 
     def check(m: int) -> Fraction | None:
         left = left_t if m == 0 else left_t.compose(
             sp.upper_power(src[0], src[1], grid, m), tail_mass=sp.TAIL
         )
-        # dual(L_t^k (+) L_s^m) = dual(L_t)^k (+) dual(L_s)^m (Lemma 1.3), bounded above by
-        # composing the dual steps (tighter than the dual of ``left``: sgm_powers.upper_power)
-        left_add = left_t_add if m == 0 else left_t_add.compose(
-            sp.upper_power(src[0], src[1], grid, m, add=True), tail_mass=sp.TAIL
-        )
-        d = Fraction(max(left.inf_mass, left_add.inf_mass)) * Fraction(101, 100) + extra
-        if d > reserve:
-            return None
-        ok = sp.leq_x_ge_1(left, sp.with_reserve(right_rem, float(d))) and sp.leq_x_ge_1(
-            left_add, sp.with_reserve(right_add, float(d))
-        )
-        return d if ok else None
+        # two valid upper bounds of dual(L_t^k (+) L_s^m): the dual of ``left``, and
+        # dual(L_t)^k (+) dual(L_s)^m composed from the dual steps (Lemma 1.3); neither is
+        # always tighter (the first loses the cut lower tail of ``left`` times e^{-z} after
+        # thousands of steps), so the exchange is certified if either bound fits (the dual
+        # of ``left`` first: it is the cheaper one and decided every exchange before)
+        for make in (left.dual, lambda: _dual_side(tgt, src, k, m, grid)):
+            left_add = make()
+            d = Fraction(max(left.inf_mass, left_add.inf_mass)) * Fraction(101, 100) + extra
+            if d > reserve:
+                continue
+            if sp.leq_x_ge_1(left, sp.with_reserve(right_rem, float(d))) and sp.leq_x_ge_1(
+                left_add, sp.with_reserve(right_add, float(d))
+            ):
+                return d
+        return None
 
     guess = _RATES.get((src, tgt, grid))
     start = n_s - 1 if guess is None else max(0, n_s - math.ceil(k / guess) - 1)
