@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,22 @@ RELEASE_MAX_ROUNDS = 1000
 RELEASE_MAX_N = 2**53
 #: Envelope enumeration limit in work units (about 16 s at SECONDS_PER_UNIT).
 RELEASE_MAX_COST = 2.0e9
+#: Grouping limit (DP states x (queries + 1), release.groups): refused from n and the
+#: workload before any work when an exact prefix of the programme already exceeds it
+#: (issue 11 defect 6: 36 cells at n = 50 ran 240 s and 4.9 GB before its refusal), else
+#: stopped before the step that would cross it (at most about 1 s of work at 1e7).
+RELEASE_MAX_GROUP_WORK = 1.0e7
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseLimits:
+    """Resource limits of ``release`` queries (service settings ``release_max_cost`` and
+    ``release_max_group_work``): the exact envelope's enumeration cost and the grouping
+    work, both costed from public parameters and refused before any spend."""
+
+    max_cost: float = RELEASE_MAX_COST
+    max_group_work: float = RELEASE_MAX_GROUP_WORK
+
 _RELEASE_OPTIONS = {"envelope": ("rounds", "eta", "gamma"), "pmw": ("rounds",),
                     "mwem": ("rounds",), "laplace": (), "blr": ()}
 
@@ -139,13 +156,15 @@ RELEASE_DRY_RUN_COST = 1.0e7
 
 
 def _release_mechanism(spec: dict[str, Any], eps: float, n: int, wl: Any,
-                       rng: np.random.Generator | None) -> tuple[Callable[..., Any], bool]:
+                       rng: np.random.Generator | None, limits: ReleaseLimits | None = None,
+                       ) -> tuple[Callable[..., Any], bool]:
     """Check a mechanism's public parameters and refuse instances too large for it, from
     public quantities only (n is public under replace-one); returns
     ``(run(dataset, rng) -> Release, cheap)``, ``cheap`` when a dry run may precede the
     spend (:data:`RELEASE_DRY_RUN_COST`)."""
     from dpsieve import release as rel
 
+    lim = limits or ReleaseLimits()
     mech = spec.get("mechanism")
     if mech not in RELEASE_MECHANISMS:
         raise fail("mechanism", "release", f"one of {', '.join(RELEASE_MECHANISMS)}", mech)
@@ -184,7 +203,7 @@ def _release_mechanism(spec: dict[str, Any], eps: float, n: int, wl: Any,
     # envelope: the group count depends on n only (any histogram of n rows gives it)
     probe = np.zeros(cw.size, dtype=np.int64)
     probe[0] = n
-    groups = rel.group_histograms(cw, probe).size
+    groups = rel.group_histograms(cw, probe, max_work=lim.max_group_work).size
     J = rounds if rounds is not None else rel.auto_rounds(cw.signed_classes, groups,
                                                          rel.AUTO_ROUNDS_COST)
     params = rel.practical_parameters(wl.universe_size, n, eps, J)
@@ -195,14 +214,14 @@ def _release_mechanism(spec: dict[str, Any], eps: float, n: int, wl: Any,
     cost = 0.0
     if not rel.is_trivial_regime(params, eps, n, wl.query_range, J - 1):
         cost = rel.enumeration_cost(cw.signed_classes, J - 1, groups)
-        if cost > RELEASE_MAX_COST or cw.signed_classes ** (J - 1) >= 2**62:
+        if cost > lim.max_cost or cw.signed_classes ** (J - 1) >= 2**62:
             raise rel.InstanceTooLargeError(
                 f"the exact envelope needs about {cost:.3g} work units ({cw.signed_classes}^"
                 f"{J - 1} transcripts x {groups} groups), over the limit "
-                f"{RELEASE_MAX_COST:.3g}; lower 'rounds'", estimated_cost=cost,
-                limit=RELEASE_MAX_COST)
+                f"{lim.max_cost:.3g}; lower 'rounds'", estimated_cost=cost,
+                limit=lim.max_cost)
     return (lambda ds, g=rng: rel.envelope_release(wl, ds, eps, params, rng=g,
-                                                 max_cost=RELEASE_MAX_COST)), \
+                                                 max_cost=lim.max_cost)), \
         cost <= RELEASE_DRY_RUN_COST
 
 
@@ -218,7 +237,8 @@ def _plain(v: Any) -> Any:
 
 
 def _release_plan(spec: dict[str, Any], p: PrivacyDescription, schema: Sequence[str],
-                  rng: np.random.Generator | None, row_count: Callable[[], int]
+                  rng: np.random.Generator | None, row_count: Callable[[], int],
+                  limits: ReleaseLimits | None = None,
                   ) -> tuple[Any, Callable[[Frame], tuple[Any, dict[str, Any]]]]:
     """A :mod:`dpsieve.release` mechanism over a public categorical domain, charged
     PureDP(eps, REPLACE_ONE) up front (each mechanism is pure eps-DP under replace-one:
@@ -250,7 +270,7 @@ def _release_plan(spec: dict[str, Any], p: PrivacyDescription, schema: Sequence[
     if n > RELEASE_MAX_N:
         raise fail("n", "release", f"an int <= {RELEASE_MAX_N}", n)
     wl = _release_workload(spec.get("workload", "marginals:1"), dom)
-    go, cheap = _release_mechanism(spec, p.eps, n, wl, rng)
+    go, cheap = _release_mechanism(spec, p.eps, n, wl, rng, limits)
     if row_count() != n:
         raise fail("n", "release", "the data set's row count (public under replace-one)",
                    n)

@@ -47,6 +47,7 @@ from dpsieve._columns import (
 )
 from dpsieve._rounding import div_up, sqrt_up
 from dpsieve._session_release import (
+    ReleaseLimits,
     _release_plan,
 )
 from dpsieve._validation import check_finite, check_positive, fail, fail_private
@@ -542,6 +543,8 @@ class Session:
     estimators); without it a file's rows are counted by DuckDB. A lazy loader (a callable) without
     ``column_types`` is loaded to read its dtypes before its first typed query (nothing is
     released; give ``column_types`` to keep a refused query from loading the data).
+    ``release_limits`` (:class:`~dpsieve._session_release.ReleaseLimits`) bounds the work
+    of ``release`` queries; they are refused from public parameters past it.
     """
 
     def __init__(
@@ -563,6 +566,7 @@ class Session:
         schema: Any = None,
         privacy_unit: str | None = None,
         table: str | None = None,
+        release_limits: ReleaseLimits | None = None,
     ) -> None:
         from dpsieve.ledger.base import BudgetNotFoundError
         from dpsieve.ledger.memory import MemoryStore
@@ -585,6 +589,7 @@ class Session:
         self.principal = principal
         self._rng = rng
         self._after_spend = after_spend
+        self._release_limits = release_limits
         if typical is not None and budget is None:
             raise fail("typical", "Session", "given with 'budget' (it chooses the budget's "
                        "split)", typical)
@@ -790,7 +795,8 @@ class Session:
                 return float(len(df) + int(m.draw(1, rng)[0])), m.describe()
             return m.cost, count
         if t == "release":
-            return _release_plan(spec, p, self._schema(), rng, self._row_count)
+            return _release_plan(spec, p, self._schema(), rng, self._row_count,
+                                 self._release_limits)
         col = self._column(spec)
         kind = self._kind(col)
         if t in ROBUST_TYPES or t in ("sum", "mean"):

@@ -119,3 +119,55 @@ def test_dynamic_programme_grouping_equals_histogram_grouping(sizes: list[int], 
     kb = {tuple(np.round(f, 12)): int(d) for f, d in zip(b.answers, b.distance, strict=True)}
     assert ka == kb
     assert b.distance[b.center] == 0
+
+
+@pytest.mark.parametrize(("sizes", "way", "n"), [([2, 2], 1, 7), ([2, 3], 1, 5), ([3], 1, 6),
+                                                ([2, 2], 2, 4), ([3, 3], 1, 4), ([4], 1, 3)])
+def test_exact_prefix_work_is_the_programme_work_by_brute_force(sizes: list[int], way: int,
+                                                                 n: int) -> None:
+    """Over the prefix it reports, distinct partial histograms (at most n rows) reach
+    distinct DP states, so each step expands exactly C(n + c + 1, c + 1) states; and the
+    programme refuses any work limit below it (issue 11 defect 6: refusal before work)."""
+    from dpsieve.release import InstanceTooLargeError
+    from dpsieve.release.groups import exact_prefix_work, group_by_dynamic_programme
+
+    cw = collapse(marginals(Domain.from_sizes(sizes), way))
+    work, upto = exact_prefix_work(cw, n)
+    assert upto >= 1
+    expect = 0
+    cols = cw.columns.T
+    for c in range(upto):
+        H = enumerate_histograms(n, c + 2)[:, :-1]  # c + 1 classes plus a slack cell
+        states = {(int(h.sum()), *np.round(h @ cols[: c + 1], 9)) for h in H}
+        assert len(states) == H.shape[0] == histogram_count(n, c + 2)
+        expect += H.shape[0] * (cw.k + 1)
+    assert work == expect
+    x = np.zeros(cw.size, dtype=np.int64)
+    x[0] = n
+    group_by_dynamic_programme(cw, x, max_work=math.inf)
+    with pytest.raises(InstanceTooLargeError) as e:
+        group_by_dynamic_programme(cw, x, max_work=work - 1)
+    assert e.value.estimated_cost >= work
+
+
+def test_grouping_refuses_large_instances_before_any_work() -> None:
+    """36 cells, n = 50 ran 240 s and 4.9 GB before its refusal (issue 11 defect 6); the
+    refusal now comes from n and the workload alone, with the estimate, and does not
+    depend on the counts."""
+    from dpsieve.release import InstanceTooLargeError
+    from dpsieve.release.groups import exact_prefix_work, group_histograms
+
+    cw = collapse(marginals(Domain.from_sizes([6, 6]), 1))
+    work, upto = exact_prefix_work(cw, 50, 1e7)
+    assert work > 1e7
+    assert upto == 5
+    msgs = set()
+    for first in (0, 7):
+        x = np.zeros(cw.size, dtype=np.int64)
+        x[first] = 50
+        with pytest.raises(InstanceTooLargeError) as e:
+            group_histograms(cw, x, max_work=1e7)
+        assert e.value.estimated_cost == work
+        assert e.value.limit == 1e7
+        msgs.add(str(e.value))
+    assert len(msgs) == 1  # a function of public values

@@ -248,3 +248,74 @@ def test_bad_release_requests_are_clean_4xx_and_write_nothing(
     assert needle in r.json()["message"]
     assert "Traceback" not in r.text
     assert _state(store) == before
+
+
+def _grid_csv(path: Path, a: int, b: int, n: int) -> str:
+    rows = ["a,b"] + [f"{i % a},{(i // a) % b}" for i in range(n)]
+    path.write_text("\n".join(rows) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize(("a", "b"), [(6, 6), (16, 16), (32, 32)])
+def test_large_envelope_instances_are_refused_from_public_parameters(
+        tmp_path: Path, a: int, b: int) -> None:
+    """Issue 11 defect 6: an envelope release on 36 cells with n = 50 was refused after
+    240 s and 4.9 GB, 2^8 cells after 148 s, 2^10 not within 580 s. The grouping is now
+    costed exactly from n and the workload (exact_prefix_work) and refused before any
+    work, with the estimate; nothing is spent. The limit is a service setting."""
+    csv = _grid_csv(tmp_path / "g.csv", a, b, 50)
+    store = SQLiteStore(tmp_path / "l.db")
+    own = {"Authorization": f"Bearer {OWNER}"}
+    spec = {"type": "release", "mechanism": "envelope", "columns": ["a", "b"],
+            "domain": {"a": list(range(a)), "b": list(range(b))}, "n": 50,
+            "workload": "marginals:1", "privacy": {"type": "pure", "eps": 1.0}}
+    app = create_app(Settings(owner_key=OWNER), store=store)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.post("/v1/datasets", headers=own, json={
+            "name": "g", "path": csv,
+            "budget": {"type": "pure", "eps": 10.0, "neighbouring": "replace_one"}})
+        assert r.status_code == 201, r.text
+        r = c.post("/v1/datasets/g/queries", headers=own, json=spec)
+        assert r.status_code == 422, r.text
+        body = r.json()
+        assert body["error"] == "instance_too_large"
+        assert body["limit"] == Settings().release_max_group_work
+        assert body["estimated_cost"] > body["limit"]
+        assert "at least" in body["message"]  # the exact prefix: refused before any work
+        assert store.history("g") == []
+
+
+def test_release_limits_are_settings(tmp_path: Path) -> None:
+    """A small instance the defaults admit is refused under a lower setting (and the
+    envelope's enumeration limit likewise), before any spend."""
+    csv = _grid_csv(tmp_path / "g.csv", 2, 2, 12)
+    own = {"Authorization": f"Bearer {OWNER}"}
+    spec = {"type": "release", "mechanism": "envelope", "columns": ["a", "b"],
+            "domain": {"a": [0, 1], "b": [0, 1]}, "n": 12, "workload": "marginals:1",
+            "privacy": {"type": "pure", "eps": 1.0}, "rounds": 4}
+    for settings, status, limit in (
+            (Settings(owner_key=OWNER), 200, None),
+            (Settings(owner_key=OWNER, release_max_group_work=10.0), 422, 10.0),
+            (Settings(owner_key=OWNER, release_max_cost=10.0), 422, 10.0)):
+        store = SQLiteStore(tmp_path / f"l{status}{limit}.db")
+        with TestClient(create_app(settings, store=store),
+                        raise_server_exceptions=False) as c:
+            r = c.post("/v1/datasets", headers=own, json={
+                "name": "g", "path": csv,
+                "budget": {"type": "pure", "eps": 10.0, "neighbouring": "replace_one"}})
+            assert r.status_code == 201, r.text
+            r = c.post("/v1/datasets/g/queries", headers=own, json=spec)
+            assert r.status_code == status, r.text
+            if status == 422:
+                assert r.json()["error"] == "instance_too_large"
+                assert r.json()["limit"] == limit
+                assert store.history("g") == []
+            else:
+                assert len(store.history("g")) == 1
+
+
+def test_release_limits_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DPSIEVE_RELEASE_MAX_COST", "1e6")
+    monkeypatch.setenv("DPSIEVE_RELEASE_MAX_GROUP_WORK", "2.5e5")
+    s = Settings.from_env()
+    assert (s.release_max_cost, s.release_max_group_work) == (1e6, 2.5e5)

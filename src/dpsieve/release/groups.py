@@ -27,6 +27,7 @@ __all__ = [
     "MAX_HISTOGRAMS",
     "Groups",
     "enumerate_histograms",
+    "exact_prefix_work",
     "group_by_dynamic_programme",
     "group_histograms",
     "histogram_count",
@@ -81,13 +82,19 @@ class Groups:
 
 
 def group_histograms(cw: CollapsedWorkload, x_counts: IntArray, *,
-                     limit: int = MAX_HISTOGRAMS) -> Groups:
+                     limit: int = MAX_HISTOGRAMS, max_work: float = math.inf) -> Groups:
     """Group all class histograms of n = sum(x_counts) rows by answer vector, with the least
     distance per group. Enumerates histograms when there are at most ``limit`` of them,
-    else runs the exact dynamic programme :func:`group_by_dynamic_programme`."""
+    else runs the exact dynamic programme :func:`group_by_dynamic_programme`.
+
+    ``max_work`` bounds the total work in states (histograms enumerated, or DP states
+    summed over all classes); past it :class:`InstanceTooLargeError` is raised as soon as
+    the next step would cross it, so a refusal costs at most ``max_work`` states of work.
+    The work depends on n and the workload only, never on the counts."""
     n = int(x_counts.sum())
-    if histogram_count(n, cw.size) > limit:
-        return group_by_dynamic_programme(cw, x_counts, limit=limit)
+    count = histogram_count(n, cw.size)
+    if count > limit or count * (cw.size + cw.k) > max_work:
+        return group_by_dynamic_programme(cw, x_counts, limit=limit, max_work=max_work)
     H = enumerate_histograms(n, cw.size, limit=limit)
     key = H @ cw.columns.T  # exact integer sums for counting queries
     code = _integer_code(np.full(H.shape[0], n, dtype=np.int64), key, n, cw.columns.T)
@@ -106,7 +113,8 @@ def group_histograms(cw: CollapsedWorkload, x_counts: IntArray, *,
 
 
 def group_by_dynamic_programme(cw: CollapsedWorkload, x_counts: IntArray, *,
-                               limit: int = MAX_HISTOGRAMS) -> Groups:
+                               limit: int = MAX_HISTOGRAMS,
+                               max_work: float = math.inf) -> Groups:
     """Same result as histogram enumeration, without listing histograms.
 
     Classes are added one at a time; a state is (rows used m, partial answer sum) and keeps
@@ -114,14 +122,24 @@ def group_by_dynamic_programme(cw: CollapsedWorkload, x_counts: IntArray, *,
     it. The objective is additive over classes and the future only depends on the state, so
     the maximum is exact (optimal substructure); D_g = n - matched at m = n. The number of
     states is bounded by the number of distinct partial answer vectors, which for marginal
-    workloads is far below C(n + T' - 1, T' - 1). Refuses past ``limit`` states.
+    workloads is far below C(n + T' - 1, T' - 1). Refuses past ``limit`` states in one
+    step (4 ``limit``), or past ``max_work`` states summed over the steps (checked before
+    each step's expansion, so a refusal has done at most ``max_work`` states of work).
     """
     n = int(x_counts.sum())
+    known, upto = exact_prefix_work(cw, n, max_work)
+    if known > max_work:  # refused before any work, from n and the workload alone
+        raise InstanceTooLargeError(
+            f"grouping the reference databases needs at least {known:.3g} work units (DP "
+            f"states x (queries + 1) over the first {upto} of {cw.size} classes, exact; "
+            f"n = {n}), over the limit {max_work:.3g}",
+            estimated_cost=float(known), limit=float(max_work))
     cols = cw.columns.T  # (T', k)
     keys = np.zeros((1, cw.k))
     used = np.zeros(1, dtype=np.int64)
     matched = np.zeros(1, dtype=np.int64)
     last = cw.size - 1
+    work = 0
     for c in range(cw.size):
         if c == last:  # the last class takes the remaining rows
             js = n - used
@@ -130,10 +148,18 @@ def group_by_dynamic_programme(cw: CollapsedWorkload, x_counts: IntArray, *,
             used = used + js
         else:
             reps = n - used + 1
-            if int(reps.sum()) > 4 * limit:
+            step = int(reps.sum())
+            if step > 4 * limit:
                 raise InstanceTooLargeError(
                     f"grouping needs more than {4 * limit} intermediate states",
-                    estimated_cost=float(reps.sum()), limit=float(4 * limit))
+                    estimated_cost=float(step), limit=float(4 * limit))
+            work += step * (cw.k + 1)
+            if work > max_work:
+                raise InstanceTooLargeError(
+                    f"grouping the reference databases needs more than {work:.3g} work units "
+                    f"(DP states x (queries + 1), counted to class {c + 1} of {cw.size}; "
+                    f"n = {n}), over the limit {max_work:.3g}",
+                    estimated_cost=float(work), limit=float(max_work))
             idx = np.repeat(np.arange(used.size), reps)
             js = np.arange(idx.size) - np.repeat(np.cumsum(reps) - reps, reps)
             keys = keys[idx] + js[:, None] * cols[c][None, :]
@@ -157,6 +183,38 @@ def group_by_dynamic_programme(cw: CollapsedWorkload, x_counts: IntArray, *,
     dist = n - matched
     center = int(np.flatnonzero(dist == 0)[0])
     return Groups(F, cw.targets_from_answers(F), dist.astype(np.int64), center)
+
+
+#: Classes examined by :func:`exact_prefix_work` at most (each costs O(classes x queries)).
+_PREFIX_CLASSES = 64
+
+
+def exact_prefix_work(cw: CollapsedWorkload, n: int, cap: float = math.inf) -> tuple[int, int]:
+    """``(work, classes)``: the work of :func:`group_by_dynamic_programme` over its first
+    ``classes`` steps, exactly, from n and the workload alone (no data, no enumeration).
+
+    While the leading classes' columns with a 1 prepended (rows used, then answers) are
+    linearly independent, distinct partial histograms reach distinct states, so step c
+    expands exactly C(n + c + 1, c + 1) states (the histograms of at most n rows over c + 1
+    classes), each costing (queries + 1) units. Stops at the first dependent class, after
+    :data:`_PREFIX_CLASSES` classes, or once the work exceeds ``cap``. A lower bound on the
+    whole programme's work: a refusal on it is never premature.
+    """
+    aug = np.hstack([np.ones((cw.size, 1)), cw.columns.T])
+    basis: list[FloatArray] = []
+    work = 0
+    c = 0
+    for c in range(min(cw.size - 1, _PREFIX_CLASSES)):  # the last class is not expanded
+        v = aug[c].copy()
+        for q in basis:  # Gram-Schmidt against the earlier classes
+            v -= (q @ v) * q
+        if float(np.linalg.norm(v)) <= 1e-9 * float(np.linalg.norm(aug[c])):
+            return work, c
+        basis.append(v / np.linalg.norm(v))
+        work += histogram_count(n, c + 2) * (cw.k + 1)
+        if work > cap:
+            return work, c + 1
+    return work, c + 1 if cw.size > 1 else 0
 
 
 def _integer_code(used: IntArray, keys: FloatArray, n: int,

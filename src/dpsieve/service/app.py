@@ -24,6 +24,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Res
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse
 
+from dpsieve._session_release import ReleaseLimits
 from dpsieve._validation import fail
 from dpsieve.accounting.events import Neighbouring
 from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal, spend_key
@@ -117,6 +118,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
     frames = _Frames()
     hook = _after_spend(settings)
     limiter = FailedAuthLimiter(settings.auth_failures_per_minute)
+    limits = ReleaseLimits(settings.release_max_cost, settings.release_max_group_work)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -372,6 +374,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         if src.get("spark_table"):  # plans only; the rows never leave Spark
             session = Session(spark_engine(str(src["spark_table"])), store=st, budget_id=name,
                               principal=p.name, after_spend=hook, columns=src.get("columns"),
+                              release_limits=limits,
                               column_types=src.get("column_types"),
                               neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))
             key_s = f"{p.name}/{idempotency_key}" if idempotency_key else None
@@ -380,6 +383,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         kinds = src.get("column_types") or data_column_kinds(path)  # schema, not values
         session = Session(lambda: frames.get(path), store=st, budget_id=name,
                           principal=p.name, after_spend=hook, columns=src.get("columns"),
+                          release_limits=limits,
                           column_types=kinds, row_count=lambda: data_row_count(path),
                           neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))
         key = f"{p.name}/{idempotency_key}" if idempotency_key else None

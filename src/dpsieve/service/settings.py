@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from dpsieve._session_release import RELEASE_MAX_COST, RELEASE_MAX_GROUP_WORK
+
 __all__ = ["Settings"]
 
 
@@ -19,6 +21,11 @@ class Settings:
     computing the answer, so a test can kill the process between spend and answer.
     ``spark_url``: a Spark master or Spark Connect URL (``DPSIEVE_SPARK_URL``); data sets
     may then be tables of its catalog (opened on first use, rows never leave Spark).
+    ``release_max_cost`` (``DPSIEVE_RELEASE_MAX_COST``, work units, about 8 ns each) and
+    ``release_max_group_work`` (``DPSIEVE_RELEASE_MAX_GROUP_WORK``, DP states x (queries +
+    1)): resource limits of ``release`` queries, costed from public parameters (cells, n,
+    workload, rounds) and refused with the estimate (422 ``instance_too_large``) before
+    any spend (issue 11 defect 6).
     """
 
     database_url: str = "sqlite:///dpsieve.db"
@@ -30,6 +37,8 @@ class Settings:
     pause_after_spend: float = 0.0
     spend_marker: str | None = None
     spark_url: str | None = None
+    release_max_cost: float = RELEASE_MAX_COST
+    release_max_group_work: float = RELEASE_MAX_GROUP_WORK
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
@@ -44,6 +53,10 @@ class Settings:
             "pause_after_spend": float(env.get("DPSIEVE_TEST_PAUSE_AFTER_SPEND", "0")),
             "spend_marker": env.get("DPSIEVE_TEST_SPEND_MARKER") or None,
             "spark_url": env.get("DPSIEVE_SPARK_URL") or None,
+            "release_max_cost": float(env.get("DPSIEVE_RELEASE_MAX_COST",
+                                              str(RELEASE_MAX_COST))),
+            "release_max_group_work": float(env.get("DPSIEVE_RELEASE_MAX_GROUP_WORK",
+                                                    str(RELEASE_MAX_GROUP_WORK))),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
