@@ -356,6 +356,8 @@ def main(argv: list[str] | None = None) -> None:
                     help="measure memory through prepare + DuckDBEngine (memory_limit "
                     "600MB) instead of Session (DuckDB's defaults)")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--merge-only", action="store_true",
+                    help="only join results/queries/*.md into results/queries.md")
     a = ap.parse_args(argv)
     env = os.environ.get("QBENCH_DUCKDB_MEMORY")
     a.command = ((f"QBENCH_DUCKDB_MEMORY={env} " if env else "")
@@ -382,6 +384,16 @@ def main(argv: list[str] | None = None) -> None:
            "Spark's JVM): steadier than wall time when the cores are shared; 2 cores give "
            "at best wall = CPU / 2.", ""]
     parts = HERE / "results" / "queries"
+    order = ("notes", "duckdb", "memory", "memory-engine", *PARTS[2:])
+
+    def merge() -> None:
+        text = head + [(parts / f"{p}.md").read_text() for p in order
+                       if (parts / f"{p}.md").is_file()]
+        (HERE / "results" / "queries.md").write_text("\n".join(text))
+
+    if a.merge_only:
+        merge()
+        return
     for part in a.only:
         print(f"== {part}", flush=True)
         out: list[str] = []
@@ -392,10 +404,7 @@ def main(argv: list[str] | None = None) -> None:
             parts.mkdir(exist_ok=True)
             name = "memory-engine" if part == "memory" and a.engine_memory else part
             (parts / f"{name}.md").write_text("\n".join(out) + "\n")
-            order = ("notes", "duckdb", "memory", "memory-engine", *PARTS[2:])
-            text = head + [(parts / f"{p}.md").read_text() for p in order
-                           if (parts / f"{p}.md").is_file()]
-            (HERE / "results" / "queries.md").write_text("\n".join(text))
+            merge()
 
 
 if __name__ == "__main__":
