@@ -79,13 +79,29 @@ class SQLiteStore(SQLStore):
         with self._tx_unlocked(write=False) as cur:
             yield cur
 
+    def _begin(self, write: bool) -> sqlite3.Connection:
+        """This thread's connection in a new transaction. A connection that cannot begin
+        (e.g. one opened read-only while the file was read-only, and the file is writable
+        again) is dropped and the file reopened once: nothing ran on it, so the retry is
+        safe, and the first write after a recovery succeeds instead of failing (503)."""
+        for attempt in (0, 1):
+            conn = None
+            try:
+                conn = self._conn()
+                conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                return conn
+            except sqlite3.Error as e:
+                name = str(getattr(e, "sqlite_errorname", ""))
+                if attempt == 0 and conn is not None and not name.startswith(
+                        ("SQLITE_BUSY", "SQLITE_LOCKED")):
+                    self._drop_conn()
+                    continue
+                raise self._fault(e, "open") from None
+        raise AssertionError("unreachable")  # pragma: no cover
+
     @contextmanager
     def _tx_unlocked(self, *, write: bool) -> Iterator[Cursor]:
-        try:
-            conn = self._conn()
-            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
-        except sqlite3.Error as e:
-            raise self._fault(e, "open") from None
+        conn = self._begin(write)
         try:
             yield Cursor(conn.cursor(), "qmark")
         except sqlite3.Error as e:
