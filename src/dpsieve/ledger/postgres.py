@@ -23,9 +23,9 @@ from typing import Any
 from dpsieve._validation import fail
 from dpsieve.ledger.base import FilterLoader, LedgerUnavailableError
 from dpsieve.ledger.redact import redact
-from dpsieve.ledger.sql import Cursor, SQLStore
+from dpsieve.ledger.sql import MIGRATIONS, Cursor, SQLStore
 
-__all__ = ["PostgresStore"]
+__all__ = ["PostgresStore", "audit_role_sql"]
 
 _APPEND_ONLY = (
     "CREATE OR REPLACE FUNCTION audit_append_only() RETURNS trigger LANGUAGE plpgsql AS"
@@ -35,6 +35,30 @@ _APPEND_ONLY = (
 )
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _MIGRATION_LOCK = 0x64707369  # "dpsi": pg_advisory_xact_lock key for migrations
+
+
+#: Tables the service reads and writes (every one but the audit log and the version table).
+_SERVICE_TABLES = ("budgets", "spends", "principals", "api_keys", "datasets", "grants",
+                   "ready")
+
+
+def audit_role_sql(schema: str = "dpsieve", role: str = "dpsieve_service") -> list[str]:
+    """The grants that let ``role`` run the service on ``schema`` while it may only append
+    to (and read) the audit log: no UPDATE, DELETE or TRUNCATE on ``audit``, and no
+    ownership, so it cannot drop or disable the append-only trigger either. Run them as
+    the role that owns the schema (which created it, e.g. with ``dpsieve budget show
+    --database-url`` under that role), after every migration (docs/service.md, "Audit log
+    on PostgreSQL"; tested in tests/system/test_system_audit_role.py)."""
+    for what, v in (("schema", schema), ("role", role)):
+        if not _SCHEMA_RE.match(v):
+            raise fail(what, "audit_role_sql", "a lower-case SQL identifier", v)
+    tables = ", ".join(f"{schema}.{t}" for t in _SERVICE_TABLES)
+    return [
+        f"GRANT USAGE ON SCHEMA {schema} TO {role}",
+        f"GRANT SELECT, INSERT, UPDATE, DELETE ON {tables} TO {role}",
+        f"GRANT SELECT ON {schema}.schema_version TO {role}",
+        f"GRANT SELECT, INSERT ON {schema}.audit TO {role}",
+    ]
 
 
 class PostgresStore(SQLStore):
@@ -67,9 +91,22 @@ class PostgresStore(SQLStore):
         self._all_lock = threading.Lock()
         with self._checkout() as conn, conn.transaction():
             cur = Cursor(conn.cursor(), "format")
-            cur.run("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))
-            cur.run(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-            self._migrate(cur)
+            # An up-to-date schema is used as it is: a service role that owns nothing and
+            # may only append to the audit table (docs/service.md, "Audit log") starts
+            # without any CREATE privilege. Otherwise migrate under the advisory lock.
+            if self._version(cur) < MIGRATIONS[-1][0]:
+                cur.run("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))
+                cur.run(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+                self._migrate(cur)
+
+    def _version(self, cur: Cursor) -> int:
+        """The schema's migration version (0: no schema or no version table yet)."""
+        row = cur.run("SELECT to_regclass(?)", (f"{self.schema}.schema_version",)).one()
+        if row is None or row[0] is None:
+            return 0
+        row = cur.run(f"SELECT COALESCE(MAX(version), 0) FROM {self.schema}.schema_version"
+                      ).one()
+        return 0 if row is None else int(row[0])
 
     def _dialect(self) -> dict[str, str]:
         return {
