@@ -97,8 +97,12 @@ DOMAIN = {"city": ["a", "b", "c"], "k": [0, 1, 2, 3, 4]}
 
 def _release(mech: str) -> dict[str, Any]:
     extra = {"rounds": 3} if mech in ("envelope", "pmw", "mwem") else {}
-    return {"type": "release", "mechanism": mech, "columns": ["city", "k"], "domain": DOMAIN,
-            "n": 40, "privacy": PURE, **extra}
+    # the envelope's exact grouping on the 15 cells of DOMAIN at n = 40 sits at its 1.2e7-state
+    # limit (refused, or seconds a run: 300 runs hit the 300 s test timeout in CI); the audit
+    # needs any release the neighbouring row moves, so it runs on the 3 cities (0.06 s a run)
+    cols = ["city"] if mech == "envelope" else ["city", "k"]
+    return {"type": "release", "mechanism": mech, "columns": cols,
+            "domain": {c: DOMAIN[c] for c in cols}, "n": 40, "privacy": PURE, **extra}
 
 
 CASES = [
