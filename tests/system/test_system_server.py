@@ -124,3 +124,39 @@ def test_crash_between_spend_and_answer_keeps_the_charge(tmp_path: Path) -> None
         own = httpx.get(srv2.base + "/v1/datasets/d/budget", headers=OWN).json()
         assert own["remaining"]["exact"] == "3/4"
         assert own["admitted"] == 1
+
+
+def test_half_open_connections_are_closed(tmp_path: Path) -> None:
+    """Issue 11: bounded time for half-open connections. A connection that sends nothing,
+    or only part of its headers, was held open indefinitely (still open after 30 s);
+    now it is closed once the header deadline (dpsieve.cli.serve.HEADER_TIMEOUT) passes,
+    while complete requests, even sent in pieces within the deadline, are served."""
+    import socket
+
+    from dpsieve.cli.serve import HEADER_TIMEOUT
+
+    def closed_within(sock: socket.socket, limit: float) -> bool:
+        sock.settimeout(limit)
+        try:
+            while sock.recv(65536):
+                pass
+        except TimeoutError:
+            return False
+        return True
+
+    with Server(f"sqlite:///{tmp_path / 'ledger.db'}", OWNER) as s:
+        silent = socket.create_connection(("127.0.0.1", s.port))
+        partial = socket.create_connection(("127.0.0.1", s.port))
+        partial.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        slow = socket.create_connection(("127.0.0.1", s.port))
+        slow.sendall(b"GET /healthz HTTP/1.1\r\n")
+        time.sleep(HEADER_TIMEOUT / 4)
+        slow.sendall(b"Host: x\r\nConnection: close\r\n\r\n")
+        slow.settimeout(30)
+        assert slow.recv(65536).startswith(b"HTTP/1.1 200")
+        assert httpx.get(s.base + "/healthz", timeout=30).status_code == 200  # still serving
+        bound = 3 * HEADER_TIMEOUT + 10  # generous on a loaded machine; was never closed
+        assert closed_within(silent, bound)
+        assert closed_within(partial, bound)
+        for sock in (silent, partial, slow):
+            sock.close()

@@ -6,6 +6,9 @@ import typer
 
 __all__ = ["register", "serve"]
 
+#: Seconds a connection may take to send a request's headers (then it is closed).
+HEADER_TIMEOUT = 10.0
+
 
 def serve(
     database_url: str = typer.Option(
@@ -51,7 +54,12 @@ def serve(
     access.setLevel(logging.INFO)
     access.addHandler(logging.StreamHandler())
     access.propagate = False
-    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_keep_alive=5)
+    from dpsieve.service.timeouts import header_timeout_protocol
+
+    # idle kept-alive connections close after 5 s; a connection that has not sent complete
+    # request headers after HEADER_TIMEOUT seconds is closed too (half-open connections)
+    uvicorn.run(app, host=host, port=port, log_level="warning", timeout_keep_alive=5,
+                http=header_timeout_protocol(HEADER_TIMEOUT))
 
 
 def register(app: typer.Typer) -> None:
