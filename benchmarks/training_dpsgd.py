@@ -1,6 +1,6 @@
 """Training: the DP-SGD accountant, the adaptive training filter, per-record filters.
 
-Run: ``python -m benchmarks.training_dpsgd [--repeats N]``. Writes
+Run: ``python -m benchmarks.training_dpsgd [--repeats N] [--schedules N]``. Writes
 ``benchmarks/results/training.md``. Side by side in one process, interleaved repeats,
 medians; ratios matter more than absolute times on the shared machine.
 
@@ -9,9 +9,11 @@ medians; ratios matter more than absolute times on the shared machine.
    PLDAccountant at its default grid (1e-4); "exact" is bracketed by dp_accounting at grid
    1e-5 (connect-the-dots, within ~1e-5 of the truth). Caches are cleared before every run.
 2. Adaptive filter: steps admitted on the fixed schedule (sigma 1, q 0.01, target (3, 1e-5));
-   on the loss-driven schedule of experiments/training/run.py (sigma in [0.8, 1.2], moved
-   every 100 steps by the training loss) against the best fixed-order RDP filter (order
-   chosen in hindsight); median and total decision time.
+   on the loss-driven schedule of dpsieve.reproduce.training (sigma in [0.8, 1.2], moved
+   every 100 steps by the training loss; five schedules, seeds fixed in advance) against
+   the best fixed-order RDP filter (order chosen in hindsight), with an a-priori-order RDP
+   filter and the non-adaptive PLD ceiling of each schedule for context; median and total
+   decision time.
 3. Per-record filters: time per full-batch step for 10^6 records (GDP and RDP).
 """
 
@@ -75,7 +77,59 @@ def accountant(repeats: int) -> list[str]:
     ]
 
 
-def training_filter() -> list[str]:
+def _pld_ceiling(sched: list[float], q: float, eps: float, delta: float) -> int:
+    """The longest prefix of the (fixed) schedule that dp_accounting's non-adaptive PLD
+    accountant (pessimistic, grid 1e-4) certifies at (eps, delta): no valid filter admits
+    more of this schedule (a non-adaptive analyst playing it is one adaptive analyst)."""
+    import itertools
+
+    from dp_accounting import dp_event
+    from dp_accounting.pld import pld_privacy_accountant as pld
+
+    def ok(t: int) -> bool:
+        acc = pld.PLDAccountant(value_discretization_interval=1e-4)
+        for s, g in itertools.groupby(sched[:t]):
+            ev = dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(s))
+            acc.compose(ev, len(list(g)))
+        return bool(acc.get_epsilon(delta) <= eps)
+
+    lo, hi = 0, len(sched)
+    if ok(hi):
+        return hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if ok(mid) else (lo, mid)
+    return lo
+
+
+def _rdp_a_priori(sched: list[float], q: float, eps: float, delta: float, ref: float) -> int:
+    """A fixed-order RDP filter whose order is chosen *before* the run: the order that
+    admits the most steps at the reference sigma (the rule's lower end)."""
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+
+    orders = np.concatenate([np.linspace(1.1, 10.9, 99), np.arange(11, 64), [64, 80, 128, 256]])
+    budget = eps - np.log1p(-1 / orders) + np.log(delta * orders) / (orders - 1)
+    at_ref = np.array(rdp._compute_rdp_poisson_subsampled_gaussian(q, ref, orders))
+    i = int(np.argmax(np.where(budget > 0, budget / at_ref, 0.0)))
+    costs = {s: float(rdp._compute_rdp_poisson_subsampled_gaussian(q, s, [orders[i]])[0])
+             for s in set(sched)}
+    spent, n = 0.0, 0
+    for s in sched:
+        spent += costs[s]
+        if spent > budget[i]:
+            break
+        n += 1
+    return n
+
+
+#: Seeds of the loss-driven schedules, fixed in advance: 2026 (the schedule this benchmark
+#: has always reported) and the next four integers from 1 (not chosen by their results).
+SCHEDULE_SEEDS = (2026, 1, 2, 3, 4)
+
+
+def training_filter(schedules: int) -> list[str]:
+    import collections
+
     from dpsieve.filters.training import TrainingFilter
 
     f = TrainingFilter(3.0, 1e-5, sigma=1.0, rate=0.01, reserve=0.001)
@@ -90,9 +144,21 @@ def training_filter() -> list[str]:
         n_fixed += 1
     run = _experiment()
     xtr, ytr, _, _ = run._digits()
-    sched = run.loss_driven_schedule(xtr, ytr, 0.01, np.random.default_rng(2026), segments=40)
-    n_f, ftimes = run.filter_steps(sched, 0.01)
-    n_r = run.rdp_filter_steps(sched, 0.01)
+    rows, ratios, ftimes = [], [], []
+    for seed in SCHEDULE_SEEDS[:schedules]:
+        rng = np.random.default_rng(seed)
+        sched = run.loss_driven_schedule(xtr, ytr, 0.01, rng, segments=40)
+        n_f, ft = run.filter_steps(sched, 0.01)
+        ftimes += ft
+        n_r = run.rdp_filter_steps(sched, 0.01)
+        n_a = _rdp_a_priori(sched, 0.01, 3.0, 1e-5, 0.8)
+        ceil = _pld_ceiling(sched, 0.01, 3.0, 1e-5)
+        mix = collections.Counter(sched[:n_f])
+        mix_s = ", ".join(f"{s:g}: {c}" for s, c in sorted(mix.items()))
+        ratios.append(n_f / max(n_r, 1))
+        rows.append(f"| {seed} | {n_f} | {n_r} | {n_f / max(n_r, 1):.3f} | {n_a} | {ceil} "
+                    f"({ceil / max(n_r, 1):.2f}) | {mix_s} |")
+    met = sum(r >= 1.10 for r in ratios)
     return [
         "### Adaptive training filter (target (3, 1e-5), q 0.01)",
         "",
@@ -100,8 +166,23 @@ def training_filter() -> list[str]:
         "|---|---|---|---|",
         f"| fixed sigma 1.0 | {n_fixed} (ceiling 2,663; goal >= 2,637) | 2,185-2,195 | "
         f"{n_fixed / 2190:.2f} |",
-        f"| loss-driven sigma in [0.8, 1.2] (every 100 steps) | {n_f} | {n_r} | "
-        f"{n_f / max(n_r, 1):.3f} (goal >= 1.10) |",
+        "",
+        "Loss-driven sigma in [0.8, 1.2], moved every 100 steps by the training loss "
+        "(`dpsieve.reproduce.training.loss_driven_schedule`, one schedule per seed): steps "
+        "admitted by the TrainingFilter (reference sigma 0.8, the rule's lower end) and by the "
+        "best fixed-order RDP filter (order chosen in hindsight: the issue's baseline); for "
+        "context, an RDP filter whose order is fixed before the run (best for sigma 0.8), and "
+        "the non-adaptive PLD accounting of the realized schedule (dp_accounting, grid 1e-4; "
+        "no valid filter admits more of a fixed schedule; in brackets its ratio to the RDP "
+        "filter). Goal: ratio >= 1.10.",
+        "",
+        "| seed | TrainingFilter | RDP filter, hindsight order | ratio | RDP filter, order "
+        "fixed in advance | PLD ceiling (ratio) | TrainingFilter's steps by sigma |",
+        "|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        f"Ratio >= 1.10 on {met} of {len(ratios)} schedules; mean ratio "
+        f"{statistics.mean(ratios):.3f}.",
         "",
         f"Decision time, fixed schedule: median {1e3 * statistics.median(times):.3f} ms; "
         f"loss-driven: median {1e3 * statistics.median(ftimes):.3f} ms, max "
@@ -153,12 +234,14 @@ def per_record(repeats: int) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--schedules", type=int, default=len(SCHEDULE_SEEDS),
+                    help="loss-driven schedules to run (1-5; about 2 minutes each)")
     args = ap.parse_args()
     lines = ["## Training (benchmarks/training_dpsgd.py)", "",
              "Command: `python -m benchmarks.training_dpsgd`.", ""]
     lines += accountant(args.repeats)
     lines += per_record(args.repeats)
-    lines += training_filter()
+    lines += training_filter(max(1, min(args.schedules, len(SCHEDULE_SEEDS))))
     path = HERE / "results" / "training.md"
     path.write_text("\n".join(lines) + "\n")
     print(path.read_text())

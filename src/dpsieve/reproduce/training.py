@@ -38,6 +38,9 @@ from dpsieve.filters.training import TrainingFilter
 from dpsieve.training import dpsgd_steps_for
 
 EPS, DELTA = 3.0, 1e-5
+#: The range the loss-driven rule keeps sigma in, fixed before any data is seen: the training
+#: filter's reference is its lower end (the most expensive step the run may take).
+SIGMA_LO, SIGMA_HI = 0.8, 1.2
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -92,7 +95,7 @@ def loss_driven_schedule(x: np.ndarray, y: np.ndarray, q: float, rng: np.random.
         w_losses = losses
         first, last = w_losses[-100], w_losses[-1]
         improved = (first - last) / max(first, 1e-12)
-        s = round(min(1.2, max(0.8, s - 0.1 if improved < 0.01 else s + 0.1)), 1)
+        s = round(min(SIGMA_HI, max(SIGMA_LO, s - 0.1 if improved < 0.01 else s + 0.1)), 1)
     return sched
 
 
@@ -118,7 +121,7 @@ def rdp_filter_steps(sched: list[float], q: float) -> int:
 
 
 def filter_steps(sched: list[float], q: float) -> tuple[int, list[float]]:
-    f = TrainingFilter(EPS, DELTA, sigma=min(sched), rate=q, reserve=0.003)
+    f = TrainingFilter(EPS, DELTA, sigma=SIGMA_LO, rate=q, reserve=0.003)
     times, n = [], 0
     for s in sched:
         t = time.perf_counter()
