@@ -2,9 +2,13 @@
 on SQLite and PostgreSQL (``dpsieve serve`` in a subprocess, loopback, one worker).
 
 Run: ``python -m benchmarks.service_throughput [--seconds S]``. Writes a section of
-results/system.md. Clients are threads in this process with one keep-alive connection
-each, so on a small machine they compete with the server for the CPU: the numbers are a
-floor for the server alone.
+results/system.md. ``--baseline REV`` instead measures this tree and commit REV side by
+side in one run (REV checked out in a temporary git worktree, its server started with
+``PYTHONPATH=<worktree>/src``; the two alternate cell by cell, so a change in the load of
+the shared machine hits both) and writes the ratios (section service_throughput_compare).
+Clients are threads in this process with one keep-alive connection each, so on a small
+machine they compete with the server for the CPU: the numbers are a floor for the server
+alone.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ def write_section(name: str, body: str) -> None:
 
 
 PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
-OWNER = "bench-owner-key"
+OWNER = "dps_bench-owner-key_Tq7RmZ2vK9pLw4sN8bYc3FhJ6t"  # dpsieve serve refuses weak keys
 QUERY = {"type": "count", "privacy": {"type": "pure", "eps": 1e-4}}
 GDP_QUERY = {"type": "count", "privacy": {"type": "pure", "eps": 1e-2}}
 PURE = {"type": "pure", "eps": 1e6}
@@ -100,10 +104,91 @@ def run(base: str, hdr: dict[str, str], clients: int, seconds: float,
             "p95": lat[int(len(lat) * 0.95)] * 1e3 if lat else float("nan")}
 
 
+def compare(baseline: str, seconds: float, rounds: int) -> None:
+    """This tree against commit ``baseline``, alternating, ``rounds`` cells each."""
+    import os
+    import statistics
+    import subprocess
+
+    repo = Path(__file__).resolve().parent.parent
+    sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", baseline],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    load0 = os.getloadavg()
+    rows: list[str] = []
+    with tempfile.TemporaryDirectory() as d:
+        old = Path(d) / "baseline"
+        subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(old), sha],
+                       check=True, capture_output=True)
+        try:
+            trees = {"current": None, "baseline": {"PYTHONPATH": str(old / "src")}}
+            for name, url_of, pg in (("SQLite", lambda t: f"sqlite:///{Path(d) / t}.db",
+                                      False),
+                                     ("PostgreSQL", lambda t: PG_URL, True)):
+                servers = {}
+                for tree, env in trees.items():
+                    schema = "bench_" + uuid.uuid4().hex[:8] if pg else "dpsieve"
+                    try:
+                        srv = Server(url_of(tree), OWNER, schema=schema, env=env)
+                    except Exception as e:
+                        rows.append(f"| {name} | — | not run ({tree}): {e} | | | |")
+                        break
+                    servers[tree] = (srv, schema, _setup(srv.base, PURE))
+                if len(servers) < 2:
+                    for srv, _, _ in servers.values():
+                        srv.stop()
+                    continue
+                for clients in (1, 10, 50):
+                    got: dict[str, list[float]] = {"current": [], "baseline": []}
+                    for i in range(rounds):
+                        order = ["current", "baseline"][:: 1 if i % 2 == 0 else -1]
+                        for tree in order:
+                            srv, _, hdr = servers[tree]
+                            got[tree].append(run(srv.base, hdr, clients, seconds, QUERY)["rps"])
+                    cur, base = (statistics.median(got[t]) for t in ("current", "baseline"))
+                    rows.append(f"| {name} | {clients} | {cur:.0f} | {base:.0f} | "
+                                f"{cur / base:.2f} | "
+                                f"{', '.join(f'{x:.0f}' for x in got['current'])} / "
+                                f"{', '.join(f'{x:.0f}' for x in got['baseline'])} |")
+                    print(rows[-1], flush=True)
+                for srv, schema, _ in servers.values():
+                    srv.stop()
+                    if pg:
+                        from dpsieve.ledger import PostgresStore
+
+                        s = PostgresStore(PG_URL, schema=schema)
+                        s.drop_schema()
+                        s.close()
+        finally:
+            subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force",
+                            str(old)], check=False, capture_output=True)
+    load1 = os.getloadavg()
+    lines = ["### HTTP service throughput: this commit against a baseline, same run", "",
+             f"`{head}` (current) against `{sha}` (baseline), admitted `count` queries "
+             f"(eps = 1e-4, pure budget), {seconds:g} s per cell, {rounds} cells per tree "
+             "and client count, the trees alternating; median req/s, ratio current / "
+             "baseline, then every cell. Clients are threads of the benchmark process "
+             "sharing the 2 cores with the server and with other jobs.", "",
+             "| ledger | clients | current req/s | baseline req/s | ratio | cells (current"
+             " / baseline) |", "|---|---:|---:|---:|---:|---|", *rows, "",
+             "Load average (1, 5, 15 min) before: " + ", ".join(f"{x:.1f}" for x in load0)
+             + "; after: " + ", ".join(f"{x:.1f}" for x in load1) + ".",
+             f"Command: `python -m benchmarks.service_throughput --baseline {sha} "
+             f"--seconds {seconds:g} --rounds {rounds}`."]
+    write_section("service_throughput_compare", "\n".join(lines))
+    print("\n".join(lines))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--baseline", help="a commit to measure side by side with this tree")
+    ap.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args()
+    if args.baseline:
+        compare(args.baseline, args.seconds, args.rounds)
+        return
     lines = ["### HTTP service: admitted-query throughput", "",
              f"`count` queries (Laplace, eps = 1e-4; 1e-2 on the GDP budget), "
              f"{args.seconds:g} s per cell, every "

@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -38,17 +39,19 @@ class Server:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         full_env = {**os.environ, **(env or {})}
+        # stderr to a file, not a pipe nobody reads: the server writes one access-log
+        # line per request there, and a full pipe (64 KiB, ~400 requests) would block it
+        self._err = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop())
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from dpsieve.cli import main; main()", "serve",
              "--database-url", url, "--port", str(self.port), "--owner-key", owner,
              "--schema", schema, "--host", "127.0.0.1"],
-            env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            env=full_env, stdout=subprocess.DEVNULL, stderr=self._err,
         )
         deadline = time.monotonic() + 120  # a loaded 2-core CI machine: start-up can take a minute
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode() if self.proc.stderr else ""
-                raise RuntimeError(f"service exited early: {err}")
+                raise RuntimeError(f"service exited early: {self.stderr()}")
             try:
                 if httpx.get(self.base + "/healthz", timeout=0.5).status_code == 200:
                     return
@@ -56,6 +59,11 @@ class Server:
                 time.sleep(0.1)
         self.stop()
         raise RuntimeError("service did not start within 120 s")
+
+    def stderr(self) -> str:
+        """What the server wrote to stderr so far (its access log and errors)."""
+        self._err.seek(0)
+        return self._err.read().decode(errors="replace")
 
     def kill(self) -> None:
         """SIGKILL: no shutdown handlers run (a crash)."""
@@ -69,6 +77,7 @@ class Server:
                 self.proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self.kill()
+        self._err.close()
 
     def __enter__(self) -> Server:
         return self
