@@ -65,6 +65,7 @@ def run(base: str, hdr: dict[str, str], clients: int, seconds: float,
     """Requests completed inside a window that opens once every client is connected."""
     lat: list[float] = []
     errors = [0]
+    sent = [0]
     lock = threading.Lock()
     window: list[float] = []
 
@@ -77,12 +78,14 @@ def run(base: str, hdr: dict[str, str], clients: int, seconds: float,
     def client() -> None:
         mine: list[float] = []
         bad = 0
+        total = 0
         with httpx.Client(base_url=base, headers=hdr, timeout=60) as c:
             c.get("/healthz")  # connect before the window opens
             barrier.wait()
             while True:
                 t = time.perf_counter()
                 ok = c.post("/v1/datasets/d/queries", json=query).status_code == 200
+                total += 1
                 if time.monotonic() > window[1]:
                     break
                 if ok:
@@ -92,6 +95,7 @@ def run(base: str, hdr: dict[str, str], clients: int, seconds: float,
         with lock:
             lat.extend(mine)
             errors[0] += bad
+            sent[0] += total
 
     ts = [threading.Thread(target=client) for _ in range(clients)]
     for t in ts:
@@ -99,7 +103,7 @@ def run(base: str, hdr: dict[str, str], clients: int, seconds: float,
     for t in ts:
         t.join()
     lat.sort()
-    return {"rps": len(lat) / seconds, "n": len(lat), "errors": errors[0],
+    return {"rps": len(lat) / seconds, "n": len(lat), "errors": errors[0], "sent": sent[0],
             "p50": lat[len(lat) // 2] * 1e3 if lat else float("nan"),
             "p95": lat[int(len(lat) * 0.95)] * 1e3 if lat else float("nan")}
 
@@ -109,6 +113,8 @@ def compare(baseline: str, seconds: float, rounds: int) -> None:
     import os
     import statistics
     import subprocess
+
+    import psutil
 
     repo = Path(__file__).resolve().parent.parent
     sha = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", baseline],
@@ -132,7 +138,7 @@ def compare(baseline: str, seconds: float, rounds: int) -> None:
                     try:
                         srv = Server(url_of(tree), OWNER, schema=schema, env=env)
                     except Exception as e:
-                        rows.append(f"| {name} | — | not run ({tree}): {e} | | | |")
+                        rows.append(f"| {name} | — | not run ({tree}): {e} | | | | | | |")
                         break
                     servers[tree] = (srv, schema, _setup(srv.base, PURE))
                 if len(servers) < 2:
@@ -141,14 +147,22 @@ def compare(baseline: str, seconds: float, rounds: int) -> None:
                     continue
                 for clients in (1, 10, 50):
                     got: dict[str, list[float]] = {"current": [], "baseline": []}
+                    cpu: dict[str, list[float]] = {"current": [], "baseline": []}
                     for i in range(rounds):
                         order = ["current", "baseline"][:: 1 if i % 2 == 0 else -1]
                         for tree in order:
                             srv, _, hdr = servers[tree]
-                            got[tree].append(run(srv.base, hdr, clients, seconds, QUERY)["rps"])
+                            proc = psutil.Process(srv.proc.pid)
+                            t0 = sum(proc.cpu_times()[:2])
+                            r = run(srv.base, hdr, clients, seconds, QUERY)
+                            got[tree].append(r["rps"])
+                            cpu[tree].append((sum(proc.cpu_times()[:2]) - t0) * 1e3
+                                             / max(r["sent"], 1))
                     cur, base = (statistics.median(got[t]) for t in ("current", "baseline"))
+                    ccur, cbase = (statistics.median(cpu[t]) for t in ("current", "baseline"))
                     rows.append(f"| {name} | {clients} | {cur:.0f} | {base:.0f} | "
-                                f"{cur / base:.2f} | "
+                                f"{cur / base:.2f} | {ccur:.2f} | {cbase:.2f} | "
+                                f"{ccur / cbase:.2f} | "
                                 f"{', '.join(f'{x:.0f}' for x in got['current'])} / "
                                 f"{', '.join(f'{x:.0f}' for x in got['baseline'])} |")
                     print(rows[-1], flush=True)
@@ -170,8 +184,12 @@ def compare(baseline: str, seconds: float, rounds: int) -> None:
              "and client count, the trees alternating; median req/s, ratio current / "
              "baseline, then every cell. Clients are threads of the benchmark process "
              "sharing the 2 cores with the server and with other jobs.", "",
-             "| ledger | clients | current req/s | baseline req/s | ratio | cells (current"
-             " / baseline) |", "|---|---:|---:|---:|---:|---|", *rows, "",
+             "The CPU columns are the server process's user + system CPU time per request"
+             " sent (psutil), far less sensitive to the machine's load than req/s: the "
+             "cost of the code itself.", "",
+             "| ledger | clients | current req/s | baseline req/s | ratio | current CPU "
+             "ms/req | baseline CPU ms/req | CPU ratio | req/s cells (current / baseline)"
+             " |", "|---|---:|---:|---:|---:|---:|---:|---:|---|", *rows, "",
              "Load average (1, 5, 15 min) before: " + ", ".join(f"{x:.1f}" for x in load0)
              + "; after: " + ", ".join(f"{x:.1f}" for x in load1) + ".",
              f"Command: `python -m benchmarks.service_throughput --baseline {sha} "
