@@ -126,6 +126,7 @@ def test_crash_between_spend_and_answer_keeps_the_charge(tmp_path: Path) -> None
         assert own["admitted"] == 1
 
 
+@pytest.mark.slow  # waits for the header deadline (~20 s); CI runs the slow suite
 def test_half_open_connections_are_closed(tmp_path: Path) -> None:
     """Issue 11: bounded time for half-open connections. A connection that sends nothing,
     or only part of its headers, was held open indefinitely (still open after 30 s);

@@ -8,8 +8,9 @@ a running server). Wanted and checked: only 200 or a clean 503 ``ledger_unavaila
 charged for a 503 and nothing lost (every 200 is in the history; the file passes SQLite's
 integrity check). A server started on a read-only ledger is alive but not ready.
 
-Needs root (mount, chattr); skips with the reason otherwise. The fault tests on pragmas
-(test_system_faults.py) run everywhere.
+Needs root (mount, chattr); skips with the reason otherwise. Slow suite (real servers,
+~30 s; CI runs it): the fault tests on pragmas (test_system_faults.py) run in the default
+suite everywhere.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ from typing import Any
 import httpx
 import pytest
 from service_harness import Server, write_csv
+
+pytestmark = pytest.mark.slow
 
 OWNER = "dps_test-owner-key_Fs7RmZ2vK9pLw4sN8bYc3FhJ6t"
 OWN = {"Authorization": f"Bearer {OWNER}"}
