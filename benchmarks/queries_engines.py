@@ -318,19 +318,27 @@ def _write_plans(a: argparse.Namespace, plan: dict[str, Any], lineage: str | Non
 
 
 def part_scaling(a: argparse.Namespace, out: list[str]) -> None:
-    out += ["### Scaling on Spark local[2] (dpsieve's Spark engine)", "",
+    runner = "dpsieve-spark-warm" if a.spark_warm else "dpsieve-spark"
+    out += ["### Scaling on Spark local[2] (dpsieve's Spark engine"
+            + (", warm: timed after one untimed run on 1M rows in the same session)"
+               if a.spark_warm else ", cold: the first query of a fresh session)"), "",
             f"Command: `{a.command}`. {load()} at the start.", "",
             "| rows | wall s, median (runs) | CPU s | wall s per million rows | CPU s per "
             "million rows | peak MiB (JVM) | load (1 min) after |",
             "|---|---|---|---|---|---|---|"]
+    notes: list[str] = []
     for rows_n in a.spark_sizes:
         p = qd.ensure(a.data, rows_n)
-        r = repeat("dpsieve-spark", p, a.peer_repeats)
+        qd.ensure(a.data, 1_000_000)  # the warm-up's data
+        r = repeat(runner, p, a.peer_repeats)
         out.append(f"| {rows_n:,} | {_secs(r)} | {r['seconds'] / rows_n * 1e6:.2f} | "
                    f"{r['cpu_seconds'] / rows_n * 1e6:.2f} | "
                    f"{_mib(r['peak_bytes'])} ({_mib(r['jvm_peak_bytes'])}) | "
                    f"{os.getloadavg()[0]:.1f} |")
-    out += ["", load() + " at the end.", ""]
+        if "note" in r:
+            notes.append(f"- {rows_n:,} rows: {r['note']}")
+    out += ["", *notes, "", load() + " at the end.", ""] if notes else [
+        "", load() + " at the end.", ""]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -355,6 +363,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--engine-memory", action="store_true",
                     help="measure memory through prepare + DuckDBEngine (memory_limit "
                     "600MB) instead of Session (DuckDB's defaults)")
+    ap.add_argument("--spark-warm", action="store_true",
+                    help="scaling: time each query after an untimed 1M-row run in the same "
+                    "Spark session (written to results/queries/scaling-warm.md)")
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--merge-only", action="store_true",
                     help="only join results/queries/*.md into results/queries.md")
@@ -384,7 +395,8 @@ def main(argv: list[str] | None = None) -> None:
            "Spark's JVM): steadier than wall time when the cores are shared; 2 cores give "
            "at best wall = CPU / 2.", ""]
     parts = HERE / "results" / "queries"
-    order = ("notes", "duckdb", "memory", "memory-engine", *PARTS[2:])
+    order = ("notes", "duckdb", "memory", "memory-engine", "peers", "spark", "scaling",
+             "scaling-warm", "plan")
 
     def merge() -> None:
         text = head + [(parts / f"{p}.md").read_text() for p in order
@@ -402,7 +414,8 @@ def main(argv: list[str] | None = None) -> None:
         print("\n".join(out), flush=True)
         if not (a.quick or a.no_write):  # each part's section, then the merged file
             parts.mkdir(exist_ok=True)
-            name = "memory-engine" if part == "memory" and a.engine_memory else part
+            name = ("memory-engine" if part == "memory" and a.engine_memory
+                    else "scaling-warm" if part == "scaling" and a.spark_warm else part)
             (parts / f"{name}.md").write_text("\n".join(out) + "\n")
             merge()
 
