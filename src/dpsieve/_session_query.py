@@ -22,9 +22,12 @@ from typing import Any
 from dpsieve._validation import fail, fail_private
 from dpsieve.queries.engine import Engine
 from dpsieve.queries.plan import Query, from_spec
+from dpsieve.queries.prepare import Prepared
+from dpsieve.queries.result import Answer
 from dpsieve.queries.schema import Column, ColumnType, Schema
 
-__all__ = ["declared_unit", "engine_for", "is_plan", "plan_of", "resolve_schema"]
+__all__ = ["declared_unit", "engine_for", "is_plan", "legacy_stored", "plan_of",
+           "resolve_schema"]
 
 _FILES = (".csv", ".csv.gz", ".tsv", ".parquet", ".pq", ".duckdb", ".db")
 
@@ -130,3 +133,31 @@ def resolve_schema(
             raise fail("schema", "Session", f"column {c.name!r} declared with the table's type "
                        f"{t.type.value!r}", c.type.value)
     return Schema(table, None).with_columns(cols).with_unit(unit) if cols else Schema(table, unit)
+
+
+def legacy_stored(kind: str, prepared: Prepared, answer: Answer) -> dict[str, Any]:
+    """The stored answer of a one-aggregation shape in its earlier form: ``value`` (a
+    number; ``{"categories", "counts"}``; ``{"answers"}``), ``noise`` in user terms
+    (mechanism, scale, std, ci95; a mean's ``sum`` and ``count``), ``interval`` (95 %),
+    ``details`` (lattice internals)."""
+    est = answer.groups[0].estimates[0]
+    label = answer.labels[0]
+    parts = answer.noise[label]
+    short = {name: name.split(".", 1)[1] for name in parts}
+    value: Any = est.value
+    if kind == "histogram":
+        m = prepared.spec.measures[0]
+        cats = list(getattr(m, "categories", None) or [])
+        value = {"categories": cats, "counts": est.value}
+    elif kind == "linear":
+        value = {"answers": est.value}
+    if len(parts) == 1:
+        (name, noise), = parts.items()
+        noise_d: dict[str, Any] = noise.to_dict()
+        details: dict[str, Any] = dict(answer.details[name])
+    else:
+        noise_d = {short[n]: v.to_dict() for n, v in parts.items()}
+        details = {short[n]: answer.details[n] for n in parts}
+    iv: Any = est.interval
+    iv = list(iv) if isinstance(iv, tuple) else [list(x) for x in iv] if iv else None
+    return {"value": value, "noise": noise_d, "interval": iv, "details": details}

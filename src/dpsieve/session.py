@@ -31,7 +31,6 @@ import math
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,16 +40,13 @@ import numpy.typing as npt
 from dpsieve import _budget_view
 from dpsieve._columns import (
     NUMERIC_KINDS,
-    canonical_categories,
-    category_counts,
     require_kind,
 )
-from dpsieve._rounding import div_up, sqrt_up
 from dpsieve._session_release import (
     ReleaseLimits,
     _release_plan,
 )
-from dpsieve._validation import check_finite, check_positive, fail, fail_private
+from dpsieve._validation import check_positive, fail, fail_private
 from dpsieve.accounting.events import (
     GDP,
     RDP,
@@ -88,6 +84,8 @@ Frame = Any
 QUERY_TYPES = (
     "count", "histogram", "linear", "mean", "release", "robust_mean", "robust_median", "sum",
 )
+#: The one-aggregation shapes of earlier versions: run as one-aggregation plans.
+LEGACY = ("count", "sum", "mean", "histogram", "linear")
 ROBUST_TYPES = ("robust_mean", "robust_median")
 #: Upward relative margin on a robust estimator's eps, covering its own ulp rounding.
 ROBUST_EPS_MARGIN = 1e-12
@@ -356,13 +354,7 @@ def _privacy(p: Any, nb: Neighbouring, robust: bool = False,
             raise fail("privacy", "robust query", "under replace-one neighbours (the robust "
                        "estimators' relation); open the session with a replace-one budget", p)
         return p
-    if not isinstance(p, PureDP | GDP | ZCDP):
-        raise fail("privacy", "query", "PureDP(eps), GDP(mu) or ZCDP(rho)", p)
-    value = p.eps if isinstance(p, PureDP) else p.mu if isinstance(p, GDP) else p.rho
-    check_positive(type(p).__name__.lower(), value, "query")
-    if p.neighbouring != nb:
-        raise fail("privacy", "query", f"under the budget's relation {nb.value!r}", p)
-    return p
+    raise fail("privacy", "query", "the privacy of a release or robust query", p)
 
 
 def _as_description(p: Any, nb: Neighbouring, name: str) -> PrivacyDescription:
@@ -372,161 +364,6 @@ def _as_description(p: Any, nb: Neighbouring, name: str) -> PrivacyDescription:
     if not isinstance(p, PureDP | ApproxDP | GDP | ZCDP | ApproxZCDP | RDP):
         raise fail(name, "Session", "a privacy description such as PureDP(0.1)", p)
     return p
-
-
-def _split(p: PrivacyDescription, parts: int) -> PrivacyDescription:
-    """A description whose ``parts``-fold composition is ``p`` (exact for these families)."""
-    if isinstance(p, PureDP):
-        return PureDP(p.eps / parts, p.neighbouring)
-    if isinstance(p, GDP):
-        return GDP(p.mu / math.sqrt(parts), p.neighbouring)
-    if isinstance(p, ZCDP):
-        return ZCDP(p.rho / parts, p.neighbouring)
-    raise UnsupportedError(f"cannot split {p!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class _Additive:
-    """Exact integer noise on the lattice g*Z (CKS 2020), calibrated to a privacy request.
-
-    ``k`` is the integer sensitivity of the snapped query (``ceil(Delta / g)``, computed
-    with Fractions, so it never understates), ``param`` the lattice-unit Laplace scale or
-    Gaussian sigma, rounded up (more noise: errs safe). Privacy spent (``cost``):
-
-    * Laplace: discrete Laplace of scale t on integer sensitivity k is (k/t)-DP
-      (CKS 2020, Sec. 2; Ghosh et al. 2009), t = k/eps rounded up, so cost PureDP(eps).
-    * Gaussian, zCDP request: N_Z(0, s2), s2 >= sigma^2, is k^2/(2 s2)-zCDP
-      (CKS 2020, Thm. 4), sigma = k / sqrt(2 rho) rounded up, so cost ZCDP(rho).
-    * GDP requests are refused (:class:`UnsupportedError`): the discrete Gaussian is not
-      known to be dominated by G_mu, so no GDP cost can be claimed for it.
-    """
-
-    kind: str
-    g: float
-    k: int
-    param: float
-    cost: Any
-
-    def __post_init__(self) -> None:
-        from dpsieve.mechanisms import noise
-
-        if self.kind == "gaussian" and self.param < noise.MIN_DISCRETE_SIGMA:
-            # more noise than calibrated: the cost stated still bounds the truth
-            object.__setattr__(self, "param", noise.MIN_DISCRETE_SIGMA)
-        top = noise.MAX_DISCRETE_SCALE if self.kind == "laplace" else noise.MAX_DISCRETE_SIGMA
-        if not self.param <= top:
-            raise fail("privacy", "query", "large enough for the query's sensitivity (the "
-                       f"noise scale {self.param!r} exceeds the sampler's limit {top!r})",
-                       self.cost)
-
-    def draw(self, size: int, rng: np.random.Generator | None) -> npt.NDArray[np.int64]:
-        from dpsieve import mechanisms
-
-        if self.kind == "laplace":
-            z = mechanisms.discrete_laplace(self.param, size, rng)
-        else:
-            z = mechanisms.discrete_gaussian(self.param, size, rng)
-        return np.asarray(z, dtype=np.int64).reshape(size)
-
-    def describe(self) -> dict[str, Any]:
-        name = "scale" if self.kind == "laplace" else "sigma"
-        return {"mechanism": f"discrete_{self.kind}", "granularity": self.g,
-                "integer_sensitivity": self.k, name: self.param * self.g,
-                "lattice_" + name: self.param}
-
-
-def _additive(p: PrivacyDescription, sens: Fraction, *, integer: bool) -> _Additive:
-    """Plan the noise for a query of sensitivity ``sens`` (L1 = L2 for one coordinate).
-
-    The lattice scale is the least float >= k/eps (or >= k/sqrt(2 rho)), computed exactly
-    (:mod:`dpsieve._rounding`), so k/t <= eps (k^2/(2 sigma^2) <= rho) holds exactly. A
-    request whose scale is not a positive finite float (a subnormal eps, ...) is refused.
-    """
-    from dpsieve.mechanisms import default_granularity
-
-    if isinstance(p, GDP):
-        raise UnsupportedError(
-            "GDP(mu) noise is not offered: releases use the exact discrete Gaussian, which is "
-            "not known to be mu-GDP (its pessimistic PLD has mass at +inf, which no GDP "
-            "budget dominates). Request 'pure' (eps, Laplace noise; GDP budgets admit it "
-            "through the residue filter) or 'zcdp' (rho) with a zCDP or RDP budget."
-        )
-    value = p.eps if isinstance(p, PureDP) else p.rho if isinstance(p, ZCDP) else 1.0
-    if not value > 0:  # e.g. a subnormal eps halved for a mean's two releases
-        raise fail("privacy", "query", "a privacy parameter > 0 for every part of the "
-                   "query (a mean splits it in two)", p.to_dict())
-    if isinstance(p, PureDP):
-        kind = "laplace"
-        target = div_up(sens, p.eps)
-    elif isinstance(p, ZCDP):
-        kind = "gaussian"
-        target = sqrt_up(sens * sens / (2 * Fraction(p.rho)))
-    else:
-        raise UnsupportedError(f"no noise is calibrated to {p!r}")
-    if not 0 < target < math.inf:
-        raise fail("privacy", "query", "a value whose noise scale for the query's "
-                   f"sensitivity is a positive finite float (it would be {target!r})",
-                   p.to_dict())
-    g = 1.0 if integer else default_granularity(target, 40 if kind == "laplace" else 20)
-    k = max(1, math.ceil(sens / Fraction(g)))
-    if kind == "laplace":  # t >= k / eps exactly (dpsieve._rounding: errs to more noise)
-        return _Additive(kind, g, k, div_up(k, p.eps), p)  # type: ignore[union-attr]
-    sigma = sqrt_up(Fraction(k) ** 2 / (2 * Fraction(p.rho)))  # type: ignore[union-attr]
-    return _Additive(kind, g, k, sigma, p)
-
-
-def _linear(p: PrivacyDescription, spec: dict[str, Any], rr: bool, kind: str) -> tuple[
-        _Additive, npt.NDArray[np.int64], list[Any]]:
-    """Plan a linear workload W (m x K) over the counts of K public categories.
-
-    W is rounded to the lattice g Z (g = 2^(floor(log2 max|W|) - 20)); the answers are to the
-    rounded workload g W_int, computed exactly in integers. The categories are canonical
-    values of the column's kind, pairwise distinct (:func:`canonical_categories`), so one
-    row adds e_j for at most one j to the counts (add/remove), and the integer
-    sensitivities are k1 = max_j sum_i |W_int[i, j]| and k2^2 = max_j sum_i W_int[i, j]^2;
-    replace-one doubles both norms (2 k1, 4 k2^2), which errs safe. Noise: discrete
-    Laplace per answer (k1/t-DP) or discrete Gaussian (k2^2/(2 sigma^2)-zCDP, CKS 2020
-    Thm. 14), the scale raised until the exact check holds.
-    """
-    from dpsieve.mechanisms import default_granularity, snap_to_lattice
-
-    cats = canonical_categories(spec.get("categories"), kind, "linear", limit=1000)
-    w = spec.get("workload")
-    try:
-        arr = np.asarray(w, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise fail("workload", "linear", "a numeric matrix", w) from None
-    if (arr.ndim != 2 or arr.shape[1] != len(cats) or not 0 < arr.shape[0] <= 1000
-            or not np.all(np.isfinite(arr)) or not np.any(arr != 0)):
-        raise fail("workload", "linear", f"a finite non-zero m x {len(cats)} matrix, m <= 1000",
-                   w)
-    g = default_granularity(float(np.max(np.abs(arr))), 20)
-    wint = snap_to_lattice(arr, g).astype(object)
-    k1 = max(sum(abs(int(x)) for x in wint[:, j]) for j in range(len(cats)))
-    k2sq = max(sum(int(x) ** 2 for x in wint[:, j]) for j in range(len(cats)))
-    if rr:
-        k1, k2sq = 2 * k1, 4 * k2sq
-    if isinstance(p, PureDP):  # scales rounded up exactly (dpsieve._rounding)
-        return _Additive("laplace", g, k1, div_up(k1, p.eps), p), wint, cats
-    if isinstance(p, ZCDP):
-        sigma = sqrt_up(Fraction(k2sq) / (2 * Fraction(p.rho)))
-        return _Additive("gaussian", g, math.isqrt(k2sq - 1) + 1, sigma, p), wint, cats
-    return _additive(p, Fraction(1), integer=True), wint, cats  # raises for GDP
-
-
-def _compose(a: Any, b: Any, whole: PrivacyDescription) -> Any:
-    """The cost of releasing both halves: ``whole`` (pure DP and zCDP add up exactly)."""
-    if isinstance(whole, PureDP | ZCDP):
-        return whole
-    raise UnsupportedError(f"cannot compose {a!r} and {b!r}")
-
-
-def _bounds(spec: dict[str, Any]) -> tuple[float, float]:
-    lo = check_finite("lower", spec.get("lower"), spec["type"])
-    hi = check_finite("upper", spec.get("upper"), spec["type"])
-    if not (lo < hi):
-        raise fail("upper", spec["type"], f"a float > lower = {lo!r}", hi)
-    return lo, hi
 
 
 class Session:
@@ -567,6 +404,7 @@ class Session:
         privacy_unit: str | None = None,
         table: str | None = None,
         release_limits: ReleaseLimits | None = None,
+        loader: Callable[[], Frame] | None = None,
     ) -> None:
         from dpsieve.ledger.base import BudgetNotFoundError
         from dpsieve.ledger.memory import MemoryStore
@@ -580,6 +418,7 @@ class Session:
         self._rows = row_count
         self._declared_schema = schema
         self._table = table
+        self._loader = loader
         self._public: Schema | None = None
         from dpsieve._session_query import declared_unit
 
@@ -647,7 +486,7 @@ class Session:
     def frame(self) -> Frame:
         """The private data (loaded on first use, after an admitted spend)."""
         if self._frame is None:
-            self._frame = load_frame(self._data)
+            self._frame = self._loader() if self._loader is not None else load_frame(self._data)
         return self._frame
 
     # -- queries ------------------------------------------------------------------------
@@ -724,10 +563,13 @@ class Session:
         if not isinstance(spec, dict) or spec.get("type") not in QUERY_TYPES:
             raise fail("type", "query", f"'query' or one of {', '.join(QUERY_TYPES)}",
                        spec.get("type") if isinstance(spec, dict) else spec)
+        if spec["type"] in LEGACY:
+            return self._run_plan(spec, key, legacy=spec["type"])
         if self.privacy_unit is not None:
-            raise fail("type", spec["type"], "a query plan ({'type': 'query', ...}): this "
-                       f"data set's privacy unit is {self.privacy_unit!r}, and only plans "
-                       "bound each unit's contribution", spec["type"])
+            raise fail("type", spec["type"], "a query plan ({'type': 'query', ...}) or one of "
+                       f"{', '.join(LEGACY)}: this data set's privacy unit is "
+                       f"{self.privacy_unit!r}, and {spec['type']} queries protect one row, "
+                       "not all rows of a unit", spec["type"])
         _rows_loadable(self._data, spec["type"])  # before the spend, from the type only
         p = _privacy(spec.get("privacy"), self.neighbouring, spec["type"] in ROBUST_TYPES,
                      spec["type"] == "release")
@@ -739,20 +581,26 @@ class Session:
             return {"value": value, "noise": noise}
         return self._charged(cost, public, p.to_dict(), compute, key)
 
-    def _run_plan(self, spec: Any, key: str | None) -> QueryResult:
+    def _run_plan(self, spec: Any, key: str | None, legacy: str | None = None
+                  ) -> QueryResult:
         """A plan: prepared (every check, the charge) from public values, then charged once,
-        then run on the engine; only per-group aggregates leave it."""
-        from dpsieve._session_query import engine_for, plan_of
+        then run on the engine; only per-group aggregates leave it. ``legacy``: a
+        one-aggregation shape of earlier versions, answered in its earlier form
+        (:func:`dpsieve._session_query.legacy_stored`)."""
+        from dpsieve._session_query import engine_for, legacy_stored, plan_of
         from dpsieve.queries.plan import query_to_dict
         from dpsieve.queries.prepare import prepare
 
         q = plan_of(spec, self.neighbouring.value)
         prepared = prepare(q, self.schema(), self.neighbouring)
-        public = query_to_dict(q)
+        public = query_to_dict(q) if legacy is None else {**spec,
+                                                          "privacy": q.privacy.to_dict()}
         rng = self._rng
 
         def compute() -> dict[str, Any]:
             answer = prepared.run(engine_for(self._data, self._table), rng)
+            if legacy is not None:
+                return legacy_stored(legacy, prepared, answer)
             d = answer.to_dict()
             return {"value": {k: v for k, v in d.items() if k != "noise"},
                     "noise": d["noise"], "details": answer.details}
@@ -785,89 +633,12 @@ class Session:
               ) -> tuple[Any, Callable[[Frame], tuple[Any, dict[str, Any]]]]:
         """(cost, compute) from public parameters; ``compute`` reads the data."""
         t = spec["type"]
-        rr = self.neighbouring == Neighbouring.REPLACE_ONE
-        rng = self._rng
-        if t == "count":
-            # add/remove changes the count by 1; replace-one by 0 (1 is charged: safe)
-            m = _additive(p, Fraction(1), integer=True)
-
-            def count(df: Frame) -> tuple[Any, dict[str, Any]]:
-                return float(len(df) + int(m.draw(1, rng)[0])), m.describe()
-            return m.cost, count
         if t == "release":
-            return _release_plan(spec, p, self._schema(), rng, self._row_count,
+            return _release_plan(spec, p, self._schema(), self._rng, self._row_count,
                                  self._release_limits)
         col = self._column(spec)
-        kind = self._kind(col)
-        if t in ROBUST_TYPES or t in ("sum", "mean"):
-            require_kind(col, kind, NUMERIC_KINDS, t)
-        if t in ROBUST_TYPES:
-            return self._robust(spec, p, col)
-        if t == "linear":
-            lm, wint, lcats = _linear(p, spec, rr, kind)
-
-            def linear(df: Frame) -> tuple[Any, dict[str, Any]]:
-                h = np.array(category_counts(df[col], lcats, kind), dtype=object)
-                exact = wint.dot(h)  # Python integers: exact
-                z = lm.draw(len(exact), rng)
-                out = [float((int(a) + int(b)) * lm.g) for a, b in zip(exact, z, strict=True)]
-                return {"answers": out}, {**lm.describe(), "workload_rounded_to": lm.g}
-            return lm.cost, linear
-        if t == "histogram":
-            # canonical values of the column's kind, pairwise distinct: a row moves at
-            # most one count (add/remove), whatever the spelling of the categories
-            cats = canonical_categories(spec.get("categories"), kind, "histogram",
-                                        limit=10_000)
-            if rr and not isinstance(p, PureDP | ZCDP):
-                raise UnsupportedError("GDP histograms are offered under add/remove only.")
-            # one row moves one count by 1 (add/remove) or two counts (replace-one):
-            # L1 = 2, L2 = sqrt(2); the zCDP bound k^2/(2 s2) uses the L2 norm squared.
-            m = _additive(p, Fraction(2 if rr and isinstance(p, PureDP) else 1), integer=True)
-            if rr and isinstance(p, ZCDP):
-                m = _additive(ZCDP(p.rho / 2, p.neighbouring), Fraction(1), integer=True)
-                m = _Additive(m.kind, m.g, m.k, m.param, p)
-
-            def histogram(df: Frame) -> tuple[Any, dict[str, Any]]:
-                exact = np.array(category_counts(df[col], cats, kind), dtype=np.int64)
-                noisy = exact + m.draw(len(cats), rng)
-                return {"categories": cats, "counts": noisy.astype(float).tolist()}, m.describe()
-            return m.cost, histogram
-        lo, hi = _bounds(spec)
-        flo, fhi = Fraction(lo), Fraction(hi)
-        sens = (fhi - flo) if rr else max(abs(flo), abs(fhi))
-        zero = min(max(0.0, lo), hi)
-
-        def snapped_sum(df: Frame, g: float) -> int:
-            import pandas as pd  # type: ignore[import-untyped,unused-ignore]
-
-            from dpsieve.mechanisms import snap_exact
-
-            v = pd.to_numeric(df[col], errors="coerce").to_numpy(dtype=np.float64)
-            ints = snap_exact(np.clip(np.where(np.isnan(v), zero, v), lo, hi), g, t)
-            return int(sum(ints.tolist()))  # exact Python integers: never fails or wraps
-
-        def on_lattice(z: int, g: float) -> float:
-            from dpsieve.mechanisms import lattice_to_float
-
-            return float(lattice_to_float([z], g)[0])  # post-processing, saturating
-
-        if t == "sum":
-            m = _additive(p, sens, integer=False)
-
-            def total(df: Frame) -> tuple[Any, dict[str, Any]]:
-                return on_lattice(snapped_sum(df, m.g) + int(m.draw(1, rng)[0]), m.g), \
-                    m.describe()
-            return m.cost, total
-        half = _split(p, 2)
-        ms = _additive(half, sens, integer=False)
-        mc = _additive(half, Fraction(1), integer=True)
-
-        def mean(df: Frame) -> tuple[Any, dict[str, Any]]:
-            s = on_lattice(snapped_sum(df, ms.g) + int(ms.draw(1, rng)[0]), ms.g)
-            n = float(len(df) + int(mc.draw(1, rng)[0]))
-            value = min(max(s / n, lo), hi) if n > 0 else (lo + hi) / 2.0
-            return value, {"sum": ms.describe(), "count": mc.describe()}
-        return _compose(ms.cost, mc.cost, p), mean
+        require_kind(col, self._kind(col), NUMERIC_KINDS, t)
+        return self._robust(spec, p, col)
 
     def _robust(self, spec: dict[str, Any], p: PrivacyDescription, col: str
                 ) -> tuple[Any, Callable[[Frame], tuple[Any, dict[str, Any]]]]:

@@ -145,16 +145,21 @@ def test_gdp_noise_is_refused_before_any_spend() -> None:
        zcdp=st.booleans())
 def test_calibration_never_understates_the_cost(eps: float, lo: float, hi: float,
                                                zcdp: bool) -> None:
-    """Exact check on the released noise description: k/t <= eps, k^2/(2 sigma^2) <= rho,
-    and k * g >= the sensitivity max(|lo|, |hi|)."""
+    """Exact check on the released lattice details: k/t <= eps, k^2/(2 sigma^2) <= rho,
+    and k >= the sensitivity of the released integers: each row is snapped to the lattice
+    and clamped to [snap(lo), snap(hi)], so one row moves the sum by at most
+    max(|snap(lo)|, |snap(hi)|) lattice units."""
+    from dpsieve.queries.engine import snap
+
     privacy = ZCDP(eps) if zcdp else PureDP(eps)
     s = Session(_frame(20), budget=ZCDP(1e9) if zcdp else PureDP(1e9),
                 rng=np.random.default_rng(0))
-    n = s.sum("x", lower=lo, upper=hi, privacy=privacy).noise
-    k, g = n["integer_sensitivity"], Fraction(n["granularity"])
-    assert k * g >= max(abs(Fraction(lo)), abs(Fraction(hi)))
+    n = s.sum("x", lower=lo, upper=hi, privacy=privacy).details
+    k, g = n["integer_sensitivity"], n["granularity"]
+    assert k >= max(abs(snap(lo, g)), abs(snap(hi, g)))
     if zcdp:
-        assert Fraction(k) ** 2 <= 2 * Fraction(eps) * Fraction(n["lattice_sigma"]) ** 2
+        # the sampler's variance parameter (>= lattice_sigma^2) is what the privacy rests on
+        assert Fraction(k) ** 2 <= 2 * Fraction(eps) * Fraction(n["lattice_sigma2"])
     else:
         assert Fraction(k) <= Fraction(eps) * Fraction(n["lattice_scale"])
 
@@ -198,13 +203,13 @@ def test_linear_workload_answers_the_rounded_workload(privacy: Any) -> None:
     r = s.run({"type": "linear", "column": "c", "categories": ["a", "b"], "workload": w,
                "privacy": privacy})
     h = np.array([(df.c == "a").sum(), (df.c == "b").sum()])
-    g = r.noise["workload_rounded_to"]
+    g = r.details["granularity"]  # the workload's lattice
     exact = np.round(np.array(w) / g) * g @ h
     assert r.value["answers"] == pytest.approx(exact.tolist(), abs=1e-2)
     # one row moves the answers by a column of W: sensitivity in lattice units
     col_l1 = max(abs(np.round(np.array(w) / g)).sum(axis=0))
     if isinstance(privacy, PureDP):
-        assert r.noise["integer_sensitivity"] == col_l1
+        assert r.details["integer_sensitivity"] == col_l1
     with pytest.raises(ValidationError, match="'workload'"):
         s.run({"type": "linear", "column": "c", "categories": ["a", "b"],
                "workload": [[1.0, float("nan")]], "privacy": privacy})

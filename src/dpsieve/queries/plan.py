@@ -29,7 +29,13 @@ from typing import Any, ClassVar, TypeAlias
 
 from dpsieve._validation import check_int, fail
 from dpsieve.accounting.events import (
+    GDP,
+    RDP,
+    ZCDP,
+    ApproxDP,
+    ApproxZCDP,
     PrivacyDescription,
+    PureDP,
     description_from_dict,
 )
 from dpsieve.errors import ValidationError
@@ -359,7 +365,10 @@ def _predicate(d: Any) -> Predicate:
 
 def parse_privacy(d: Any, neighbouring: str | None = None, name: str = "privacy"
                   ) -> PrivacyDescription:
-    """A privacy description from JSON, every failure a ValidationError naming ``name``."""
+    """A privacy description from JSON (or a description, kept as is), every failure a
+    ValidationError naming ``name``."""
+    if isinstance(d, PureDP | ApproxDP | ZCDP | ApproxZCDP | GDP | RDP):
+        return d
     if isinstance(d, Mapping) and neighbouring is not None and "neighbouring" not in d:
         d = {**d, "neighbouring": neighbouring}
     try:
