@@ -252,26 +252,46 @@ def test_every_entry_point_spreads_at_least_as_charged(where: str, case: Case,
 # -- the audit catches the defects it was built for ----------------------------------------
 def _without_canonical_categories(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Defect 1 put back: categories used as given, repeats kept, each position counted
-    on its own (as before 74d668d): ``["a"] * 1000`` releases 1000 copies of one count."""
-    import sys
+    on its own (as before 74d668d): ``["a"] * 1000`` releases 1000 copies of one count.
+    The categories are checked in the query layer (``dpsieve.queries.kinds``) and counted
+    by the engine the session resolves (``dpsieve._session_query.engine_for``)."""
+    import dataclasses
 
-    from dpsieve import _columns
+    from dpsieve import _session_query
+    from dpsieve.queries import kinds, schema
+    from dpsieve.queries.engine import BucketCount
 
     calls: list[int] = []
 
-    def lenient(cats: Any, kind: str, owner: str, *, limit: int) -> list[Any]:
+    def lenient(ctype: Any, values: Any, name: str, owner: str, *,
+                max_len: int = 100_000) -> tuple[Any, ...]:
         calls.append(1)
-        return [_columns._canonical(c, kind) for c in cats]
+        return tuple(schema.canonical_value(ctype, v, name, owner) for v in values)
 
-    def per_position(values: Any, categories: Any, kind: str) -> list[int]:
-        keys = [_columns._row_key(v, kind) for v in values]
-        return [sum(1 for k in keys if k == c) for c in categories]
+    class PerPosition:
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.name = inner, inner.name
 
-    for name, repl in (("canonical_categories", lenient), ("category_counts", per_position)):
-        original = getattr(_columns, name)
-        for mod in list(sys.modules.values()):
-            if getattr(mod, name, None) is original:
-                monkeypatch.setattr(mod, name, repl)
+        def columns(self) -> Any:
+            return self.inner.columns()
+
+        def aggregate(self, spec: Any) -> Any:
+            measures, expand = [], {}
+            for m in spec.measures:
+                if isinstance(m, BucketCount) and m.categories is not None:
+                    uniq = tuple(dict.fromkeys(m.categories))
+                    expand[m.name] = [uniq.index(c) for c in m.categories]
+                    m = dataclasses.replace(m, categories=uniq)
+                measures.append(m)
+            out = self.inner.aggregate(dataclasses.replace(spec, measures=tuple(measures)))
+            values = {k: np.asarray(v)[:, expand[k]] if k in expand else v
+                      for k, v in out.values.items()}
+            return dataclasses.replace(out, values=values)
+
+    original = _session_query.engine_for
+    monkeypatch.setattr(kinds, "canonical_values", lenient)
+    monkeypatch.setattr(_session_query, "engine_for",
+                        lambda *a, **k: PerPosition(original(*a, **k)))
     return calls
 
 

@@ -1,7 +1,8 @@
 """Session on Spark (issue 13 item 2): a Spark DataFrame, or a Spark catalog table through
 ``SparkEngine(name, spark=...)``, answers query plans exactly as the same data in pandas
-(same aggregates, same noise for the same random source); older query shapes, which need
-the rows in memory, are refused before any spend (a Spark table is never collected)."""
+(same aggregates, same noise for the same random source); the release and robust shapes,
+which need the rows in memory, are refused before any spend (a Spark table is never
+collected)."""
 
 from __future__ import annotations
 
@@ -58,9 +59,13 @@ def test_a_spark_frame_answers_plans_as_pandas_does(spark: Any) -> None:
 def test_old_query_shapes_on_spark_are_refused_before_any_spend(spark: Any) -> None:
     rows = [{"pid": 1, "ward": "A", "cost": 2.0, "age": 30, "ok": True}]
     s = Session(spark_frame(spark, rows, COLS), budget=PureDP(1.0))
-    with pytest.raises(ValidationError) as ei:
-        s.run({"type": "count", "privacy": {"type": "pure", "eps": 0.5}})
+    with pytest.raises(ValidationError) as ei:  # release/robust need the rows in memory
+        s.run({"type": "robust_mean", "column": "cost", "bound": 10.0,
+               "privacy": {"type": "approx", "eps": 0.5, "delta": 1e-6}})
     assert ei.value.parameter == "data"
+    assert s.store.history(s.budget_id) == []
+    # the one-aggregation shapes are plans now: they run on Spark
+    assert s.run({"type": "count", "privacy": {"type": "pure", "eps": 0.5}}).noise["scale"] > 0
     assert "query plans" in str(ei.value)
     assert s.store.history(s.budget_id) == []
     assert s.remaining()["exact"] == "1/1"
