@@ -41,6 +41,8 @@ class Outcome:
     message: str = ""
     status: int = 0
     noise: dict[str, Any] = field(default_factory=dict)
+    #: the lattice internals of a plan's answer (granularity, sensitivities, lattice scale)
+    details: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -126,7 +128,7 @@ class Entry:
             return Outcome("refused", message=str(e))
         except Exception as e:
             return Outcome("error", message=f"{type(e).__name__}: {e}")
-        return Outcome("ok", r.value, r.cost, noise=r.noise)
+        return Outcome("ok", r.value, r.cost, noise=r.noise, details=r.details)
 
     def _http_run(self, spec: dict[str, Any]) -> Outcome:
         # the body as Python writes it: NaN and Infinity included, as a careless client would
@@ -134,7 +136,8 @@ class Entry:
                               headers={**self.key, "Content-Type": "application/json"})
         if r.status_code == 200:
             body = r.json()
-            return Outcome("ok", body["value"], body["cost"], status=200, noise=body["noise"])
+            return Outcome("ok", body["value"], body["cost"], status=200, noise=body["noise"],
+                           details=body.get("details") or {})
         kind = "refused" if 400 <= r.status_code < 500 else "error"
         return Outcome(kind, message=r.text, status=r.status_code)
 
@@ -155,7 +158,8 @@ class Entry:
             elif "error" in d:  # a DPError refusing one query (the CLI goes on)
                 outs.append(Outcome("refused", message=json.dumps(d)))
             else:
-                outs.append(Outcome("ok", d["value"], d["cost"], noise=d["noise"]))
+                outs.append(Outcome("ok", d["value"], d["cost"], noise=d["noise"],
+                                    details=d.get("details") or {}))
         return outs
 
     # -- the ledger -------------------------------------------------------------------

@@ -98,7 +98,7 @@ def test_service_paths_return_only_public_release_details(where: str, tmp_path: 
                          "n": len(df), "privacy": {"type": "pure", "eps": 1.0},
                          **({"rounds": 4} if mech in ("envelope", "pmw") else {})})
             assert out.ok, out
-            assert "not_private" not in json.dumps([out.value, out.noise])
+            assert "not_private" not in json.dumps([out.value, out.noise, out.details])
             assert set(out.noise) <= base | PUBLIC_DETAILS, set(out.noise) - base
 
 

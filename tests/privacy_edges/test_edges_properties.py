@@ -162,15 +162,16 @@ def _description_cost(cost: dict[str, Any]) -> tuple[str, Fraction]:
     return t, Fraction(cost["eps" if t in ("pure", "approx") else "rho"])
 
 
-def _released(noise: dict[str, Any], l1: Fraction, l2sq: Fraction) -> tuple[str, Fraction]:
+def _released(details: dict[str, Any], l1: Fraction, l2sq: Fraction) -> tuple[str, Fraction]:
     """The privacy a lattice release of a query of sensitivity ``l1`` / ``l2sq`` (in
-    lattice units, computed here) releases at the noise the answer reports: discrete
-    Laplace of lattice scale t is (l1/t)-DP; the discrete Gaussian of lattice sigma s is
-    l2sq/(2 s^2)-zCDP (Canonne, Kamath, Steinke 2020, Thm. 4 and 14)."""
-    if noise["mechanism"] == "discrete_laplace":
-        return "pure", l1 / Fraction(noise["lattice_scale"])
-    assert noise["mechanism"] == "discrete_gaussian", noise
-    return "zcdp", l2sq / (2 * Fraction(noise["lattice_sigma"]) ** 2)
+    lattice units, computed here) releases at the noise the answer reports in its
+    ``details``: discrete Laplace of lattice scale t is (l1/t)-DP; the discrete Gaussian
+    with variance parameter s^2 (``lattice_sigma2``, exact) is l2sq/(2 s^2)-zCDP (Canonne,
+    Kamath, Steinke 2020, Thm. 4 and 14)."""
+    if details["mechanism"] == "discrete_laplace":
+        return "pure", l1 / Fraction(details["lattice_scale"])
+    assert details["mechanism"] == "discrete_gaussian", details
+    return "zcdp", l2sq / (2 * Fraction(details["lattice_sigma2"]))
 
 
 def _covered(noise: dict[str, Any], l1: Fraction, l2sq: Fraction, kind: str,
@@ -187,7 +188,8 @@ def _snap(v: Any, g: Fraction) -> int:
 
 def released_privacy(spec: dict[str, Any], charged: dict[str, Any], value: Any,
                      noise: dict[str, Any], relation: str) -> None:
-    """Assert the answer's noise covers the query's sensitivity at the charged cost. The
+    """Assert the answer's noise (its lattice ``details``: the mechanism, granularity and
+    lattice scale or variance) covers the query's sensitivity at the charged cost. The
     sensitivities are recomputed here, in lattice units, from what was released: the
     categories *as released* (returned with the answer, must be distinct), the workload
     snapped to the reported lattice, the clipping bounds snapped to it."""
@@ -198,7 +200,7 @@ def released_privacy(spec: dict[str, Any], charged: dict[str, Any], value: Any,
         _covered(noise, Fraction(1), Fraction(1), kind, budget)
     elif t in ("sum", "mean"):
         part = noise["sum"] if t == "mean" else noise
-        g = Fraction(part["granularity"])
+        g = Fraction(part["granularity"])  # each clipped value snapped to g Z
         lo, hi = _snap(spec["lower"], g), _snap(spec["upper"], g)
         k = Fraction(hi - lo if ro else max(abs(lo), abs(hi)))
         if t == "sum":
@@ -213,7 +215,7 @@ def released_privacy(spec: dict[str, Any], charged: dict[str, Any], value: Any,
         # one row moves one count (add/remove) or two (replace-one) by 1
         _covered(noise, Fraction(2 if ro else 1), Fraction(2 if ro else 1), kind, budget)
     elif t == "linear":
-        g = Fraction(noise["workload_rounded_to"])
+        g = Fraction(noise["granularity"])  # the workload's lattice
         w = [[_snap(x, g) for x in row] for row in spec["workload"]]
         cols = list(zip(*w, strict=True))
         l1 = Fraction(max(sum(abs(x) for x in c) for c in cols) * (2 if ro else 1))
@@ -266,7 +268,7 @@ def check_spec(where: str, budget: str, spec: dict[str, Any]) -> None:
     assert e.spends() == before + 1, spec
     charged = e.charges(before)[0]
     _requested_ok(spec, charged)
-    released_privacy(spec, charged, out.value, out.noise, BUDGETS[budget]["neighbouring"])
+    released_privacy(spec, charged, out.value, out.details, BUDGETS[budget]["neighbouring"])
 
 
 PROFILE = settings(deadline=None, derandomize=True, database=None,

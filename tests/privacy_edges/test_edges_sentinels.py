@@ -96,7 +96,7 @@ def _check(where: str, budget: dict[str, Any], specs: list[dict[str, Any]],
             before = e.spends()
             out = e.run(spec)
             assert out.kind in ("ok", "refused"), (spec, out.kind, out.message[-500:])
-            text = out.message + json.dumps([out.value, out.noise], default=str)
+            text = out.message + json.dumps([out.value, out.noise, out.details], default=str)
             assert _clean(text), (spec, text[:2000])
             if out.kind == "refused":
                 assert e.spends() == before, ("refused after a spend", spec)

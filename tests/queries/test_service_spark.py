@@ -1,6 +1,7 @@
 """The service over a Spark catalog table (issue 13 item 2): an owner registers
 ``{"spark_table": ...}`` on a service started with a Spark URL; only the catalog's column
-types are read; query shapes that need rows in memory are refused before any spend; a data
+types are read (the public schema analysts read); query shapes that need rows in memory
+(release, robust) are refused before any spend, the one-aggregation shapes run in Spark; a data
 set names exactly one source; without a Spark URL the registration is a 422, never a 5xx."""
 
 from __future__ import annotations
@@ -48,11 +49,21 @@ def test_a_spark_table_is_registered_from_its_catalog_types(spark: Any, tmp_path
         c.post("/v1/datasets/people/grants", headers=own, json={"analyst": "ana"})
         ana = {"Authorization": f"Bearer {key}"}
         r = c.post("/v1/datasets/people/queries", headers=ana, json={
-            "type": "count", "privacy": {"type": "pure", "eps": 0.5}})
+            "type": "robust_median", "column": "x", "bound": 100.0,
+            "privacy": {"type": "approx", "eps": 0.5, "delta": 1e-6}})
         assert r.status_code == 422, r.text  # rows are never collected: plans only
         assert "query plans" in r.text
         b = c.get("/v1/datasets/people/budget", headers=ana).json()
         assert b["admitted"] == 0
+        r = c.get("/v1/datasets/people/schema", headers=ana)
+        assert r.status_code == 200, r.text
+        assert {col["name"]: col["type"] for col in r.json()["columns"]} == {
+            c_.name: c_.type.value for c_ in COLS}
+        # a one-aggregation shape is a plan: it runs inside Spark
+        r = c.post("/v1/datasets/people/queries", headers=ana, json={
+            "type": "count", "privacy": {"type": "pure", "eps": 0.5}})
+        assert r.status_code == 200, r.text
+        assert c.get("/v1/datasets/people/budget", headers=ana).json()["admitted"] == 1
         r = c.post("/v1/datasets", headers=own, json={
             "name": "nope", "spark_table": "no_such_table_here"})
         assert r.status_code == 422, r.text

@@ -6,7 +6,6 @@ group-by with public keys and DP key selection end to end."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +99,11 @@ def test_a_plan_is_charged_once_and_answers_in_user_terms(env: dict[str, Any]) -
 
 def test_dp_key_selection_is_charged_eps_and_delta(env: dict[str, Any]) -> None:
     c = env["client"]
+    # an (eps, delta) budget's mixed filter admits pure and Gaussian charges only; a
+    # selection's ApproxDP charge needs an approximate-zCDP budget
+    r = c.put("/v1/datasets/visits/budget", headers=env["owner"],
+              json={"type": "approx_zcdp", "rho": 2.0, "delta": 1e-5})
+    assert r.status_code == 200, r.text
     r = c.post("/v1/datasets/visits/queries", headers=env["ana"], json=_plan(
         keys=None, select={"delta": 1e-6},
         aggregations=[{"type": "count", "per": "unit"}]))

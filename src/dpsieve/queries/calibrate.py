@@ -41,6 +41,7 @@ __all__ = [
     "Sensitivity",
     "calibrate",
     "granularity_for",
+    "pow2_below",
     "sensitivity",
 ]
 
@@ -49,6 +50,16 @@ __all__ = [
 NOISE_BITS = {"laplace": 40, "gaussian": 16}
 #: Lattice bits below a per-cell bound: per-row integers stay below 2^21 (exact int64 sums).
 DATA_BITS = 20
+#: The smallest positive double, 2^-1074 (subnormal): the finest lattice step there is.
+MIN_STEP = math.ldexp(1.0, -1074)
+
+
+def pow2_below(x: float, bits: int) -> float:
+    """The power of two 2^(e - 1 - bits) for ``x`` in [2^(e-1), 2^e), at least 2^-1074: a
+    subnormal ``x`` (e.g. a bound of 5e-324) would otherwise give a step of 0, and a
+    division by it. Any power-of-two step is private (the sensitivity is counted in
+    steps); a coarse one only rounds more (each value by at most half a step)."""
+    return max(math.ldexp(1.0, math.frexp(x)[1] - 1 - bits), MIN_STEP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,8 +148,8 @@ def granularity_for(bound: float, total: PrivacyDescription, share: Fraction, k:
         raise fail("upper", "query", "bounds with a finite non-zero magnitude", bound)
     fam = "laplace" if isinstance(total, PureDP) else "gaussian"
     noise = noise_level(total, share, 2.0 * k * bound, 2.0 * math.sqrt(k) * bound)
-    gd = math.ldexp(1.0, math.frexp(bound)[1] - 1 - DATA_BITS)
-    gn = math.ldexp(1.0, math.frexp(noise)[1] - 1 - NOISE_BITS[fam]) if noise > 0 else 0.0
+    gd = pow2_below(bound, DATA_BITS)
+    gn = pow2_below(noise, NOISE_BITS[fam]) if noise > 0 else 0.0
     return max(gd, gn)
 
 

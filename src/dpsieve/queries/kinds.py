@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from dpsieve._validation import fail
 from dpsieve.accounting.events import Neighbouring, PrivacyDescription
-from dpsieve.queries.calibrate import Contrib, Release, granularity_for
+from dpsieve.queries.calibrate import Contrib, Release, granularity_for, pow2_below
 from dpsieve.queries.engine import (
     Aggregates,
     Bins,
@@ -243,7 +243,10 @@ def _variance(a: Variance, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> Ki
     n = _count_part(f"{p}count", Level.ROW, ctx)
     s = _sum_part(f"{p}sum", col, lo, hi, Level.ROW, ctx, shares[1])
     big = max(abs(lo), abs(hi))
-    g2 = math.ldexp(1.0, math.frexp(big)[1] - 1 - 15)  # |r| <= 2^16, r^2 <= 2^32
+    g2 = pow2_below(big, 15)  # |r| <= 2^16, r^2 <= 2^32
+    if not g2 * g2 > 0:  # |bound| below ~1e-150: the squares' lattice underflows
+        raise fail("upper", "variance", "bounds whose magnitude squared is a normal double "
+                   "(max(|lower|, |upper|) >= 2^-522)", (lo, hi))
     klo, khi = snap(lo, g2), snap(hi, g2)
     gsq = granularity_for(L * big * big, ctx.privacy, shares[2], ctx.k)
     shift = max(0, math.frexp(gsq / (g2 * g2))[1] - 1)
@@ -272,7 +275,7 @@ def _quantile(a: Quantile, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> Ki
     col = _numeric(ctx.schema, a.column, "quantile")
     lo, hi = _bounds(a, col, "quantile")
     L = ctx.rows("quantile")
-    g = math.ldexp(1.0, math.frexp(hi - lo)[1] - 1 - DATA_RANGE_BITS)
+    g = pow2_below(hi - lo, DATA_RANGE_BITS)
     if not max(abs(lo), abs(hi)) / g < 2.0**50:
         raise fail("lower", "quantile", "bounds whose width is at least 2^-30 of their "
                    "magnitude", (lo, hi))

@@ -24,9 +24,9 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Res
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse
 
+from dpsieve._session_query import engine_for
 from dpsieve._session_release import ReleaseLimits
 from dpsieve._validation import fail
-from dpsieve.accounting.events import Neighbouring
 from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal, spend_key
 from dpsieve.ledger.factory import open_store
 from dpsieve.service.auth import FailedAuthLimiter, hash_key, key_id, new_key
@@ -34,13 +34,13 @@ from dpsieve.service.budget_view import budget_text, budget_view, like_privacy, 
 from dpsieve.service.curves import ALPHAS, description_of, tradeoff_curve
 from dpsieve.service.errors import BodyLimit, install_error_handlers, redact_quoted
 from dpsieve.service.logs import RequestLog
-from dpsieve.service.schemas import AnalystIn, BudgetIn, DatasetIn, GrantIn, QueryIn
+from dpsieve.service.queries import install as install_queries
+from dpsieve.service.queries import registered_schema, session_for, unit_change
+from dpsieve.service.schemas import AnalystIn, BudgetIn, DatasetIn, GrantIn, QueryBody
 from dpsieve.service.settings import Settings
 from dpsieve.session import (
-    Session,
     data_column_kinds,
     data_columns,
-    data_row_count,
     filter_for_budget,
     load_frame,
     parse_description,
@@ -276,18 +276,32 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
                 spark_session.append(open_spark(settings.spark_url))
         return spark_source(table, spark_session[0])
 
+    def declared_schema(body: DatasetIn, actual: Callable[[], Any]) -> dict[str, Any]:
+        """The public schema to store (checked, with the privacy unit, before any write;
+        the unit may not change once the budget has paid for queries)."""
+        declared = None if body.columns is None else [
+            c.model_dump(exclude_none=True) for c in body.columns]
+        schema = registered_schema(actual, declared, body.privacy_unit)
+        unit_change(st, body.name, st.dataset(body.name) or {}, body.privacy_unit)
+        return {"schema": schema, "privacy_unit": body.privacy_unit}
+
     @app.post("/v1/datasets", status_code=201, tags=["owners"])
     def register(body: DatasetIn, _: Owner) -> dict[str, Any]:
+        """Register a file (or a Spark catalog table) with its public schema: column types
+        from metadata, the owner's declared types, domains and bounds, and the privacy
+        unit (``privacy_unit``: the column identifying a person; absent: one row each)."""
         if body.spark_table is not None:  # metadata only: the catalog's column types
             if body.budget is not None:
                 budget_filter(body.budget)
             cols = spark_engine(body.spark_table).columns()
+            schema_s = declared_schema(body, lambda: cols)
             old = st.dataset(body.name) or {}
             st.register_dataset(body.name, {
                 **{k: v for k, v in old.items() if k != "path"},
                 "spark_table": body.spark_table, "columns": [c.name for c in cols],
-                "column_types": {c.name: c.type.value for c in cols}})
-            out_s: dict[str, Any] = {"dataset": body.name, "spark_table": body.spark_table}
+                "column_types": {c.name: c.type.value for c in cols}, **schema_s})
+            out_s: dict[str, Any] = {"dataset": body.name, "spark_table": body.spark_table,
+                                     **schema_s["schema"]}
             if body.budget is not None:
                 out_s.update(set_budget(body.name, body.budget))
             return out_s
@@ -302,12 +316,14 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         try:
             columns = data_columns(path)
             kinds = data_column_kinds(path)  # public schema: names and kinds, no values
+            table = engine_for(str(path)).columns()  # the types the engine reads (metadata)
         except Exception as e:  # an unreadable file is the owner's input error
             raise HTTPException(422, "'path' could not be read as a table: "
                                      f"{redact_quoted(str(e))}") from None
+        schema = declared_schema(body, lambda: table)
         st.register_dataset(body.name, {**old, "path": str(path), "columns": columns,
-                                        "column_types": kinds})
-        out: dict[str, Any] = {"dataset": body.name, "path": str(path)}
+                                        "column_types": kinds, **schema})
+        out: dict[str, Any] = {"dataset": body.name, "path": str(path), **schema["schema"]}
         if body.budget is not None:
             out.update(set_budget(body.name, body.budget))
         return out
@@ -365,27 +381,18 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
 
     @app.post("/v1/datasets/{name}/queries", tags=["analysts"])
     def query(
-        name: DatasetName, body: QueryIn, p: Who, request: Request,
+        name: DatasetName, body: QueryBody, p: Who, request: Request,
         idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
     ) -> dict[str, Any]:
         src = visible(p, name)
         if not budget_of(name):
             raise HTTPException(409, f"The data set {name!r} has no budget yet.")
-        if src.get("spark_table"):  # plans only; the rows never leave Spark
-            session = Session(spark_engine(str(src["spark_table"])), store=st, budget_id=name,
-                              principal=p.name, after_spend=hook, columns=src.get("columns"),
-                              release_limits=limits,
-                              column_types=src.get("column_types"),
-                              neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))
-            key_s = f"{p.name}/{idempotency_key}" if idempotency_key else None
-            return {"dataset": name, **session.run(body.spec(), key=key_s).to_dict()}
-        path = str(src["path"])
-        kinds = src.get("column_types") or data_column_kinds(path)  # schema, not values
-        session = Session(lambda: frames.get(path), store=st, budget_id=name,
-                          principal=p.name, after_spend=hook, columns=src.get("columns"),
-                          release_limits=limits,
-                          column_types=kinds, row_count=lambda: data_row_count(path),
-                          neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))
+        # plans and the one-aggregation shapes run inside the engine (DuckDB for a file,
+        # Spark for a catalog table, whose rows never leave it); release and the robust
+        # estimators load a file's frame after the spend
+        data = spark_engine(str(src["spark_table"])) if src.get("spark_table") \
+            else str(src["path"])
+        session = session_for(src, data, st, name, p.name, hook, frames.get, limits)
         key = f"{p.name}/{idempotency_key}" if idempotency_key else None
         # an analyst's spend commits only while the key is still valid (revocation races)
         token = spend_key.set(getattr(request.state, "key_hash", None)
@@ -399,6 +406,8 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
     def audit(name: DatasetName, _: Owner) -> list[dict[str, Any]]:
         return [{"seq": e.seq, "ts": e.ts, "principal": e.principal, "event": e.event,
                  "key": e.key, "payload": e.payload} for e in st.audit(name)]
+
+    install_queries(app, principal, visible)
 
     @app.get("/ui", response_class=HTMLResponse, include_in_schema=False)
     def page() -> HTMLResponse:

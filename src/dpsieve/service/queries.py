@@ -8,7 +8,7 @@ declare them), the public domains and bounds the owner declares, and the privacy
 to; it never shows a value of the data.
 """
 
-from __future__ import annotations
+# no "from __future__ import annotations": FastAPI must see the local Annotated aliases
 
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any
@@ -63,7 +63,7 @@ def unit_change(st: BudgetStore, name: str, old: dict[str, Any], unit: str | Non
 
 def session_for(src: dict[str, Any], data: Any, st: BudgetStore, name: str, principal: str,
                 after_spend: Callable[[str], None] | None,
-                frame_of: Callable[[str], Any]) -> Any:
+                frame_of: Callable[[str], Any], release_limits: Any = None) -> Any:
     """The session one query runs in, on ``data`` (the file's path, or a Spark engine):
     plans run inside the engine; the shapes that need a frame (release, robust) load the
     file through ``frame_of(path)`` (cached)."""
@@ -78,6 +78,7 @@ def session_for(src: dict[str, Any], data: Any, st: BudgetStore, name: str, prin
         schema=stored_schema(src) if has_schema else None,
         row_count=None if path is None else (lambda: data_row_count(str(path))),
         loader=None if path is None else (lambda: frame_of(str(path))),
+        release_limits=release_limits,
         neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))
 
 

@@ -20,7 +20,8 @@ from pydantic import (
     model_validator,
 )
 
-__all__ = ["AnalystIn", "BudgetIn", "DatasetIn", "GrantIn", "PrivacyIn", "QueryIn"]
+__all__ = ["AnalystIn", "BudgetIn", "ColumnIn", "DatasetIn", "GrantIn", "PlanIn", "PrivacyIn",
+           "QueryBody", "QueryIn"]
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
@@ -61,6 +62,11 @@ class QueryIn(_Strict):
                          Field(max_length=1000)]
                | Annotated[str, Field(min_length=1, max_length=64)] | None) = None
     mechanism: Literal["envelope", "pmw", "mwem", "laplace", "blr"] | None = None
+    #: count/sum/mean/histogram/linear only: a privacy unit's contribution bounds and a row
+    #: filter, read by :func:`dpsieve.queries.plan.from_spec` (which names the parameter).
+    contribution: Annotated[dict[str, Any], Field(max_length=4)] | None = None
+    where: Annotated[list[Annotated[dict[str, Any], Field(max_length=4)]],
+                     Field(max_length=32)] | None = None
     columns: Annotated[list[Column], Field(min_length=1, max_length=16)] | None = None
     domain: Annotated[dict[Column, Annotated[list[Category], Field(max_length=4096)]],
                       Field(max_length=16)] | None = None
@@ -69,10 +75,66 @@ class QueryIn(_Strict):
     eta: Finite | None = None
     gamma: Finite | None = None
 
+    @model_validator(mode="after")
+    def _plan_fields(self) -> QueryIn:
+        if self.type not in _SHAPES:
+            for name in ("contribution", "where"):
+                if getattr(self, name) is not None:
+                    raise ValueError(f"'{name}' is for {', '.join(_SHAPES)} queries and "
+                                     f"plans, not {self.type!r}")
+        return self
+
     def spec(self) -> dict[str, Any]:
         out = self.model_dump(exclude_none=True)
         out["privacy"] = self.privacy.model_dump(exclude_none=True)
         return out
+
+
+_SHAPES = ("count", "sum", "mean", "histogram", "linear")
+#: A group key's value (``null``: the missing-value group).
+KeyPart = Category | None
+
+
+class PlanIn(_Strict):
+    """A query plan (docs/queries.md): one or more aggregations for one charge, optional
+    ``group_by`` with public ``keys`` or DP key selection (``select``), a row filter
+    (``where``) and a privacy unit's contribution bounds. The envelope is checked here; the
+    nested objects are read once by :func:`dpsieve.queries.plan.from_spec`, which names the
+    parameter of any error, and checked against the data set's public schema before any
+    spend."""
+
+    type: Literal["query"]
+    privacy: PrivacyIn
+    aggregations: Annotated[list[Annotated[dict[str, Any], Field(max_length=8)]],
+                            Field(max_length=32)]
+    group_by: Annotated[list[Column], Field(max_length=8)] | None = None
+    keys: Annotated[list[Annotated[list[KeyPart], Field(max_length=8)]],
+                    Field(max_length=100_000)] | None = None
+    select: Annotated[dict[str, Any], Field(max_length=2)] | None = None
+    where: Annotated[list[Annotated[dict[str, Any], Field(max_length=4)]],
+                     Field(max_length=32)] | None = None
+    contribution: Annotated[dict[str, Any], Field(max_length=4)] | None = None
+    weights: Annotated[list[Finite], Field(max_length=32)] | None = None
+
+    def spec(self) -> dict[str, Any]:
+        out = self.model_dump(exclude_none=True)
+        out["privacy"] = self.privacy.model_dump(exclude_none=True)
+        return out
+
+
+#: The body of ``POST /v1/datasets/{name}/queries``: a plan or a one-query shape.
+QueryBody = Annotated[QueryIn | PlanIn, Field(discriminator="type")]
+
+
+class ColumnIn(_Strict):
+    """A public column declaration: its type (checked against the table's), and optional
+    public ``categories`` (domain) and ``bounds`` (default clipping) -- public knowledge
+    the owner states, never read from the data."""
+
+    name: Column
+    type: Literal["integer", "float", "string", "boolean", "other"]
+    categories: Annotated[list[KeyPart], Field(max_length=10_000)] | None = None
+    bounds: Annotated[list[Finite], Field(min_length=2, max_length=2)] | None = None
 
 
 class BudgetIn(_Strict):
@@ -114,6 +176,11 @@ class DatasetIn(_Strict):
     spark_table: Annotated[str, Field(min_length=1, max_length=256,
                                       pattern=r"^[A-Za-z0-9_.`]+$")] | None = None
     budget: BudgetIn | None = None
+    #: The column identifying a person (absent: one row per person); it cannot change once
+    #: the data set's budget has paid for queries.
+    privacy_unit: Column | None = None
+    #: Declarations of public types, domains and bounds of some columns.
+    columns: Annotated[list[ColumnIn], Field(max_length=4096)] | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> DatasetIn:
