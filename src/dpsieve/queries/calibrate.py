@@ -258,6 +258,10 @@ def calibrate(rel: Release, sens: Sensitivity, total: PrivacyDescription, share:
 
     # one coordinate: the mechanism's integer sensitivity k = ceil(sqrt(L2^2)) is charged
     k2 = (math.isqrt(sens.l2sq - 1) + 1) ** 2 if dim == 1 else sens.l2sq
+    # refused before float(), which overflows at a subnormal rho (OverflowError: a 5xx)
+    if Fraction(k2) / (2 * budget) > Fraction(MAX_DISCRETE_SIGMA) ** 2:
+        raise fail("privacy", "query", "large enough for the query's sensitivity (sigma "
+                   f"would exceed the exact sampler's limit {MAX_DISCRETE_SIGMA!r})", total)
     sigma = max(math.sqrt(float(Fraction(k2) / (2 * budget))), MIN_DISCRETE_SIGMA)
     while sigma <= MAX_DISCRETE_SIGMA and Fraction(k2) > 2 * budget * sampled_sigma2(
             sigma, "query"):

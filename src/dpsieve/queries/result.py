@@ -48,12 +48,21 @@ class Noise:
         return cls(str(d["mechanism"]), float(d["scale"]), float(d["std"]), float(d["ci95"]))
 
 
-def dlap_halfwidth(t: float, level: float = 0.95) -> int:
+def dlap_halfwidth(t: float, level: float = 0.95) -> float:
     """Least integer m with P[|Z| > m] = 2 q^(m+1) / (1 + q) <= 1 - level for the discrete
-    Laplace of scale ``t`` (q = e^(-1/t)); floats, then stepped until the inequality holds."""
-    q = math.exp(-1.0 / t)
+    Laplace of scale ``t`` (q = e^(-1/t)): m + 1 >= x = t ln(2 / ((1 - level)(1 + q))).
+    Up to t = 2^20, m is stepped in floats from x until the inequality holds; beyond, q^m
+    cannot resolve single steps in floats (and at t >~ 1e16 q rounds to 1, where stepping
+    never ended: a request hung after its spend), so m = ceil(x (1 + 1e-9)), one step or
+    so wide of the least (a wide interval is safe, a narrow one is not)."""
     tail = 1.0 - level
-    m = max(0, math.ceil(t * math.log(2.0 / (tail * (1.0 + q)))) - 1)
+    q = math.exp(-1.0 / t)
+    x = t * (math.log(2.0) - math.log1p(q) - math.log(tail))
+    if not math.isfinite(x):
+        return math.inf
+    if t > 2.0**20:
+        return float(math.ceil(x * (1.0 + 1e-9)))
+    m = max(0, math.ceil(x) - 1)
     while m > 0 and 2.0 * q ** m / (1.0 + q) <= tail:
         m -= 1
     while 2.0 * q ** (m + 1) / (1.0 + q) > tail:
