@@ -63,9 +63,10 @@ def test_old_query_shapes_on_spark_are_refused_before_any_spend(spark: Any) -> N
         s.run({"type": "robust_mean", "column": "cost", "bound": 10.0,
                "privacy": {"type": "approx", "eps": 0.5, "delta": 1e-6}})
     assert ei.value.parameter == "data"
-    assert s.store.history(s.budget_id) == []
-    # the one-aggregation shapes are plans now: they run on Spark
-    assert s.run({"type": "count", "privacy": {"type": "pure", "eps": 0.5}}).noise["scale"] > 0
     assert "query plans" in str(ei.value)
     assert s.store.history(s.budget_id) == []
     assert s.remaining()["exact"] == "1/1"
+    # the one-aggregation shapes are plans now: they run on Spark, charged once
+    assert s.run({"type": "count", "privacy": {"type": "pure", "eps": 0.5}}).noise["scale"] > 0
+    assert len(s.store.history(s.budget_id)) == 1
+    assert s.remaining()["exact"] == "1/2"
