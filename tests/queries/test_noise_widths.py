@@ -10,6 +10,8 @@ at least 95 % (never narrow) and is the least such integer up to t = 2^20, withi
 
 from __future__ import annotations
 
+from typing import Any
+
 import mpmath
 import pandas as pd
 import pytest
@@ -56,3 +58,25 @@ def test_a_tiny_eps_is_answered_and_a_tiny_rho_refused_unspent() -> None:
         z.run({"type": "sum", "column": "x", "lower": -1e300, "upper": 1e300,
                "privacy": {"type": "zcdp", "rho": 1e-300}})
     assert z.remaining() == before
+
+
+@pytest.mark.parametrize("spec", [
+    {"type": "mean", "column": "x", "lower": 0, "upper": 1,
+     "privacy": {"type": "zcdp", "rho": 5e-324}},
+    {"type": "query", "privacy": {"type": "zcdp", "rho": 5e-324},
+     "aggregations": [{"type": "variance", "column": "x", "lower": 0, "upper": 1},
+                      {"type": "quantile", "column": "x", "lower": 0, "upper": 1}]},
+    {"type": "query", "privacy": {"type": "pure", "eps": 5e-324},
+     "aggregations": [{"type": "mean", "column": "x", "lower": 0, "upper": 1},
+                      {"type": "count"}]},
+])
+def test_a_subnormal_privacy_split_between_parts_is_refused_unspent(
+        spec: dict[str, Any]) -> None:
+    """Each part's share of a subnormal eps or rho underflows to 0.0 (it raised
+    ZeroDivisionError choosing the lattice: a crash before the spend, a 5xx)."""
+    s = Session(pd.DataFrame({"x": [1.0, 2.0]}),
+                budget=ZCDP(1e12) if spec["privacy"]["type"] == "zcdp" else PureDP(1e12))
+    before = s.remaining()
+    with pytest.raises(ValidationError, match="'privacy'"):
+        s.run(spec)
+    assert s.remaining() == before

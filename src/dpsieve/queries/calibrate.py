@@ -133,6 +133,8 @@ def noise_level(total: PrivacyDescription, share: Fraction, l1: float, l2: float
     """The approximate noise scale (Laplace b or Gaussian sigma) for real sensitivities:
     only used to choose a lattice, never for the privacy claim."""
     s = float(_share(total, share))
+    if not s > 0:  # a subnormal eps or rho whose share underflows: calibrate refuses it
+        return math.inf
     if isinstance(total, PureDP):
         return l1 / s
     return l2 / math.sqrt(2.0 * s)
@@ -149,7 +151,7 @@ def granularity_for(bound: float, total: PrivacyDescription, share: Fraction, k:
     fam = "laplace" if isinstance(total, PureDP) else "gaussian"
     noise = noise_level(total, share, 2.0 * k * bound, 2.0 * math.sqrt(k) * bound)
     gd = pow2_below(bound, DATA_BITS)
-    gn = pow2_below(noise, NOISE_BITS[fam]) if noise > 0 else 0.0
+    gn = pow2_below(noise, NOISE_BITS[fam]) if 0 < noise < math.inf else 0.0
     return max(gd, gn)
 
 
