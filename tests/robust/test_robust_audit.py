@@ -134,5 +134,6 @@ def test_friendly_mean_pipeline_exact() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # exact enumeration: > 300 s on a loaded 2-core machine
 def test_friendly_mean_pipeline_exact_fine_grid() -> None:
     assert _audit_mean(4, np.linspace(0, 20, 81), 6) > 0.01
