@@ -71,18 +71,56 @@ def show(
     Console().print(table)
 
 
+def _schema_of(store: Any, dataset: str, src: dict[str, Any], fresh: bool,
+               privacy_unit: str | None, declared: list[Any] | None) -> dict[str, Any]:
+    """The public schema to register (from the file's metadata, the declarations and the
+    privacy unit; ``fresh``: a new registration, else the stored declarations and unit are
+    kept unless given), checked before anything is written."""
+    from dpsieve._datasets import registered_schema, unit_conflict
+    from dpsieve._session_query import engine_for
+
+    if not src.get("path"):
+        raise _fail(f"The data set {dataset!r} has no file: give --path.")
+    old = store.dataset(dataset) or {}
+    if not fresh:
+        privacy_unit = privacy_unit if privacy_unit is not None else old.get("privacy_unit")
+        if declared is None and isinstance(old.get("schema"), dict):
+            declared = old["schema"].get("columns")
+    try:
+        table = engine_for(str(src["path"])).columns()  # metadata only
+    except Exception as e:  # the reader's message is withheld: it may quote a cell
+        raise _fail(f"{src['path']!r} could not be read as a table "
+                    f"({type(e).__name__}).") from None
+    schema = registered_schema(lambda: table, declared, privacy_unit)
+    why = unit_conflict(store, dataset, old, privacy_unit)
+    if why is not None:
+        raise _fail(why)
+    return {"schema": schema, "privacy_unit": privacy_unit}
+
+
 @app.command("set")
 def set_budget(
     dataset: str = typer.Argument(..., help="The data set's name."),
     budget: str = typer.Option(..., help='A privacy description, e.g. \'{"type":"gdp","mu":1}\'.'),
-    path: str | None = typer.Option(None, help="Register the data set from this CSV/Parquet."),
+    path: str | None = typer.Option(None, help="Register the data set from this CSV/Parquet "
+                                    "(a new registration: give --privacy-unit and --columns "
+                                    "again if the data set has them)."),
+    privacy_unit: str | None = typer.Option(
+        None, "--privacy-unit", help="The column identifying a person (user-level DP: queries "
+        "bound each person's contribution); absent: one row per person. It cannot change "
+        "once queries were admitted."),
+    columns: str | None = typer.Option(
+        None, "--columns", help='Public column declarations, a JSON list such as \'[{"name": '
+        '"age", "type": "integer", "bounds": [0, 120]}, {"name": "ward", "type": "string", '
+        '"categories": ["A", "B"]}]\' (checked against the file\'s column types).'),
     typical: str | None = typer.Option(
         None, help="An (eps, delta) budget's typical query, e.g. '{\"type\":\"pure\",\"eps\":0.1}' "
         "(or a JSON list): chooses the split between its pure and Gaussian parts."),
     database_url: str = DB,
     schema: str = SCHEMA,
 ) -> None:
-    """Set a data set's budget (refused once queries were admitted against it)."""
+    """Set a data set's budget (refused once queries were admitted against it), registering
+    its file and public schema (column types, declared domains and bounds, privacy unit)."""
     from pathlib import Path
 
     from dpsieve.errors import DPError
@@ -101,8 +139,11 @@ def set_budget(
             parse_description({"neighbouring": desc.neighbouring.value, **t}, "typical")
             for t in (raw if isinstance(raw, list) else [raw])]
         flt = filter_for_budget(desc, typical=ts)
+        declared = None if columns is None else json.loads(columns)
+        if declared is not None and not isinstance(declared, list):
+            raise _fail("--columns must be a JSON list of column declarations.")
     except json.JSONDecodeError as e:
-        raise _fail(f"--budget or --typical is not JSON ({e}).") from None
+        raise _fail(f"--budget, --typical or --columns is not JSON ({e}).") from None
     except DPError as e:
         raise _fail(str(e)) from None
     store = open_store(database_url, schema=schema)
@@ -116,9 +157,13 @@ def set_budget(
                    "column_types": data_column_kinds(p)}
         if src is None:
             raise _fail(f"No data set named {dataset!r}; give --path to register it.")
+        if path is not None or privacy_unit is not None or declared is not None:
+            src = {**src, **_schema_of(store, dataset, src, path is not None, privacy_unit,
+                                       declared)}
+        # the budget first: refused once queries were admitted, before the record changes
+        store.create_budget(dataset, flt, replace=True)
         store.register_dataset(dataset, {**src, "neighbouring": desc.neighbouring.value,
                                          "budget": desc.to_dict()})
-        store.create_budget(dataset, flt, replace=True)
         typer.echo(json.dumps({"dataset": dataset,
                                "remaining": store.load_filter(dataset).remaining()}))
     except DPError as e:

@@ -17,7 +17,7 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
            spark_table: str | None = None) -> Iterator[dict[str, Any]]:
     """Each query's answer, refusal or error, as soon as it is known (a generator: an
     answer already paid for is printed before a later query can fail)."""
-    from dpsieve.accounting.events import Neighbouring
+    from dpsieve._datasets import session_for
     from dpsieve.errors import (
         BudgetExceededError,
         DPError,
@@ -25,7 +25,7 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
         ValidationError,
     )
     from dpsieve.ledger import open_store
-    from dpsieve.session import Session
+    from dpsieve.session import load_frame
 
     store = open_store(database_url, schema=schema)
     try:
@@ -41,9 +41,9 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
         elif data is None:
             raise typer.BadParameter(f"The data set {dataset!r} is the Spark table "
                                      f"{src.get('spark_table')!r}: give --spark URL.")
-        session = Session(data, store=store, budget_id=dataset, principal="cli",
-                          columns=src.get("columns"), column_types=src.get("column_types"),
-                          neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))
+        # plans and the one-aggregation shapes run inside the engine (DuckDB for a file),
+        # checked against the registered public schema and its privacy unit
+        session = session_for(src, data, store, dataset, "cli", None, load_frame)
         for i, spec in _progress(specs):
             k = f"{key}-{i}" if key and len(specs) > 1 else key
             try:
@@ -59,6 +59,35 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
                 yield {"error": type(e).__name__, "message": str(e)}
     finally:
         store.close()
+
+
+def _schema(dataset: str, url: str | None, api_key: str | None, database_url: str,
+            schema: str) -> dict[str, Any]:
+    """The data set's public schema: from the service (``GET .../schema``) or the ledger's
+    registry (column names and types, declared categories and bounds, privacy unit)."""
+    if url is not None:
+        import httpx
+
+        r = httpx.get(f"{url.rstrip('/')}/v1/datasets/{dataset}/schema", timeout=60,
+                      headers={"Authorization": f"Bearer {api_key}"})
+        body = r.json() if r.headers.get("content-type", "").startswith(
+            "application/json") else {"message": r.text[:300]}
+        if r.status_code >= 400:
+            raise typer.BadParameter(f"the service answered {r.status_code}: "
+                                     f"{body.get('message', '')}")
+        return dict(body)
+    from dpsieve._datasets import stored_schema
+    from dpsieve.ledger import open_store
+
+    store = open_store(database_url, schema=schema)
+    try:
+        src = store.dataset(dataset)
+    finally:
+        store.close()
+    if src is None:
+        raise typer.BadParameter(f"No data set named {dataset!r} in {database_url}.")
+    return {"dataset": dataset, **stored_schema(src).to_dict(),
+            "neighbouring": src.get("neighbouring", "add_remove")}
 
 
 def _remote(dataset: str, specs: list[dict[str, Any]], url: str, api_key: str,
@@ -104,7 +133,10 @@ def _progress(specs: list[dict[str, Any]]) -> Any:
 def query(
     dataset: str = typer.Argument(..., help="The data set's name."),
     spec: str | None = typer.Argument(
-        None, help='A query, e.g. \'{"type":"count","privacy":{"type":"pure","eps":0.1}}\'.'),
+        None, help='A query plan, e.g. \'{"type":"query","privacy":{"type":"pure","eps":0.1},'
+        '"aggregations":[{"type":"count"}],"group_by":["city"],"keys":[["a"],["b"]]}\', or a '
+        'one-query shape such as \'{"type":"count","privacy":{"type":"pure","eps":0.1}}\' '
+        '(docs/queries.md).'),
     file: Annotated[Path | None, typer.Option(
         "--file", help="Run every query of a JSON-lines file.")] = None,
     key: str | None = typer.Option(None, "--idempotency-key", help="Retry-safe request key."),
@@ -120,9 +152,19 @@ def query(
     spark_table: str | None = typer.Option(
         None, "--spark-table", help="With --spark: a table of the Spark catalog to query "
         "instead of the data set's registered path."),
+    show_schema: bool = typer.Option(
+        False, "--schema", help="Print the data set's public schema (column names and types, "
+        "declared categories and bounds, privacy unit; never a value) and exit."),
 ) -> None:
-    """Run a private query (or a file of them) and print the answers as JSON lines."""
+    """Run private queries -- plans or one-query shapes, checked against the data set's
+    public schema before any spend -- and print the answers as JSON lines."""
     from dpsieve.errors import DPError
+
+    if show_schema:
+        if url is not None and not api_key:
+            raise typer.BadParameter("--url needs --api-key (or DPSIEVE_API_KEY).")
+        typer.echo(json.dumps(_schema(dataset, url, api_key, database_url, schema)))
+        return
 
     try:
         if file is not None:
