@@ -70,9 +70,10 @@ def test_query_plans_run_on_spark_from_the_registered_file_or_a_catalog_table(
 def test_spark_options_refuse_what_they_cannot_do_before_any_spend(
         spark: Any, tmp_path: Path) -> None:
     db, _ = _ledger(tmp_path)
-    count = '{"type": "count", "privacy": {"type": "pure", "eps": 0.1}}'
-    r = runner.invoke(app, ["query", "d", count, "--database-url", db, "--spark", "local[2]"])
-    assert r.exit_code == 1
+    robust = ('{"type": "robust_median", "column": "age", "bound": 100, '
+              '"privacy": {"type": "approx", "eps": 0.5, "delta": 1e-6}}')
+    r = runner.invoke(app, ["query", "d", robust, "--database-url", db, "--spark", "local[2]"])
+    assert r.exit_code == 1  # its rows would have to leave Spark
     assert json.loads(r.stdout.strip().splitlines()[-1])["error"] == "invalid_parameter"
     r = runner.invoke(app, ["query", "d", PLAN, "--database-url", db, "--spark", "local[2]",
                             "--spark-table", "no_such_table_anywhere"])
@@ -83,3 +84,8 @@ def test_spark_options_refuse_what_they_cannot_do_before_any_spend(
     assert r.exit_code == 2
     assert "--spark-table needs --spark" in r.output
     assert _admitted(db) == 0
+    # a one-query shape is a one-aggregation plan: it runs on Spark
+    count = '{"type": "count", "privacy": {"type": "pure", "eps": 0.1}}'
+    r = runner.invoke(app, ["query", "d", count, "--database-url", db, "--spark", "local[2]"])
+    assert r.exit_code == 0, r.output
+    assert _admitted(db) == 1

@@ -156,8 +156,10 @@ def query(
         False, "--schema", help="Print the data set's public schema (column names and types, "
         "declared categories and bounds, privacy unit; never a value) and exit."),
 ) -> None:
-    """Run private queries -- plans or one-query shapes, checked against the data set's
-    public schema before any spend -- and print the answers as JSON lines."""
+    """Run a private query (or a file of them) and print the answers as JSON lines.
+
+    A query is a plan or a one-query shape, checked against the data set's public schema
+    (``--schema`` prints it) before any spend."""
     from dpsieve.errors import DPError
 
     if show_schema:
