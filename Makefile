@@ -27,10 +27,10 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m ruff check src tests
 	$(BIN)/python -m mypy
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
 
 test-slow: $(STAMP)
-	$(BIN)/python -m pytest -q -p no:cacheprovider -m slow
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m slow --durations=40
 
 lint: $(STAMP)
 	$(BIN)/python -m ruff check src tests benchmarks experiments
