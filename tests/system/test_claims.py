@@ -123,7 +123,9 @@ for _c in ALL:
 @pytest.mark.slow
 @pytest.mark.parametrize("scenario", sorted(ROBUST_GROUPS))
 def test_quick_robust_every_cell(scenario: str) -> None:
-    reps = 300 if scenario == "small_500" else 40
+    # n = 100: RMSEs dominated by rare large errors (OpenDP's mean: 343 quoted, 195 +- 20 from
+    # 40 runs in CI): 40 runs understate the spread there, so the small cells get 300
+    reps = 300 if scenario.startswith("small_") else 40
     _check_robust(scenario, ROBUST_GROUPS[scenario], reps)
 
 
