@@ -161,3 +161,55 @@ def test_half_open_connections_are_closed(tmp_path: Path) -> None:
         assert closed_within(partial, bound)
         for sock in (silent, partial, slow):
             sock.close()
+
+
+def test_trickled_bodies_are_cut_off_and_nothing_is_charged(tmp_path: Path) -> None:
+    """Issue 11: bounded time for half-open connections, the body too. A client that sends
+    complete headers and then its body a few bytes at a time (under the size limit) held
+    the connection for as long as it liked; now the connection is closed once the body
+    deadline (setting ``body_timeout``) passes, the half-sent query is never run or charged,
+    and a body sent in pieces within the deadline is served."""
+    import json
+    import socket
+
+    env = {"DPSIEVE_HEADER_TIMEOUT": "2", "DPSIEVE_BODY_TIMEOUT": "2"}
+    csv = write_csv(tmp_path / "d.csv")
+    with Server(f"sqlite:///{tmp_path / 'ledger.db'}", OWNER, env=env) as s:
+        ana = _setup(s.base, csv, {"type": "pure", "eps": 1.0})
+        body = json.dumps({"type": "count", "privacy": {"type": "pure", "eps": 0.25}}).encode()
+        head = (f"POST /v1/datasets/d/queries HTTP/1.1\r\nHost: x\r\n"
+                f"Authorization: {ana['Authorization']}\r\nContent-Type: application/json\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+
+        def closed_within(sock: socket.socket, limit: float) -> bytes | None:
+            """What the server sent before closing, or None if still open after limit s."""
+            sock.settimeout(limit)
+            got = b""
+            try:
+                while chunk := sock.recv(65536):
+                    got += chunk
+            except TimeoutError:
+                return None
+            return got
+
+        trickle = socket.create_connection(("127.0.0.1", s.port))
+        trickle.sendall(head + body[:5])
+        started = time.monotonic()
+        reply = closed_within(trickle, 30)  # generous on a loaded machine; was never closed
+        assert reply is not None, "a trickled body kept the connection open"
+        assert time.monotonic() - started >= 1.0  # closed by the deadline, not at once
+        assert b" 200 " not in reply  # no answer
+        trickle.close()
+
+        pieces = socket.create_connection(("127.0.0.1", s.port))
+        pieces.sendall(head + body[:5])
+        time.sleep(0.3)
+        pieces.sendall(body[5:])
+        answered = closed_within(pieces, 30)
+        assert answered is not None
+        assert answered.startswith(b"HTTP/1.1 200"), answered
+        pieces.close()
+
+        own = httpx.get(s.base + "/v1/datasets/d/budget", headers=OWN, timeout=30).json()
+        assert own["admitted"] == 1  # the complete query only
+        assert own["remaining"]["exact"] == "3/4"

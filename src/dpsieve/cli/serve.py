@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import math
+
 import typer
 
 __all__ = ["register", "serve"]
 
-#: Seconds a connection may take to send a request's headers (then it is closed).
+#: Seconds a connection may take to send a request's headers (then it is closed); the
+#: default of the setting ``header_timeout`` (``DPSIEVE_HEADER_TIMEOUT``).
 HEADER_TIMEOUT = 10.0
+#: Seconds a connection may take to send a request's body once its headers are complete;
+#: the default of ``body_timeout`` (``DPSIEVE_BODY_TIMEOUT``).
+BODY_TIMEOUT = 30.0
 
 
 def serve(
@@ -38,6 +44,11 @@ def serve(
         raise typer.BadParameter(f"the owner key is too weak: {weak}. Omit --owner-key to "
                                  "have one generated.", param_hint="--owner-key")
     settings = Settings.from_env(database_url=database_url, owner_key=owner, schema=schema)
+    for name, value in (("DPSIEVE_HEADER_TIMEOUT", settings.header_timeout),
+                        ("DPSIEVE_BODY_TIMEOUT", settings.body_timeout)):
+        if not (math.isfinite(value) and 0 < value <= 3600):
+            raise typer.BadParameter(f"{name} must be a number of seconds in (0, 3600]; "
+                                     f"got {value!r}", param_hint=name)
     store = open_store(database_url, schema=schema)
     base = f"http://{host}:{port}"
     typer.echo(f"dpsieve: ledger {redact(database_url)}; serving on {base}")
@@ -54,12 +65,14 @@ def serve(
     access.setLevel(logging.INFO)
     access.addHandler(logging.StreamHandler())
     access.propagate = False
-    from dpsieve.service.timeouts import header_timeout_protocol
+    from dpsieve.service.timeouts import request_timeout_protocol
 
     # idle kept-alive connections close after 5 s; a connection that has not sent complete
-    # request headers after HEADER_TIMEOUT seconds is closed too (half-open connections)
+    # request headers within settings.header_timeout seconds, or then its body within
+    # settings.body_timeout seconds, is closed too (half-open and trickling connections)
     uvicorn.run(app, host=host, port=port, log_level="warning", timeout_keep_alive=5,
-                http=header_timeout_protocol(HEADER_TIMEOUT))
+                http=request_timeout_protocol(settings.header_timeout,
+                                                 settings.body_timeout))
 
 
 def register(app: typer.Typer) -> None:

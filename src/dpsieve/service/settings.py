@@ -25,7 +25,10 @@ class Settings:
     ``release_max_group_work`` (``DPSIEVE_RELEASE_MAX_GROUP_WORK``, DP states x (queries +
     1)): resource limits of ``release`` queries, costed from public parameters (cells, n,
     workload, rounds) and refused with the estimate (422 ``instance_too_large``) before
-    any spend (issue 11 defect 6).
+    any spend (issue 11 defect 6). ``header_timeout`` (``DPSIEVE_HEADER_TIMEOUT``, s) and
+    ``body_timeout`` (``DPSIEVE_BODY_TIMEOUT``, s): deadlines for receiving a request's
+    headers and then its body, after which ``dpsieve serve`` closes the connection
+    (:mod:`dpsieve.service.timeouts`; half-open and trickling connections).
     """
 
     database_url: str = "sqlite:///dpsieve.db"
@@ -39,6 +42,8 @@ class Settings:
     spark_url: str | None = None
     release_max_cost: float = RELEASE_MAX_COST
     release_max_group_work: float = RELEASE_MAX_GROUP_WORK
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
@@ -57,6 +62,8 @@ class Settings:
                                               str(RELEASE_MAX_COST))),
             "release_max_group_work": float(env.get("DPSIEVE_RELEASE_MAX_GROUP_WORK",
                                                     str(RELEASE_MAX_GROUP_WORK))),
+            "header_timeout": float(env.get("DPSIEVE_HEADER_TIMEOUT", "10")),
+            "body_timeout": float(env.get("DPSIEVE_BODY_TIMEOUT", "30")),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
