@@ -325,6 +325,38 @@ def test_weak_owner_key_is_refused_at_start_up() -> None:
         assert "too weak" in r.output
 
 
+@pytest.mark.postgres
+def test_start_up_line_redacts_the_ledger_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 11 defect 1: the PostgreSQL URL, password included, was printed at start-up.
+    ``dpsieve serve`` on a URL with a password (trust auth ignores it) prints the ledger
+    with the password masked; the server itself is not started (uvicorn.run replaced)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    import uvicorn
+    from typer.testing import CliRunner
+
+    from dpsieve.cli import app
+    from dpsieve.service.auth import new_key
+
+    reason = pg_available()
+    if reason:
+        pytest.skip(reason)
+    secret = "Pw-" + new_key()[-20:]
+    parts = urlsplit(PG_URL)
+    host = parts.netloc.split("@")[-1]
+    user = (parts.username or "postgres")
+    url = urlunsplit(parts._replace(netloc=f"{user}:{secret}@{host}"))
+    started: list[object] = []
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: started.append(a))
+    r = CliRunner().invoke(app, ["serve", "--database-url", url, "--owner-key", new_key(),
+                                 "--schema", unique_schema()])
+    assert r.exit_code == 0, r.output
+    assert started  # the start-up line was printed on the way to serving
+    assert "serving on" in r.output
+    assert secret not in r.output
+    assert host in r.output  # the rest of the URL is still shown
+
+
 def test_page_security_headers(env: dict[str, Any]) -> None:
     r = env["client"].get("/ui")
     assert r.status_code == 200
