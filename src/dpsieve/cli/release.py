@@ -30,6 +30,9 @@ __all__ = ["register", "release", "release_experiments", "release_theory"]
 MECHANISMS = ("envelope", "mwem", "pmw", "laplace", "identity", "blr")
 #: Exact expected error is computed when the enumeration costs at most this many units.
 EXACT_ERROR_MAX_COST = 2.0e8
+#: Default of --max-group-work (the service's setting is 1e7; the CLI runs for its owner).
+CLI_MAX_GROUP_WORK = 1.0e8
+
 
 def _read_table(path: Path) -> tuple[list[str], list[list[str]]]:
     with path.open(newline="") as fh:
@@ -103,6 +106,10 @@ def release(
         help="Seed for a SIMULATION (not private); default: secure randomness.")] = None,
     max_cost: Annotated[float, typer.Option(help="Refuse enumerations above this cost.")]
     = 2.0e10,
+    max_group_work: Annotated[float, typer.Option(
+        help="Refuse envelope releases whose grouping of histograms (DP states x (queries "
+             "+ 1), from n and the workload only) exceeds this; about 1 s per 1e7.")]
+    = CLI_MAX_GROUP_WORK,
     progress: Annotated[bool, typer.Option(help="Progress bar for long enumerations.")]
     = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object.")] = False,
@@ -125,8 +132,11 @@ def release(
         ds = rel.Dataset.from_table(dom, rows)
         wl = _workload(workload, dom)
         rng = np.random.default_rng(seed) if seed is not None else None
-        out = _run(rel, mechanism, wl, ds, eps, rounds, eta, gamma, method, rng, max_cost,
-                   progress, diagnostics)
+        if not (max_cost > 0 and max_group_work > 0):  # NaN too
+            raise typer.BadParameter(f"--max-cost and --max-group-work must be > 0; got "
+                                     f"{max_cost!r}, {max_group_work!r}.")
+        out = _run(rel, mechanism, wl, ds, eps, rounds, eta, gamma, method, rng,
+                   (max_cost, max_group_work), progress, diagnostics)
     except DPError as e:
         if as_json:  # the error as JSON on stdout too, for a program reading it
             typer.echo(json.dumps({"error": type(e).__name__, "message": str(e)}))
@@ -162,8 +172,9 @@ def release(
 
 
 def _run(R: Any, mechanism: str, wl: Any, ds: Any, eps: float, rounds: int | None,
-         eta: float | None, gamma: float | None, method: str, rng: Any, max_cost: float,
-         progress: bool, diagnostics: bool) -> Any:
+         eta: float | None, gamma: float | None, method: str, rng: Any,
+         limits: tuple[float, float], progress: bool, diagnostics: bool) -> Any:
+    max_cost, max_group_work = limits
     if mechanism == "laplace":
         return R.laplace_release(wl, ds, eps, rng=rng)
     if mechanism == "identity":
@@ -178,7 +189,9 @@ def _run(R: Any, mechanism: str, wl: Any, ds: Any, eps: float, rounds: int | Non
         return R.pmw_release(wl, ds, eps, rounds=J, rng=rng,
                              compute_error=diagnostics and cost <= EXACT_ERROR_MAX_COST)
     cw = R.collapse(wl)
-    groups = R.group_histograms(cw, cw.counts(ds)).size  # the count is data-independent
+    # the group count is data-independent (n and the workload only); refused with the
+    # estimate before the work when it would exceed max_group_work (issue 11 defect 6)
+    groups = R.group_histograms(cw, cw.counts(ds), max_work=max_group_work).size
     J = rounds or (20 if method == "rejection" else
                    R.auto_rounds(cw.signed_classes, groups, R.AUTO_ROUNDS_COST))
     params = R.practical_parameters(wl.universe_size, ds.n, eps, J)
