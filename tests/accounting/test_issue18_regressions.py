@@ -172,3 +172,36 @@ def test_restore_optimistic_degenerate_hull_is_not_above_one() -> None:
     assert float(np.sum(d.probs)) + d.inf_mass <= 1.0 + 1e-15
     c = d.self_compose(2**13)
     assert float(np.sum(c.probs)) + c.inf_mass <= 1.0 + 1e-12
+
+
+@pytest.mark.parametrize("eps", [0.1, 0.3, 0.5, 1.0, 2.0])
+def test_atoms_on_knots_stay_on_their_knot(eps: float) -> None:
+    # the hat split computed z - (knot below) in float, not exactly the grid step: pure_dp(0.5)
+    # put 7e-14 on the knot below +0.5, so its support left the lattice (no exact composition)
+    from dpsieve.accounting.pld import PLD
+
+    p = PLD.pure_dp(eps)
+    n = round(eps / 1e-4)
+    assert list(p.offset + np.flatnonzero(p.probs)) == [-n, n]
+    assert p.delta(0.0) >= math.tanh(eps / 2)  # delta(0) of R_{eps,0}: still dominates
+    assert p.delta(0.0) <= math.tanh(eps / 2) + 1e-12
+
+
+def test_lattice_composition_counts_lattice_points() -> None:
+    """Issue 18: the issue's own command was refused at the default grid (4e7 grid points);
+    RR(0.1) has every loss on multiples of 1000 grid steps, so its composition is exact on the
+    lattice 0.1 and counts 40,001 points. Certified against the exact binomial enumeration."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from dpsieve.cli.account import app
+
+    r = CliRunner().invoke(app, ["epsilon", "-m", "rr:eps=0.1", "--compose", "20000", "--delta",
+                                 "1e-6", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["grid"] == 0.1  # the lattice step
+    eps = mp.mpf(out["epsilon"])
+    assert rr_exact_delta(0.1, 20000, eps) <= 1e-6  # certified
+    assert rr_exact_delta(0.1, 20000, eps / mp.mpf("1.001")) > 1e-6  # within 0.1 %

@@ -65,11 +65,16 @@ def hat_split_atoms(z: FloatArray, p: FloatArray, grid: float, i0: int, n: int) 
     u = z - (i0 + j) * grid  # offset from the left knot, in [0, grid]
     u = np.clip(u, 0.0, grid)
     em = math.expm1(grid)
-    w_right = np.expm1(u) / em  # (e^z - y_j) / (y_{j+1} - y_j)
     # numpy's (SIMD) expm1 may differ from math.expm1 by an ulp: at u = grid the left
     # weight came out -1 ulp (PLD.pure_dp(40, grid=1) had a mass of -4.8e-17, refused by
-    # PLD). Clipping at 0 only adds mass, which only raises h (pessimistic).
-    w_left = np.maximum((em - np.expm1(u)) / em, 0.0)
+    # PLD). An atom on the upper knot (u = grid, or z equal to that knot's float value, which
+    # is what the PLD means by the knot) goes there whole, as the exact split does: z - knot
+    # below is not exactly grid in float (PLD.pure_dp(0.5) put 7e-14 on the knot below +eps,
+    # so its support left the lattice of multiples of eps). Elsewhere clipping at 0 only adds
+    # mass (raises h).
+    on_right = (u >= grid) | ((i0 + j + 1) * grid == z)
+    w_right = np.where(on_right, 1.0, np.expm1(u) / em)  # (e^z - y_j) / (y_{j+1} - y_j)
+    w_left = np.where(on_right, 0.0, np.maximum((em - np.expm1(u)) / em, 0.0))
     left = p * w_left * np.exp(-u)
     right = p * w_right * np.exp(grid - u)
     np.add.at(out, j, left)
