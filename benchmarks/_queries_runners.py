@@ -126,8 +126,8 @@ def run_dpsieve(path: Path) -> Result:
 def run_session(path: Path) -> Result:
     """The same plan through ``Session`` on the Parquet path, as a steward runs it: the
     schema from the file's metadata, the charge spent on an in-memory ledger, then the
-    engine ``Session`` picks (DuckDB with its default settings: all cores, its default
-    memory limit)."""
+    engine ``Session`` picks (DuckDB on all cores under dpsieve's default memory limit,
+    ``duckdb.default_memory_limit``: 128 MiB per core or ``DPSIEVE_DUCKDB_MEMORY_LIMIT``)."""
     from dpsieve import Session
     from dpsieve.accounting.events import PureDP
 

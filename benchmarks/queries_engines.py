@@ -195,6 +195,14 @@ def _merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def _session_limit() -> str:
+    from dpsieve.queries.engines.duckdb import MEMORY_LIMIT_ENV, default_memory_limit
+
+    env = os.environ.get(MEMORY_LIMIT_ENV)
+    return (f"{MEMORY_LIMIT_ENV}={env}" if env else
+            f"memory_limit {default_memory_limit()} = 128 MiB x {os.cpu_count()} cores")
+
+
 def part_memory(a: argparse.Namespace, out: list[str]) -> None:
     runner = "dpsieve-duckdb" if a.engine_memory else "session-duckdb"
     out += [f"### Peak memory of the query path ({runner}) by table size", "",
@@ -209,7 +217,8 @@ def part_memory(a: argparse.Namespace, out: list[str]) -> None:
     out += ["", ("prepare + DuckDBEngine(memory_limit "
                  f"{os.environ.get('QBENCH_DUCKDB_MEMORY', '600MB')}, 2 threads)"
                  if a.engine_memory else "Session(path, budget, privacy_unit='unit')"
-                 ".query(plan): the engine Session picks, DuckDB with its default settings")
+                 ".query(plan): the engine Session picks, DuckDB under dpsieve's default "
+                 f"memory limit ({_session_limit()}), spilling to a temporary directory")
             + ". Peak = the process's largest resident set (Python, DuckDB's buffers and "
             "the answer). " + load() + " at the end.", ""]
 

@@ -48,9 +48,11 @@ def is_file(data: Any) -> bool:
     return isinstance(data, str | Path)
 
 
-def engine_for(data: Any, table: str | None = None) -> Engine:
+def engine_for(data: Any, table: str | None = None, memory_limit: str | None = None
+               ) -> Engine:
     """The engine for a data source (a path, a pandas/polars frame, or a loader of one; a
-    Spark DataFrame; an engine object such as ``SparkEngine("db.table")``)."""
+    Spark DataFrame; an engine object such as ``SparkEngine("db.table")``). A file runs
+    on DuckDB under ``memory_limit`` (default: ``duckdb.default_memory_limit``)."""
     from dpsieve.queries.engines import DuckDBEngine, PandasEngine, PolarsEngine
     from dpsieve.queries.engines.resolve import engine_for as resolve
     from dpsieve.queries.engines.resolve import is_engine, is_spark_frame
@@ -61,7 +63,7 @@ def engine_for(data: Any, table: str | None = None) -> Engine:
         path = str(data)
         if not path.lower().endswith(_FILES):
             raise fail("data", "Session", "a .csv, .parquet or .duckdb path", path)
-        return DuckDBEngine(path, table=table)
+        return DuckDBEngine(path, table=table, memory_limit=memory_limit)
     if callable(data) and not hasattr(data, "columns"):
         data = data()  # a lazy loader (called only after the spend, or to read dtypes)
     mod = type(data).__module__.split(".")[0]

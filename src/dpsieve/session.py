@@ -382,6 +382,9 @@ class Session:
     released; give ``column_types`` to keep a refused query from loading the data).
     ``release_limits`` (:class:`~dpsieve._session_release.ReleaseLimits`) bounds the work
     of ``release`` queries; they are refused from public parameters past it.
+    ``memory_limit`` (e.g. ``"1GB"``) is DuckDB's memory limit for a file's queries; by
+    default 128 MiB per core (``DPSIEVE_DUCKDB_MEMORY_LIMIT`` changes the default), beyond
+    which DuckDB spills to a temporary directory (docs/queries.md).
     """
 
     def __init__(
@@ -405,6 +408,7 @@ class Session:
         table: str | None = None,
         release_limits: ReleaseLimits | None = None,
         loader: Callable[[], Frame] | None = None,
+        memory_limit: str | None = None,
     ) -> None:
         from dpsieve.ledger.base import BudgetNotFoundError
         from dpsieve.ledger.memory import MemoryStore
@@ -418,6 +422,11 @@ class Session:
         self._rows = row_count
         self._declared_schema = schema
         self._table = table
+        if memory_limit is not None:  # checked here, before any spend
+            from dpsieve.queries.engines.duckdb import _checked_limit
+
+            memory_limit = _checked_limit(memory_limit, "memory_limit")
+        self._memory_limit = memory_limit
         self._loader = loader
         self._public: Schema | None = None
         from dpsieve._session_query import declared_unit
@@ -548,7 +557,7 @@ class Session:
 
         if self._public is None:
             def actual() -> Any:
-                return engine_for(self._data, self._table).columns()
+                return engine_for(self._data, self._table, self._memory_limit).columns()
             self._public = resolve_schema(self._declared_schema, self.privacy_unit, actual,
                                           self._kinds)
         return self._public
@@ -587,18 +596,22 @@ class Session:
         then run on the engine; only per-group aggregates leave it. ``legacy``: a
         one-aggregation shape of earlier versions, answered in its earlier form
         (:func:`dpsieve._session_query.legacy_stored`)."""
-        from dpsieve._session_query import engine_for, legacy_stored, plan_of
+        from dpsieve._session_query import engine_for, is_file, legacy_stored, plan_of
+        from dpsieve.queries.engines.duckdb import default_memory_limit
         from dpsieve.queries.plan import query_to_dict
         from dpsieve.queries.prepare import prepare
 
         q = plan_of(spec, self.neighbouring.value)
         prepared = prepare(q, self.schema(), self.neighbouring)
+        if self._memory_limit is None and is_file(self._data):
+            default_memory_limit()  # a bad DPSIEVE_DUCKDB_MEMORY_LIMIT: refused before the spend
         public = query_to_dict(q) if legacy is None else {**spec,
                                                           "privacy": q.privacy.to_dict()}
         rng = self._rng
 
         def compute() -> dict[str, Any]:
-            answer = prepared.run(engine_for(self._data, self._table), rng)
+            engine = engine_for(self._data, self._table, self._memory_limit)
+            answer = prepared.run(engine, rng)
             if legacy is not None:
                 return legacy_stored(legacy, prepared, answer)
             d = answer.to_dict()

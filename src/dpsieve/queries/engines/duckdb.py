@@ -11,6 +11,8 @@ parameter, never text in the SQL; identifiers are quoted.
 
 from __future__ import annotations
 
+import os
+import re
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -34,7 +36,37 @@ from dpsieve.queries.engine import (
 )
 from dpsieve.queries.schema import Column, ColumnType
 
-__all__ = ["DuckDBEngine", "compile_sql", "duckdb_column_type"]
+__all__ = ["MEMORY_LIMIT_ENV", "MEMORY_PER_THREAD_MIB", "DuckDBEngine", "compile_sql",
+           "default_memory_limit", "duckdb_column_type"]
+
+MEMORY_LIMIT_ENV = "DPSIEVE_DUCKDB_MEMORY_LIMIT"
+MEMORY_PER_THREAD_MIB = 128
+_SIZE = re.compile(r"\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)\s*", re.IGNORECASE)
+
+
+def _checked_limit(value: str, parameter: str) -> str:
+    """``value`` if DuckDB reads it as a size (``"256MB"``, ``"1.5 GiB"``), else a
+    :class:`~dpsieve.errors.ValidationError` naming ``parameter`` (checked when the engine
+    is made, so before any spend, never by DuckDB after it)."""
+    if not isinstance(value, str) or not _SIZE.fullmatch(value) or float(
+            re.sub(r"[^\d.]", "", value)) <= 0:
+        raise fail(parameter, "DuckDBEngine", "a positive size such as '256MB' or '2GB'",
+                   value)
+    return value.strip()
+
+
+def default_memory_limit(threads: int | None = None) -> str:
+    """DuckDB's ``memory_limit`` when none is given: ``DPSIEVE_DUCKDB_MEMORY_LIMIT`` if set,
+    else ``MEMORY_PER_THREAD_MIB`` (128) MiB per thread (``threads``, or the machine's
+    cores when DuckDB chooses): 256 MiB on 2 cores. Bounded by the machine, never by the
+    table: DuckDB spills what does not fit to the engine's temporary directory. DuckDB's
+    own default (80 % of RAM) let a query's peak memory grow with the table
+    (benchmarks/results/queries/memory.md)."""
+    env = os.environ.get(MEMORY_LIMIT_ENV)
+    if env is not None and env.strip():
+        return _checked_limit(env, MEMORY_LIMIT_ENV)
+    n = threads if threads is not None else (os.cpu_count() or 1)
+    return f"{MEMORY_PER_THREAD_MIB * max(1, n)}MiB"
 
 _INT = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
         "UINTEGER", "UBIGINT", "UHUGEINT")
@@ -282,7 +314,10 @@ class DuckDBEngine:
     ``DuckDBEngine("data.parquet")``, ``DuckDBEngine("data.csv")``,
     ``DuckDBEngine("db.duckdb", table="people")``, or ``connection=`` and ``table=`` for a
     table or view of an open DuckDB connection. ``threads`` and ``memory_limit`` (e.g.
-    ``"1GB"``) are passed to DuckDB; spills go to a private temporary directory.
+    ``"1GB"``) are passed to DuckDB; spills go to a private temporary directory, removed
+    after each query. Without ``memory_limit``, :func:`default_memory_limit` (256 MiB on
+    2 cores, or ``DPSIEVE_DUCKDB_MEMORY_LIMIT``). A connection given is used as it is
+    (its own settings).
     """
 
     name = "duckdb"
@@ -294,7 +329,8 @@ class DuckDBEngine:
         self._table = table
         self._connection = connection
         self._threads = threads
-        self._memory_limit = memory_limit
+        self._memory_limit = (default_memory_limit(threads) if memory_limit is None
+                              else _checked_limit(memory_limit, "memory_limit"))
         self._csv = False
         if source is not None:
             path = str(source)
@@ -329,8 +365,7 @@ class DuckDBEngine:
         cfg: dict[str, Any] = {"temp_directory": tmp.name, "preserve_insertion_order": False}
         if self._threads is not None:
             cfg["threads"] = self._threads
-        if self._memory_limit is not None:
-            cfg["memory_limit"] = self._memory_limit
+        cfg["memory_limit"] = self._memory_limit
         con = duckdb.connect(config=cfg)
         con.execute("SET enable_progress_bar = false")  # a library prints nothing
         params: dict[str, Any] = {}
