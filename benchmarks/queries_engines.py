@@ -367,6 +367,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--peer-repeats", type=int, default=None,
                     help="repeats of the peers and Spark runs (default: --repeats)")
+    ap.add_argument("--memory-sizes", type=int, nargs="*", default=None,
+                    help="table sizes of the memory part (default 1M, 10M and --rows)")
     ap.add_argument("--spark-sizes", type=int, nargs="*", default=None,
                     help="row counts of the Spark scaling curve (default 1M 10M 50M)")
     ap.add_argument("--engine-memory", action="store_true",
@@ -391,6 +393,7 @@ def main(argv: list[str] | None = None) -> None:
         a.repeats = a.repeats or 3
     a.peer_repeats = a.peer_repeats or a.repeats
     a.spark_sizes = a.sizes if a.spark_sizes is None else a.spark_sizes
+    a.sizes = a.sizes if a.memory_sizes is None else a.memory_sizes
     head = ["## Query layer engines (benchmarks/queries_engines.py)", "",
            "Workload (issue 12): Zipf-distributed privacy units (s = 1.1), each in at most "
            f"{qd.MAX_UNIT_GROUPS} of {qd.GROUPS:,} public groups, values in [0, 10); "
