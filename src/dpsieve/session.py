@@ -385,6 +385,9 @@ class Session:
     ``memory_limit`` (e.g. ``"1GB"``) is DuckDB's memory limit for a file's queries; by
     default 128 MiB per core (``DPSIEVE_DUCKDB_MEMORY_LIMIT`` changes the default), beyond
     which DuckDB spills to a temporary directory (docs/queries.md).
+    ``engine`` is the engine query plans run on, for ``data`` itself (default: a new one
+    for ``data`` each query; the service passes one it keeps open per registered file);
+    query types that load rows still load them from ``data``.
     """
 
     def __init__(
@@ -409,6 +412,7 @@ class Session:
         release_limits: ReleaseLimits | None = None,
         loader: Callable[[], Frame] | None = None,
         memory_limit: str | None = None,
+        engine: Any = None,
     ) -> None:
         from dpsieve.ledger.base import BudgetNotFoundError
         from dpsieve.ledger.memory import MemoryStore
@@ -428,6 +432,7 @@ class Session:
             memory_limit = _checked_limit(memory_limit, "memory_limit")
         self._memory_limit = memory_limit
         self._loader = loader
+        self._engine = engine
         self._public: Schema | None = None
         from dpsieve._session_query import declared_unit
 
@@ -553,14 +558,22 @@ class Session:
     def schema(self) -> Schema:
         """The data set's public schema: column names, types, declared public domains and
         bounds, and the privacy unit (from metadata and declarations; never values)."""
-        from dpsieve._session_query import engine_for, resolve_schema
+        from dpsieve._session_query import resolve_schema
 
         if self._public is None:
             def actual() -> Any:
-                return engine_for(self._data, self._table, self._memory_limit).columns()
+                return self._plan_engine().columns()
             self._public = resolve_schema(self._declared_schema, self.privacy_unit, actual,
                                           self._kinds)
         return self._public
+
+    def _plan_engine(self) -> Any:
+        """The engine plans run on: ``engine=``, else the one for the data."""
+        from dpsieve._session_query import engine_for
+
+        if self._engine is not None:
+            return self._engine
+        return engine_for(self._data, self._table, self._memory_limit)
 
     def run(self, spec: dict[str, Any] | Query, *, key: str | None = None) -> QueryResult:
         """Run a query given as a JSON-ready dict (the form the service and CLI use) or a
@@ -596,7 +609,7 @@ class Session:
         then run on the engine; only per-group aggregates leave it. ``legacy``: a
         one-aggregation shape of earlier versions, answered in its earlier form
         (:func:`dpsieve._session_query.legacy_stored`)."""
-        from dpsieve._session_query import engine_for, is_file, legacy_stored, plan_of
+        from dpsieve._session_query import is_file, legacy_stored, plan_of
         from dpsieve.queries.engines.duckdb import default_memory_limit
         from dpsieve.queries.plan import query_to_dict
         from dpsieve.queries.prepare import prepare
@@ -610,8 +623,7 @@ class Session:
         rng = self._rng
 
         def compute() -> dict[str, Any]:
-            engine = engine_for(self._data, self._table, self._memory_limit)
-            answer = prepared.run(engine, rng)
+            answer = prepared.run(self._plan_engine(), rng)
             if legacy is not None:
                 return legacy_stored(legacy, prepared, answer)
             d = answer.to_dict()

@@ -33,7 +33,7 @@ def _parquet(tmp_path: Path) -> Path:
 
 
 def _setting(engine: DuckDBEngine) -> str:
-    con, _, tmp = engine._connect()
+    con, _, tmp = engine._open()
     try:
         row = con.execute("SELECT current_setting('memory_limit'), "
                           "current_setting('temp_directory')").fetchone()
@@ -61,6 +61,9 @@ def test_default_is_128_mib_per_thread_and_reaches_duckdb(tmp_path: Path,
     assert _mib(_setting(DuckDBEngine(path, threads=3))) == 384
     assert _mib(_setting(DuckDBEngine(path, memory_limit="1GB"))) == pytest.approx(
         1e9 / 2**20, rel=1e-3)
+    kept = DuckDBEngine(path, threads=3, keep_open=True)._load().con  # the service's too
+    assert _mib(str(kept.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+                ) == 384
 
 
 def test_the_environment_changes_the_default(tmp_path: Path, monkeypatch: Any) -> None:

@@ -75,3 +75,131 @@ def test_row_order_does_not_change_the_aggregates() -> None:
         for _ in range(3):
             spec = random_spec(rng, rows)
             assert a.aggregate(spec).same_as(b.aggregate(spec))
+
+
+# -- keep_open: one database per file across calls (the service's engines) ---------------
+
+_KEPT_MODES = {  # how a kept engine holds the table
+    "arrays": {},                                    # numpy columns (the four basic types)
+    "copy": {"extra_column": True},                  # a DATE column: a copy in DuckDB
+    "stream": {"copy_max_bytes": 0},                 # read from the file on every call
+}
+
+
+def _kept_engine(rows: list[dict[str, Any]], columns: Sequence[Column], path: Path,
+                 mode: str) -> DuckDBEngine:
+    con = duckdb_table(rows, columns)
+    if _KEPT_MODES[mode].get("extra_column"):
+        con.execute("ALTER TABLE t ADD COLUMN day DATE DEFAULT DATE '2026-01-02'")
+    con.execute(f"COPY t TO '{path}' (FORMAT parquet)")
+    eng = DuckDBEngine(path, keep_open=True,
+                       copy_max_bytes=int(_KEPT_MODES[mode].get("copy_max_bytes", 2**26)))
+    eng.columns()  # load it
+    return eng
+
+
+@pytest.mark.parametrize("mode", sorted(_KEPT_MODES))
+def test_kept_engine_matches_the_reference_on_random_specs(mode: str, tmp_path: Path) -> None:
+    counter = iter(range(10**6))
+
+    def make(rows: list[dict[str, Any]], cols: Sequence[Column]) -> DuckDBEngine:
+        return _kept_engine(rows, cols, tmp_path / f"t{next(counter)}.parquet", mode)
+
+    check_engine(make, cases=15, seed=3)
+
+
+@pytest.mark.parametrize("mode", sorted(_KEPT_MODES))
+def test_kept_engine_holds_the_table_as_stated(mode: str, tmp_path: Path) -> None:
+    rows = random_table(np.random.default_rng(2), 30)
+    kept = _kept_engine(rows, COLUMNS, tmp_path / "t.parquet", mode)._load()
+    assert (kept.arrays is not None) == (mode == "arrays")
+    assert (kept.source == "_dpsieve_copy") == (mode == "copy")
+    if kept.arrays is not None:  # shared by concurrent queries: read-only
+        col = kept.arrays[0]["x"]
+        assert not col.values.flags.writeable
+        assert not col.missing.flags.writeable
+
+
+def _count(eng: DuckDBEngine) -> int:
+    return int(eng.aggregate(BoundingSpec((RowCount("n"),), (), ((),))).values["n"][0])
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+@pytest.mark.parametrize("mode", sorted(_KEPT_MODES))
+def test_kept_engine_reads_a_changed_file_again(fmt: str, mode: str, tmp_path: Path) -> None:
+    """A file rewritten in place, or replaced by another (rename), is read again by the
+    next call: same size and the same second included (the stamp has nanoseconds, the
+    inode and the change time)."""
+    path = tmp_path / f"t.{fmt}"
+    extra = ", DATE '2026-01-02' AS day" if mode == "copy" else ""
+
+    def write(n: int, target: Path) -> None:
+        con = duckdb.connect()
+        con.execute(f"COPY (SELECT i AS a, i * 2 AS b{extra} FROM range({n}) r(i)) TO "
+                    f"'{target}' (FORMAT {fmt})")
+
+    write(3, path)
+    eng = DuckDBEngine(path, keep_open=True,
+                       copy_max_bytes=int(_KEPT_MODES[mode].get("copy_max_bytes", 2**26)))
+    assert _count(eng) == 3
+    assert {c.name for c in eng.columns()} >= {"a", "b"}
+    write(7, path)  # in place
+    assert _count(eng) == 7
+    write(5, tmp_path / f"new.{fmt}")
+    (tmp_path / f"new.{fmt}").replace(path)  # another inode
+    assert _count(eng) == 5
+    con = duckdb.connect()  # another schema: the columns are read again too
+    con.execute(f"COPY (SELECT 'x' AS s FROM range(4)) TO '{path}' (FORMAT {fmt})")
+    assert [c.name for c in eng.columns()] == ["s"]
+    assert _count(eng) == 4
+
+
+def test_kept_engine_refuses_a_file_gone_since(tmp_path: Path) -> None:
+    from dpsieve.errors import ValidationError
+
+    path = tmp_path / "t.csv"
+    path.write_text("a\n1\n2\n")
+    eng = DuckDBEngine(path, keep_open=True)
+    assert _count(eng) == 2
+    path.unlink()
+    with pytest.raises(ValidationError) as e:
+        eng.columns()
+    assert e.value.parameter == "data"
+
+
+def test_kept_engine_csv_keeps_the_text_cast_semantics(tmp_path: Path) -> None:
+    """A cell that does not parse as its column's sniffed type is missing (TRY_CAST), as
+    when the file is read per call: the kept copy holds the same values."""
+    path = tmp_path / "t.csv"
+    lines = ["v,s"] + [f"{i % 100},{'ab'[i % 2]}" for i in range(60000)] + ["oops,a", ",b"]
+    path.write_text("\n".join(lines) + "\n")  # past the sniffer's sample: v is BIGINT
+    fresh, kept = DuckDBEngine(path), DuckDBEngine(path, keep_open=True)
+    assert {c.name: c.type for c in kept.columns()}["v"] == ColumnType.INTEGER
+    assert kept._load().arrays is not None
+    spec = BoundingSpec((RowCount("n"), ValueSum("t", "v", 1.0, 0.0, 50.0, 0, 50)),
+                        ("s",), (("a",), ("b",)), ())
+    assert kept.columns() == fresh.columns()
+    got = kept.aggregate(spec)
+    assert got.same_as(fresh.aggregate(spec))
+    assert list(got.values["n"]) == [30001, 30001]
+    # 0..49 summed in full, 50..99 clipped to 50, per 100 rows; half of them per city
+    assert sum(got.values["t"]) == 600 * (sum(range(50)) + 50 * 50)
+
+
+def test_kept_engine_is_thread_safe(tmp_path: Path) -> None:
+    """Concurrent calls on one kept engine (arrays, and the DuckDB copy through cursors)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(8)
+    rows = random_table(rng, 60)
+    ref = ReferenceEngine(rows, COLUMNS)
+    specs = [random_spec(rng, rows) for _ in range(8)]
+    want = [ref.aggregate(s) for s in specs]
+    for mode in ("arrays", "copy"):
+        eng = _kept_engine(rows, COLUMNS, tmp_path / f"{mode}.parquet", mode)
+
+        def same(i: int, eng: DuckDBEngine = eng) -> bool:
+            return eng.aggregate(specs[i % 8]).same_as(want[i % 8])
+        with ThreadPoolExecutor(8) as pool:
+            got = list(pool.map(same, range(64)))
+        assert all(got)

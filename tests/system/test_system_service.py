@@ -231,3 +231,47 @@ def test_streamed_huge_body_without_length_is_413(env: dict[str, Any]) -> None:
     assert r.status_code == 413
     assert r.json()["error"] == "payload_too_large"
     assert len(store.audit()) == before
+
+
+def test_changed_registration_or_file_is_seen_by_the_next_query(env: dict[str, Any],
+                                                                 tmp_path: Path) -> None:
+    """The service keeps each registered file's engine open across queries (the file
+    read once): a data set registered again with another file, a file rewritten in place
+    and a file replaced by one with other columns are each what the next query reads.
+    eps = 60 per count: the discrete Laplace noise is 0 but with probability ~1e-26."""
+    c, own = env["client"], env["owner"]
+    exact = {"type": "count", "privacy": {"type": "pure", "eps": 60.0}}
+
+    def register(path: Path) -> None:  # the budget set once, kept by re-registration
+        budget = {} if env["store"].dataset("moving") else {
+            "budget": {"type": "pure", "eps": 1e4}}
+        r = c.post("/v1/datasets", headers=own, json={
+            "name": "moving", "path": str(path), **budget})
+        assert r.status_code == 201, r.text
+
+    def count() -> Any:
+        r = c.post("/v1/datasets/moving/queries", headers=own, json=exact)
+        assert r.status_code == 200, r.text
+        return r.json()["value"]
+
+    a, b = write_csv(tmp_path / "a.csv", 10), write_csv(tmp_path / "b.csv", 20)
+    register(a)
+    assert count() == 10
+    assert count() == 10
+    register(b)  # another file under the same name
+    assert count() == 20
+    write_csv(b, 30)  # rewritten in place
+    assert count() == 30
+    b.write_text("z\n" + "".join(f"{i}\n" for i in range(5)))  # other columns
+    register(b)
+    assert count() == 5
+    r = c.post("/v1/datasets/moving/queries", headers=own, json={
+        "type": "sum", "column": "z", "lower": 0, "upper": 10,
+        "privacy": {"type": "pure", "eps": 600.0}})
+    assert r.status_code == 200, r.text
+    assert r.json()["value"] == pytest.approx(0 + 1 + 2 + 3 + 4, abs=0.01)
+    b.unlink()  # gone: refused before any spend, as before it was kept open
+    spent = len(env["store"].history("moving"))
+    r = c.post("/v1/datasets/moving/queries", headers=own, json=exact)
+    assert r.status_code == 422, r.text
+    assert len(env["store"].history("moving")) == spent

@@ -24,6 +24,7 @@ from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request, Res
 from fastapi import Path as PathParam
 from fastapi.responses import HTMLResponse
 
+from dpsieve._datasets import FileEngines
 from dpsieve._session_query import engine_for
 from dpsieve._session_release import ReleaseLimits
 from dpsieve._validation import fail
@@ -116,6 +117,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
     # ledger), so a restart with another key revokes the old one.
     owner_hash = hash_key(settings.owner_key) if settings.owner_key else None
     frames = _Frames()
+    engines = FileEngines()
     hook = _after_spend(settings)
     limiter = FailedAuthLimiter(settings.auth_failures_per_minute)
     limits = ReleaseLimits(settings.release_max_cost, settings.release_max_group_work)
@@ -390,9 +392,12 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         # plans and the one-aggregation shapes run inside the engine (DuckDB for a file,
         # Spark for a catalog table, whose rows never leave it); release and the robust
         # estimators load a file's frame after the spend
-        data = spark_engine(str(src["spark_table"])) if src.get("spark_table") \
-            else str(src["path"])
-        session = session_for(src, data, st, name, p.name, hook, frames.get, limits)
+        if src.get("spark_table"):
+            data, engine = spark_engine(str(src["spark_table"])), None
+        else:  # the file's engine, kept open across queries (the file's stamp checked)
+            data, engine = str(src["path"]), engines.get(str(src["path"]))
+        session = session_for(src, data, st, name, p.name, hook, frames.get, limits,
+                              engine=engine)
         key = f"{p.name}/{idempotency_key}" if idempotency_key else None
         # an analyst's spend commits only while the key is still valid (revocation races)
         token = spend_key.set(getattr(request.state, "key_hash", None)

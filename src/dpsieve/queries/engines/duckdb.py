@@ -14,10 +14,11 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -34,6 +35,7 @@ from dpsieve.queries.engine import (
     RowCount,
     ValueSum,
 )
+from dpsieve.queries.engines._numpy import Col, aggregate_columns
 from dpsieve.queries.schema import Column, ColumnType
 
 __all__ = ["MEMORY_LIMIT_ENV", "MEMORY_PER_THREAD_MIB", "DuckDBEngine", "compile_sql",
@@ -308,6 +310,68 @@ def _group_hash(spec: BoundingSpec, types: dict[str, ColumnType]) -> str:
     return ", ".join([*enc, "CAST(0 AS UBIGINT) AS _hg"])
 
 
+class _Kept(NamedTuple):
+    """A kept database of :class:`DuckDBEngine` (``keep_open``) and the file version in it:
+    ``arrays`` (the table's columns in memory, or ``None``) or else ``source`` (the
+    table the SQL reads: the copy in the database, or the file)."""
+
+    stamp: tuple[int, ...]
+    con: Any
+    tmp: tempfile.TemporaryDirectory[str]
+    described: list[tuple[Any, ...]]
+    columns: tuple[Column, ...]
+    source: str
+    params: dict[str, Any]
+    arrays: tuple[dict[str, Col], int] | None
+
+
+#: DuckDB types a kept table may be held in as numpy columns: the four types the engines'
+#: conformance suite checks every engine on (tests/queries/engine_conformance.py).
+_ARRAY_TYPES = {"BIGINT": ColumnType.INTEGER, "DOUBLE": ColumnType.FLOAT,
+                "VARCHAR": ColumnType.STRING, "BOOLEAN": ColumnType.BOOLEAN}
+
+
+def _arrays(con: Any, source: str, params: dict[str, Any],
+            described: list[tuple[Any, ...]]) -> tuple[dict[str, Col], int] | None:
+    """The table as read-only numpy columns (:class:`~dpsieve.queries.engines._numpy.Col`:
+    missing entries -- NULL, and NaN in a float column -- filled and masked exactly as
+    the frame engines fill them), and its row count; ``None`` if a column has another
+    type than :data:`_ARRAY_TYPES`."""
+    if any(str(r[1]).upper() not in _ARRAY_TYPES for r in described):
+        return None
+    types = {str(r[0]): _ARRAY_TYPES[str(r[1]).upper()] for r in described}
+    if len(types) != len(described):
+        return None
+    got = con.execute(f"SELECT * FROM {source}", params).fetchnumpy()
+    if set(got) != set(types):
+        return None
+    cols: dict[str, Col] = {}
+    n = 0
+    for name, ctype in types.items():
+        a = got[name]
+        n = len(a)
+        missing = np.array(np.ma.getmaskarray(a), dtype=bool)
+        data = np.ma.getdata(a)
+        values: Any
+        if ctype == ColumnType.STRING:
+            values = np.asarray(["" if m else v if isinstance(v, str) else str(v)
+                                 for v, m in zip(data.tolist(), missing.tolist(),
+                                                 strict=True)], dtype=object)
+        elif ctype == ColumnType.FLOAT:
+            x = np.asarray(data, dtype=np.float64)
+            missing |= np.isnan(x)
+            values = np.where(missing, 0.0, x)
+        elif ctype == ColumnType.INTEGER:
+            values = np.where(missing, 0, np.asarray(data, dtype=np.int64)).astype(np.int64)
+        else:
+            values = np.where(missing, False, np.asarray(data, dtype=np.bool_))
+        values = np.array(values, dtype=values.dtype)  # own, contiguous
+        values.flags.writeable = False  # shared by concurrent queries: never written
+        missing.flags.writeable = False
+        cols[name] = Col(values, missing, ctype)
+    return cols, n
+
+
 class DuckDBEngine:
     """A CSV, Parquet or DuckDB table read by DuckDB (embedded, out of core).
 
@@ -315,17 +379,36 @@ class DuckDBEngine:
     ``DuckDBEngine("db.duckdb", table="people")``, or ``connection=`` and ``table=`` for a
     table or view of an open DuckDB connection. ``threads`` and ``memory_limit`` (e.g.
     ``"1GB"``) are passed to DuckDB; spills go to a private temporary directory, removed
-    after each query. Without ``memory_limit``, :func:`default_memory_limit` (256 MiB on
-    2 cores, or ``DPSIEVE_DUCKDB_MEMORY_LIMIT``). A connection given is used as it is
-    (its own settings).
+    after each query (a kept database's: when it is replaced). Without ``memory_limit``,
+    :func:`default_memory_limit` (256 MiB on 2 cores, or ``DPSIEVE_DUCKDB_MEMORY_LIMIT``).
+    A connection given is used as it is (its own settings).
+
+    By default each call opens its own in-memory database and reads the file afresh.
+    ``keep_open=True`` (a CSV or Parquet file; the service keeps one such engine per
+    registered file) keeps one database and the file's DESCRIBE across calls, each call
+    on its own cursor (thread-safe), and reads a file of at most ``copy_max_bytes`` once
+    into memory, so a query neither opens a database nor parses the file again. The copy
+    holds the same rows and typed values a query would read from the file (for a CSV:
+    the ``TRY_CAST`` of :meth:`_source`). When every column is BIGINT, DOUBLE, VARCHAR or
+    BOOLEAN it is held as numpy columns and aggregated by the frame engines' core
+    (:mod:`dpsieve.queries.engines._numpy`; the engines agree bit for bit on a spec,
+    docs/queries-engines.md, checked against the reference engine by the conformance
+    suite), otherwise as a table of the kept database; a file whose copy fails is read
+    per query, as without it. Every call first compares the file's stamp (device, inode,
+    size, modification and change times): a changed file is read again, so a query never
+    reads an older version than the file had when the call began.
     """
 
     name = "duckdb"
 
     def __init__(self, source: str | Path | None = None, *, table: str | None = None,
                  connection: Any = None, threads: int | None = None,
-                 memory_limit: str | None = None) -> None:
+                 memory_limit: str | None = None, keep_open: bool = False,
+                 copy_max_bytes: int = 16 * 2**20) -> None:
         self._path: str | None = None
+        self._lock = threading.Lock()
+        self._kept: _Kept | None = None
+        self._copy_max_bytes = copy_max_bytes
         self._table = table
         self._connection = connection
         self._threads = threads
@@ -355,12 +438,14 @@ class DuckDBEngine:
                        source)
         else:
             self._reader = _q(table)
+        # a DuckDB file is opened per call: kept attached, it would lock out its writers
+        self._keep_open = (keep_open and self._path is not None
+                           and not self._reader.startswith("_src."))
 
-    def _connect(self) -> tuple[Any, dict[str, Any], tempfile.TemporaryDirectory[str] | None]:
+    def _open(self) -> tuple[Any, dict[str, Any], tempfile.TemporaryDirectory[str]]:
+        """A new DuckDB database for the file: (connection, parameters, spill directory)."""
         import duckdb
 
-        if self._connection is not None:
-            return self._connection, {}, None
         tmp = tempfile.TemporaryDirectory(prefix="dpsieve-duckdb-")
         cfg: dict[str, Any] = {"temp_directory": tmp.name, "preserve_insertion_order": False}
         if self._threads is not None:
@@ -377,35 +462,99 @@ class DuckDBEngine:
             params["path"] = self._path
         return con, params, tmp
 
-    @contextmanager
-    def _session(self) -> Iterator[Callable[[str, dict[str, Any]], list[tuple[Any, ...]]]]:
-        """One connection (opened for this call unless the engine was given one): yields
-        ``run(sql, params)``."""
-        con, extra, tmp = self._connect()
-
-        def run(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-            rows: list[tuple[Any, ...]] = con.execute(sql, {**params, **extra}).fetchall()
-            return rows
-
+    def _stamp(self) -> tuple[int, ...]:
+        """The file's identity and version (inode, size, modification and change times)."""
+        assert self._path is not None
         try:
-            yield run
-        finally:
-            if self._connection is None:
-                con.close()
-            if tmp is not None:
-                tmp.cleanup()
+            st = Path(self._path).stat()
+        except OSError:  # gone since the engine was made: refused as a new engine would be
+            raise fail("data", "DuckDBEngine", "an existing .csv, .parquet or .duckdb file",
+                       self._path) from None
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
-    def _described(self, run: Callable[[str, dict[str, Any]], list[tuple[Any, ...]]]
-                   ) -> list[tuple[Any, ...]]:
-        return run(f"DESCRIBE SELECT * FROM {self._reader}", {})
+    def _load(self) -> _Kept:
+        """The kept database, (re)opened when the file changed since it was opened. The
+        stamp is read before the file: a file that changes while it is read has another
+        stamp by the next call, which opens it again."""
+        import duckdb
+
+        stamp = self._stamp()
+        with self._lock:
+            kept = self._kept
+            if kept is not None and kept.stamp == stamp:
+                return kept
+            con, params, tmp = self._open()
+            arrays = None
+            try:
+                described = self._run_on(con, f"DESCRIBE SELECT * FROM {self._reader}", params)
+                source = self._source(described)
+                if stamp[2] <= self._copy_max_bytes:
+                    try:
+                        arrays = _arrays(con, source, params, described)
+                        if arrays is None:
+                            con.execute(f"CREATE TABLE _dpsieve_copy AS SELECT * FROM "
+                                        f"{source}", params)
+                            source, params = "_dpsieve_copy", {}
+                    except duckdb.Error:  # e.g. a malformed CSV: read it per query, as
+                        arrays = None     # without the copy (its error after the spend)
+            except BaseException:
+                con.close()
+                tmp.cleanup()
+                raise
+            # the database it replaces is closed when its last running query lets go of it
+            self._kept = _Kept(stamp, con, tmp, described, self._columns_of(described),
+                               source, params, arrays)
+            return self._kept
+
+    @staticmethod
+    def _run_on(con: Any, sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+        rows: list[tuple[Any, ...]] = con.execute(sql, params).fetchall()
+        return rows
+
+    @contextmanager
+    def _session(self) -> Iterator[tuple[Callable[[str, dict[str, Any]],
+                                                  list[tuple[Any, ...]]],
+                                         list[tuple[Any, ...]], str]]:
+        """``(run(sql, params), described, source)`` on one connection: the given one, a
+        cursor of the kept database (``keep_open``), or one opened for this call.
+        ``described`` is DuckDB's DESCRIBE of the table, ``source`` the table the SQL reads
+        (:meth:`_source`)."""
+        if self._connection is not None:
+            def run_given(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+                return self._run_on(self._connection, sql, params)
+            described = run_given(f"DESCRIBE SELECT * FROM {self._reader}", {})
+            yield run_given, described, self._source(described)
+            return
+        if self._keep_open:
+            kept = self._load()
+            with self._lock:  # a connection is used by one thread at a time: a cursor each
+                cur = kept.con.cursor()
+            try:
+                def run_kept(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+                    return self._run_on(cur, sql, {**params, **kept.params})
+                yield run_kept, kept.described, kept.source
+            finally:
+                cur.close()
+            return
+        con, extra, tmp = self._open()
+        try:
+            def run(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
+                return self._run_on(con, sql, {**params, **extra})
+            described = run(f"DESCRIBE SELECT * FROM {self._reader}", {})
+            yield run, described, self._source(described)
+        finally:
+            con.close()
+            tmp.cleanup()
 
     @staticmethod
     def _columns_of(described: list[tuple[Any, ...]]) -> tuple[Column, ...]:
         return tuple(Column(str(r[0]), duckdb_column_type(str(r[1]))) for r in described)
 
     def columns(self) -> tuple[Column, ...]:
-        with self._session() as run:
-            return self._columns_of(self._described(run))
+        if self._keep_open:
+            return self._load().columns
+        with self._session() as (_, described, _source):
+            return self._columns_of(described)
 
     def _source(self, described: list[tuple[Any, ...]]) -> str:
         """The table the SQL reads. A CSV's column types are sniffed from a sample of rows;
@@ -427,15 +576,17 @@ class DuckDBEngine:
 
     def sql(self, spec: BoundingSpec) -> tuple[str, dict[str, Any]]:
         """The SQL and parameters :meth:`aggregate` runs (for inspection)."""
-        with self._session() as run:
-            described = self._described(run)
-        return compile_sql(spec, self._columns_of(described), self._source(described))
+        with self._session() as (_, described, source):
+            return compile_sql(spec, self._columns_of(described), source)
 
     def aggregate(self, spec: BoundingSpec) -> Aggregates:
-        with self._session() as run:  # the column types and the query on one connection
-            described = self._described(run)
-            sql, params = compile_sql(spec, self._columns_of(described),
-                                      self._source(described))
+        if self._keep_open:
+            kept = self._load()
+            if kept.arrays is not None:  # the table in memory: the frame engines' core
+                cols, n = kept.arrays
+                return aggregate_columns(spec, cols.__getitem__, n, self.name)
+        with self._session() as (run, described, source):  # types and query: one connection
+            sql, params = compile_sql(spec, self._columns_of(described), source)
             rows = run(sql, params)
         return _collect(spec, rows, self.name)
 
