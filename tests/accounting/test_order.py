@@ -144,7 +144,10 @@ def test_fft_compositions_stay_comparable_with_gaussian_budgets() -> None:
     lap = PLD.laplace(10.0, grid=1e-3).self_compose(100)
     assert lap.inf_mass == 0.0
     mu = smallest_gdp_mu(lap)
-    assert 1.0 < mu < 1.5
+    # never below what the optimistic composition (direct convolution, rounded down) needs;
+    # within 0.2 % of it since the tilted FFTs of issue 18.7 (the flat bound gave > 1.0)
+    lower = smallest_gdp_mu(PLD.laplace(10.0, grid=1e-3, pessimistic=False).self_compose(100))
+    assert lower <= mu <= 1.002 * lower
     assert leq_gdp(lap, mu)
 
 

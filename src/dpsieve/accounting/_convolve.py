@@ -10,6 +10,10 @@ Algorithms*, Sec. 24.1, with a generous constant)
 
 N the transform length, and add it to the entries (:func:`add_entry_bound`). Negative FFT
 entries are clipped to 0 and nothing is renormalised. Optimistic compositions never use it.
+That bound is absolute (relative to the total mass), so far in the upper tail, where
+eps(delta) at small delta is decided, :func:`tilted_bands` replaces the entries by upper
+bounds from exponentially tilted FFTs, whose error is relative to a Chernoff bound of the
+tail there (docs/proofs/accounting.md, Lemma A4; issue 18.7).
 """
 
 from __future__ import annotations
@@ -78,7 +82,9 @@ def convolve(a: FloatArray, b: FloatArray) -> tuple[FloatArray, float, float]:
     return out, 0.0, err
 
 
-def add_entry_bound(offset: int, probs: FloatArray, grid: float, e: float) -> None:
+def add_entry_bound(
+    offset: int, probs: FloatArray, grid: float, e: float, stop: int | None = None
+) -> None:
     """Raise the entries (in place) so that the result tail-dominates the exact convolution
     when the error vector has l2 norm <= e (the FFT bound of :func:`convolve` is one).
 
@@ -90,16 +96,18 @@ def add_entry_bound(offset: int, probs: FloatArray, grid: float, e: float) -> No
     raising them would raise E[e^{-Z}] by up to e^{-z}). Tail dominance at every threshold
     gives h >= the exact h at every x (first-order dominance, as in :func:`shed_excess`;
     docs/proofs/accounting.md, Lemma A3). Total added: sqrt(n) e, not n e (issue 18.1/18.7).
+    Only entries below ``stop`` are counted and raised (those above already hold entrywise
+    upper bounds, :func:`tilted_bands`).
     """
     if not e > 0:
         return
-    n = probs.size
+    n = probs.size if stop is None else min(stop, probs.size)
     z0 = -offset  # index of the knot z = 0
     first_pos = min(max(z0, 0), n)
     n_pos = n - first_pos
     if n_pos > 0:
         ranks = np.arange(n_pos, 0, -1, dtype=np.float64)  # rank from the top
-        probs[first_pos:] += e * (np.sqrt(ranks) - np.sqrt(ranks - 1.0)) * (1.0 + 4 * U)
+        probs[first_pos:n] += e * (np.sqrt(ranks) - np.sqrt(ranks - 1.0)) * (1.0 + 4 * U)
     if first_pos > 0:
         probs[first_pos - 1] += e * (math.sqrt(n) - math.sqrt(n_pos)) * (1.0 + 4 * U)
 
@@ -206,3 +214,136 @@ def cut_noise_top(probs: FloatArray, e: float, factor: float = 64.0) -> tuple[in
         rest.size
     ) * (1.0 + 4 * U)
     return top, moved
+
+
+#: Tail levels whose saddle points place the tilted FFTs of :func:`tilted_bands` (issue 18.7).
+TILT_LEVELS = (1e-8, 1e-17, 1e-30)
+#: The upper tail beyond the index where a Chernoff bound certifies mass <= TILT_CUT goes
+#: to +inf (a bound on the exact tail; only raises h, by at most that at every eps).
+TILT_CUT = 1e-40
+#: Bins of the coarse cumulant generating function used to choose the tilts.
+_CGF_BINS = 1024
+
+
+def _dyadic(t: float) -> tuple[int, int]:
+    """t rounded to m 2^q with a 16-bit integer m: m * index is exact for |index| < 2^37."""
+    q = math.frexp(t)[1] - 16
+    return max(1, round(math.ldexp(t, -q))), q
+
+
+def _tilt(a: FloatArray, m: int, q: int) -> tuple[FloatArray, int]:
+    """(a_i e^{t i - s}, s') with t = m 2^q and s = s' 2^q ~ max_i (log a_i + t i): the exponent
+    (m i - s') 2^q is exact, so every entry has relative error <= 5u (exp and the product)
+    plus an absolute 2^-1074 where it underflows; the largest entry is about 1."""
+    i = np.arange(a.size, dtype=np.float64)
+    pos = a > 0
+    with np.errstate(divide="ignore"):
+        top = float(np.max(np.log(a[pos]) + math.ldexp(m, q) * i[pos]))
+    s_int = round(math.ldexp(top, -q))
+    with np.errstate(under="ignore", over="ignore"):
+        out: FloatArray = a * np.exp(np.ldexp(m * i - s_int, q))
+    return out, s_int
+
+
+def _tilt_choices(a: FloatArray, b: FloatArray) -> list[float]:
+    """Tilts t (per index step) at the saddle points of the coarse CGF of a * b for the
+    TILT_LEVELS and TILT_CUT (heuristic: soundness does not depend on the choice)."""
+    def coarse(x: FloatArray) -> tuple[FloatArray, FloatArray]:
+        w = max(1, -(-x.size // _CGF_BINS))
+        pad = np.zeros(w * -(-x.size // w))
+        pad[: x.size] = x
+        mass = pad.reshape(-1, w).sum(axis=1)
+        pos = (np.arange(mass.size) * w).astype(np.float64)
+        keep = mass > 0
+        return np.log(mass[keep]), pos[keep]
+
+    (la, pa), (lb, pb) = coarse(a), coarse(b)
+
+    def rate(t: float) -> float:  # t K'(t) - K(t): -log of the Chernoff bound at the saddle
+        out = 0.0
+        for lw, p in ((la, pa), (lb, pb)):
+            g = lw + t * p
+            mx = float(np.max(g))
+            e = np.exp(g - mx)
+            tot = float(np.sum(e))
+            out += t * float(np.sum(e * p)) / tot - (mx + math.log(tot))
+        return out
+
+    span = float(pa[-1] - pa[0] + pb[-1] - pb[0]) + 1.0
+    t_hi = 1.0 / span
+    while rate(t_hi) < -math.log(TILT_CUT) and t_hi < 1e3:
+        t_hi *= 2.0
+    out: list[float] = []
+    for level in (*TILT_LEVELS, TILT_CUT):
+        target = -math.log(level)
+        lo, hi = 0.0, t_hi
+        if rate(hi) < target:
+            continue
+        for _ in range(40):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if rate(mid) < target else (lo, mid)
+        if not out or hi > 1.3 * out[-1]:
+            out.append(hi)
+    return out
+
+
+def tilted_bands(a: FloatArray, b: FloatArray, conv: FloatArray, e0: float,
+                 first: int) -> tuple[int, int, float]:
+    """Exponentially tilted FFTs for the upper tail (issue 18.7): returns (stop, top, to_inf).
+
+    The FFT bound e0 is absolute (relative to the total mass), so tail masses ~1e-15 drown
+    in it. Tilting commutes with convolution: with a'_i = a_i e^{t i - s_a} (likewise b'),
+    (a' * b')_k = c_k e^{t k - s_a - s_b} for the exact c = a * b, so the FFT of the tilted
+    arrays, with its own l2 error bound e_t (the same bound as e0, for a', b'), gives
+    c_k <= (1 + 32 u) (max(y_k, 0) + e_t) F_k with F_k = e^{s_a + s_b - t k}: an error that
+    falls like e^{-t k}, relative ~1e-13 times a Chernoff bound near the tilt's saddle point.
+    Entries ``[stop, top)`` of ``conv`` (stop >= first, the index of z = 0) are replaced by
+    these upper bounds, each from the tilt with the smallest error there; below ``stop`` the
+    untilted bound e0 is the best and the caller raises those entries as before. Entries from
+    ``top`` on are cut: their exact mass is <= e^{K(t) - t top} (Chernoff, K(t) the log of
+    sum_k c_k e^{t k}), which is returned for +inf. Every stored entry in the band is >= the
+    exact one, so every tail sum there dominates (docs/proofs/accounting.md, Lemma A4).
+    """
+    n = conv.size
+    if not e0 > 0 or first >= n or a.size < 2 or b.size < 2:
+        return n, n, 0.0
+    from scipy import signal
+
+    k = np.arange(n, dtype=np.float64)
+    log_n = 16.0 * max(1.0, math.log2(n)) * U
+    cap = float(np.sum(a)) * float(np.sum(b)) * (1.0 + (a.size + b.size + 8) * U)
+    tilts, lines = [], []
+    chern = np.full(n, math.inf)  # log Chernoff bound of the exact tail mass at k and above
+    for t0 in _tilt_choices(a, b):
+        m, q = _dyadic(t0)
+        ta, sa = _tilt(a, m, q)
+        tb, sb = _tilt(b, m, q)
+        l1a, l1b = float(np.sum(ta)), float(np.sum(tb))
+        l2a, l2b = float(np.sqrt(np.sum(ta * ta))), float(np.sqrt(np.sum(tb * tb)))
+        # log K: sums of non-negative terms (relative (n + 5) u each), padded generously
+        log_k = math.ldexp(sa + sb, q) + math.log(l1a) + math.log(l1b)
+        log_k += 4.0 * (a.size + b.size + 16) * U + 1e-9
+        chern = np.minimum(chern, log_k - math.ldexp(m, q) * k)
+        e_t = (log_n * min(l1a * l2b, l2a * l1b) + 1e-300) * (1.0 + 16 * U)
+        tilts.append((ta, tb, sa, sb, m, q, e_t))
+        lines.append(math.log(e_t) + np.ldexp(sa + sb - m * k, q))
+    cut = np.flatnonzero(chern <= math.log(TILT_CUT))
+    top = int(cut[0]) if cut.size and cut[0] > first else n  # cut only above z = 0
+    to_inf = math.exp(float(chern[top])) * (1.0 + 1e-9) if top < n else 0.0
+    if not tilts:
+        return n, n, 0.0
+    all_lines = np.vstack(lines)
+    wins = np.flatnonzero(all_lines.min(axis=0)[first:top] < math.log(e0)) + first
+    stop = int(wins[0]) if wins.size else top
+    pick = all_lines[:, stop:top].argmin(axis=0)
+    for j, (ta, tb, sa, sb, m, q, e_t) in enumerate(tilts):
+        idx = np.flatnonzero(pick == j) + stop
+        if idx.size == 0:
+            continue
+        y = signal.fftconvolve(ta, tb)[idx]
+        with np.errstate(over="ignore", under="ignore"):
+            f = np.exp(np.ldexp(sa + sb - m * k[idx], q))
+            vals = (np.maximum(y, 0.0) + e_t) * f * (1.0 + 32 * U)
+        # every c_k <= the total mass (sum a)(sum b): a bound wherever F_k overflows
+        conv[idx] = np.minimum(np.where(np.isnan(vals), cap, vals), cap)
+    return stop, top, to_inf

@@ -127,14 +127,23 @@ def compose(a: PLD, b: PLD, tail_mass: float) -> PLD:
     else:
         conv *= 1.0 + rel
         inf = inf * (1.0 + 4 * U)
-        _convolve.lift_negative_noise(a.offset + b.offset, conv, grid, err)
+        off = a.offset + b.offset
         if tail_mass > 0:  # tails are cut to +inf anyway: the l1 bound sqrt(N) * err goes there
+            _convolve.lift_negative_noise(off, conv, grid, err)
             inf += math.sqrt(conv.size) * err
-        else:  # keep the support (noise region aside) and raise the entries (Lemma A3)
-            top, moved = _convolve.cut_noise_top(conv, err)
-            if moved > 0:
-                conv, inf = conv[:top].copy(), inf + moved
-            _convolve.add_entry_bound(a.offset + b.offset, conv, grid, err)
+        elif err > 0:  # keep the support and raise the entries (Lemmas A3, A4)
+            # the upper tail from tilted FFTs (relative error), the rest with the bound err
+            stop, top, to_inf = _convolve.tilted_bands(
+                a.probs, b.probs, conv, err, min(max(-off, 0), conv.size)
+            )
+            _convolve.lift_negative_noise(off, conv, grid, err)
+            if top < conv.size:
+                conv, inf = conv[:top].copy(), inf + to_inf
+            elif stop >= conv.size:  # no tilt helped: cut the noise region as before
+                top, moved = _convolve.cut_noise_top(conv, err)
+                if moved > 0:
+                    conv, inf = conv[:top].copy(), inf + moved
+            _convolve.add_entry_bound(off, conv, grid, err, stop)
         _convolve.shed_excess(conv, inf)  # the bounds' extra mass off the bottom (18.1)
     mu = _mu(direction, a.mu, b.mu)
     return _finish(
