@@ -318,11 +318,14 @@ def tilted_bands(a: FloatArray, b: FloatArray, conv: FloatArray, e0: float,
         m, q = _dyadic(t0)
         ta, sa = _tilt(a, m, q)
         tb, sb = _tilt(b, m, q)
+        if max(abs(sa), abs(sb)) + m * n >= 2**51:  # the exponents would not be exact: skip
+            continue
         l1a, l1b = float(np.sum(ta)), float(np.sum(tb))
         l2a, l2b = float(np.sqrt(np.sum(ta * ta))), float(np.sqrt(np.sum(tb * tb)))
         # log K: sums of non-negative terms (relative (n + 5) u each), padded generously
         log_k = math.ldexp(sa + sb, q) + math.log(l1a) + math.log(l1b)
         log_k += 4.0 * (a.size + b.size + 16) * U + 1e-9
+        log_k += 4.0 * U * (abs(log_k) + math.ldexp(m * n, q))  # the subtraction below
         chern = np.minimum(chern, log_k - math.ldexp(m, q) * k)
         e_t = (log_n * min(l1a * l2b, l2a * l1b) + 1e-300) * (1.0 + 16 * U)
         tilts.append((ta, tb, sa, sb, m, q, e_t))
