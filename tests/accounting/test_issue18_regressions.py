@@ -254,8 +254,9 @@ def test_laplace_exact_reference_single_run() -> None:
 
 @pytest.mark.parametrize("delta", [1e-10, 1e-15])
 def test_laplace_100_small_delta_within_one_percent_of_exact(delta: float) -> None:
-    # was 99.62 at 1e-15 (the FFT's absolute bound swamped the tail); dp_accounting gives
-    # 92.30 (its default tail truncation) or 89.66 without it (below the exact 89.94415)
+    # was 99.62 at 1e-15 (the FFT's absolute bound swamped the tail); dp_accounting at grid
+    # 1e-4 gives 92.30 (its default tail truncation) or 89.27 without it (below the exact
+    # 89.94415: its FFT noise is not bounded); benchmarks/accounting_small_delta.py
     from dpsieve.accounting.pld import PLD
 
     got = PLD.laplace(1.0).self_compose(100).epsilon(delta)
