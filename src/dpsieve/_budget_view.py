@@ -111,11 +111,19 @@ def check_fits(flt: Any, cost: Any, requested: dict[str, Any],
     fits = [t for t in fitting_types(flt) if offered is None or t in offered]
     kind = KIND_NAMES.get(getattr(flt, "kind", ""), f"a {getattr(flt, 'kind', '')} budget")
     asked = TYPE_NAMES.get(str(requested.get("type")), str(requested.get("type")))
+    charged = cost.to_dict().get("type") if hasattr(cost, "to_dict") else None
+    why = "its privacy has no conversion to the budget's"
+    if charged is not None and charged != requested.get("type"):
+        asked += f" query, charged as {TYPE_NAMES.get(str(charged), str(charged))},"
+    else:
+        asked += " query"
+    if getattr(cost, "delta", 0.0) > 0 and charged in ("approx", "approx_zcdp"):
+        why = (f"its delta ({cost.delta:.3g}, e.g. from DP key selection) may lose all "
+               "privacy with that probability, and this budget has no delta to pay it")
     names = ", ".join(TYPE_NAMES.get(t, t) for t in fits) or "none that this service runs"
     raise IncompatiblePrivacyError(
-        f"A {asked} query can never be admitted by this budget ({kind}), however small: "
-        f"its privacy has no conversion to the budget's. Query types that fit: {names}. "
-        "Nothing was spent.",
+        f"A {asked} can never be admitted by this budget ({kind}), however small: "
+        f"{why}. Query types that fit: {names}. Nothing was spent.",
         fits=fits, requested=requested)
 
 

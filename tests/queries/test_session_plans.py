@@ -5,6 +5,7 @@ inside DuckDB for files, and the brute-force sensitivity check through the Sessi
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -299,3 +300,34 @@ def test_a_csv_cell_that_does_not_parse_is_missing_not_an_error_after_the_spend(
     r = s.run(_plan(aggregations=[{"type": "sum", "column": "x", "lower": 0, "upper": 10}],
                     group_by=[], keys=None, contribution={"max_rows": 5}))
     assert "SECRET" not in str(r.to_dict())
+
+
+# -- DP key selection on (eps, delta) budgets (docs/proofs/mixed.md §6) ----------------------
+
+def test_key_selection_is_admitted_by_an_eps_delta_budget_and_charged_its_eps_delta() -> None:
+    from dpsieve.accounting.events import ApproxDP
+
+    s = Session(_frame(), budget=ApproxDP(4.0, 1e-5), privacy_unit="pid")
+    plan = {"type": "query", "privacy": {"type": "pure", "eps": 0.5},
+            "aggregations": [{"type": "count", "per": "unit"}], "group_by": ["ward"],
+            "select": {"delta": 1e-7}, "contribution": {"max_groups": 2}}
+    r = s.run(plan)
+    assert r.answer is not None
+    (rec,) = s.store.history(s.budget_id)
+    assert rec.cost["query"] == ApproxDP(0.5, 1e-7).to_dict()  # exactly the selection's
+    d0, d1 = Fraction(rec.cost["delta_part_before"]), Fraction(rec.cost["delta_part_after"])
+    assert 1 - (1 - d1) * (1 - Fraction(1e-7)) <= d0  # R_{0,d1} (+) R_{0,1e-7} <= R_{0,d0}
+    assert s.remaining()["pure_eps"] == 3.5
+
+
+def test_key_selection_on_a_pure_budget_is_refused_naming_the_delta() -> None:
+    s = Session(_frame(), budget=PureDP(4.0), privacy_unit="pid")
+    plan = {"type": "query", "privacy": {"type": "pure", "eps": 0.5},
+            "aggregations": [{"type": "count", "per": "unit"}], "group_by": ["ward"],
+            "select": {"delta": 1e-7}, "contribution": {"max_groups": 2}}
+    before = s.remaining()
+    with pytest.raises(Exception, match="delta") as e:
+        s.run(plan)
+    assert "charged as approximate (eps, delta)" in str(e.value)
+    assert "this budget has no delta to pay it" in str(e.value)
+    assert s.remaining() == before

@@ -338,3 +338,20 @@ def symmetric_atoms(q: Any) -> tuple[Atoms, float] | None:
 
         return pld_symmetric_atoms(q)
     return None
+
+
+def delta_refusal(q: Any, budget: str) -> str:
+    """Why a ``budget`` (pure, zCDP, RDP, GDP) can never admit ``q`` if it has a delta > 0
+    (an ``ApproxDP``/``ApproxZCDP`` query, e.g. DP key selection's charge), else "".
+
+    Such a query may put mass delta on infinite privacy loss (its PLD is dominated by, and
+    may equal, R_{eps,delta}); a pure, zCDP, Renyi or Gaussian budget has no such mass, so
+    no budget left can pay it (a residue U with U (+) L <= B needs L's mass at +inf in B).
+    """
+    dq = getattr(q, "delta", 0.0) if isinstance(q, ApproxDP | ApproxZCDP) else 0.0
+    if not dq > 0:
+        return ""
+    return (f": the query has delta {dq:.4g} > 0, i.e. may lose all privacy with probability "
+            f"delta, and a {budget} budget has no delta to pay it; open an (eps, delta) "
+            "budget (ApproxDP) or an approximate-zCDP one (ApproxZCDP)")
+

@@ -34,7 +34,14 @@ from dpsieve.filters._common import (
     frac_from_json,
     frac_to_json,
 )
-from dpsieve.filters._queries import as_query, pure_eps_of, query_to_dict, rdp_of, zcdp_of
+from dpsieve.filters._queries import (
+    as_query,
+    delta_refusal,
+    pure_eps_of,
+    query_to_dict,
+    rdp_of,
+    zcdp_of,
+)
 from dpsieve.filters.base import Decision
 
 __all__ = [
@@ -119,7 +126,9 @@ class _ScalarFilter(FilterBase):
         qd = query_to_dict(q)
         if c is None:
             return _refuse(
-                f"the query states no finite {self.CURRENCY} cost", self.remaining(), {"query": qd}
+                f"the query states no finite {self.CURRENCY} cost"
+                + delta_refusal(q, {"eps": "pure-DP", "rho": "zCDP"}.get(self.CURRENCY, "")),
+                self.remaining(), {"query": qd}
             ), None
         shown = float_up(c)
         cost = {self.CURRENCY: shown, "exact": frac_to_json(c), "query": qd}
@@ -328,7 +337,8 @@ class RDPFilter(FilterBase):
         cs = [c for c in costs if c is not None]
         if len(cs) != len(costs):
             return _refuse(
-                "the query states no finite RDP at every order", self.remaining(), {"query": qd}
+                "the query states no finite RDP at every order" + delta_refusal(q, "Renyi-DP"),
+                self.remaining(), {"query": qd}
             ), None
         cost = {
             "orders": list(self._orders),

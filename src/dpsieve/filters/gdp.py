@@ -33,6 +33,7 @@ from dpsieve.filters._gdp_core import Atoms
 from dpsieve.filters._gdp_search import residue_mu, smallest_gdp_mu_atoms
 from dpsieve.filters._queries import (
     as_query,
+    delta_refusal,
     query_to_dict,
     smallest_gdp_mu_rr_up,
     symmetric_atoms,
@@ -197,7 +198,8 @@ class NaiveGDPFilter(FilterBase):
         nu = naive_gdp_cost(q)
         cost = {"mu": nu, "query": query_to_dict(q)}
         if not math.isfinite(nu):
-            return Decision(False, "the query has no GDP bound", self.remaining(), cost), None
+            return Decision(False, "the query has no GDP bound" + delta_refusal(q, "GDP"),
+                            self.remaining(), cost), None
         new = self._spent2 + Fraction(nu) ** 2
         if new > self._mu2:
             return Decision(False, "GDP budget exceeded", self.remaining(), cost), None
@@ -256,7 +258,8 @@ class GDPResidueFilter(FilterBase):
         if left is None:
             return Decision(
                 False,
-                "no residue: the query is not dominated by the GDP budget",
+                "no residue: the query is not dominated by the GDP budget"
+                + delta_refusal(q, "GDP"),
                 self.remaining(),
                 cost,
             ), None

@@ -12,6 +12,15 @@ is charged where it costs least:
 * when both are possible, to the one that leaves the larger eps at the target's delta
   (ties go to the pure part, which is exact).
 
+**A delta part** R_{0,d} joins the budget, B = R_a (+) G_mu (+) R_{0,d}, when the typical (or
+first) query has a delta > 0 (an (eps, delta) query such as DP key selection's charge):
+``ApproxDP(e, dq)`` is R_e (+) R_{0,dq} exactly (the PLD of R_{e,dq} is that composition),
+so it pays dq from the delta part (R_{0,d'} (+) R_{0,dq} = R_{0,d} for
+1 - d = (1 - d')(1 - dq); d' rounded down) and R_e by either route above. The split is
+inside the target when d + (1 - d) h_{R_a (+) G_mu}(e^eps) <= delta, i.e. R_a (+) G_mu is
+(eps, (delta - d)/(1 - d))-DP. A budget without a delta part refuses delta > 0 queries:
+R_a (+) G_mu has no mass at +inf, and L <= U (+) ... with L's mass dq at +inf needs one.
+
 Each choice satisfies the residue condition U(B, L) (+) L <= B, so the filter is valid
 for fully adaptive queries (paper, Thm. 1); docs/proofs/mixed.md gives the proof and the
 soundness of every check used.
@@ -34,6 +43,7 @@ from fractions import Fraction
 from typing import Any
 
 from dpsieve._validation import check_in_open, check_nonnegative, fail
+from dpsieve.accounting.events import ApproxDP, PureDP
 from dpsieve.accounting.gdp import gdp_delta_err, gdp_mu_for
 from dpsieve.filters._common import FilterBase, StateReader, frac_from_json, frac_to_json
 from dpsieve.filters._mixed_math import delta_upper, epsilon_upper, mu_for
@@ -41,11 +51,12 @@ from dpsieve.filters._queries import as_query, pure_eps_of, query_to_dict
 from dpsieve.filters.base import Decision
 from dpsieve.filters.gdp import GDPResidueFilter, naive_gdp_cost, sqrt_down
 
-__all__ = ["MixedFilter", "choose_split", "mixed_budget", "split_inside"]
+__all__ = ["MixedFilter", "choose_split", "choose_split_parts", "inner_delta", "mixed_budget",
+           "pay_delta", "split_inside"]
 
 #: Admissions simulated per candidate split when choosing it (more is not needed to rank).
 SPLIT_CAP = 200
-_SPLITS: dict[tuple[float, float, tuple[str, ...], int], Fraction] = {}
+_SPLITS: dict[tuple[float, float, tuple[str, ...], int], tuple[Fraction, Fraction]] = {}
 
 
 @functools.lru_cache(maxsize=512)
@@ -61,31 +72,69 @@ def _pure_eps(q: Any) -> float | None:
         return pure_eps_of(q)
 
 
-def mixed_budget(eps: float, delta: float, pure: float | Fraction) -> tuple[Fraction, float]:
-    """(a, mu) for a pure part ``pure`` (clipped to eps) inside the (eps, delta) target.
+def _float_down(x: Fraction) -> Fraction:
+    """The float at or below ``x`` (>= 0), as an exact Fraction."""
+    f = float(x)
+    if Fraction(f) > x:
+        f = math.nextafter(f, 0.0)
+    return Fraction(max(f, 0.0))
 
-    mu is the largest value (rounded down) whose budget R_a (+) G_mu is certified
-    (eps, delta)-DP (:func:`dpsieve.filters._mixed_math.mu_for`).
+
+def inner_delta(delta: float, dpart: Fraction) -> float:
+    """(delta - d)/(1 - d), rounded down: R_a (+) G_mu (+) R_{0,d} is (eps, delta)-DP iff
+    R_a (+) G_mu is (eps, inner_delta)-DP (h_{S (+) R_{0,d}} = d + (1 - d) h_S)."""
+    if dpart == 0:
+        return delta
+    return float(_float_down((Fraction(delta) - dpart) / (1 - dpart)))
+
+
+def pay_delta(dpart: Fraction, dq: float) -> Fraction | None:
+    """The delta part left after a query's dq: d' with (1 - d')(1 - dq) >= 1 - d, rounded
+    down (``None`` if dq > d)."""
+    if Fraction(dq) > dpart:
+        return None
+    return _float_down((dpart - Fraction(dq)) / (1 - Fraction(dq)))
+
+
+def mixed_budget(eps: float, delta: float, pure: float | Fraction,
+                 dpart: Fraction = Fraction(0)) -> tuple[Fraction, float]:
+    """(a, mu) for a pure part ``pure`` (clipped to eps) inside the (eps, delta) target,
+    beside a delta part ``dpart`` (0 <= dpart <= delta).
+
+    mu is the largest value (rounded down) whose budget R_a (+) G_mu (+) R_{0,dpart} is
+    certified (eps, delta)-DP (:func:`dpsieve.filters._mixed_math.mu_for` at
+    :func:`inner_delta`).
     """
     a = min(Fraction(pure), Fraction(eps))
-    m = mu_for(a, eps, delta)
-    if a == 0:  # all Gaussian: exactly the GDP residue filter's budget G_{gdp_mu_for(eps, delta)}
-        m = max(m, gdp_mu_for(eps, delta))
+    if not 0 <= dpart <= Fraction(delta):
+        raise fail("delta_part", "mixed_budget", f"a number in [0, delta = {delta!r}]",
+                   float(dpart))
+    din = inner_delta(delta, dpart)
+    m = mu_for(a, eps, din) if din > 0 else 0.0
+    if a == 0 and din > 0:  # all Gaussian: the GDP residue filter's budget G_{gdp_mu_for}
+        m = max(m, gdp_mu_for(eps, din))
     if m < 0:  # cannot happen for a <= eps (R_a is eps-DP), kept as a guard
         raise fail("pure", "mixed_budget", f"a pure part <= eps = {eps!r}", pure)
     return a, m
 
 
-def split_inside(a: Fraction, mu: float, eps: float, delta: float) -> bool:
-    """Certified check that R_a (+) G_mu is (eps, delta)-DP (docs/proofs/mixed.md §3).
+def split_inside(a: Fraction, mu: float, eps: float, delta: float,
+                 dpart: Fraction = Fraction(0)) -> bool:
+    """Certified check that R_a (+) G_mu (+) R_{0,dpart} is (eps, delta)-DP
+    (docs/proofs/mixed.md §3, §6).
 
     For a = 0 the GDP residue filter's own test is accepted too
     (h_mu(e^eps) + err <= delta with gdp_delta_err's certified bound, as
     :func:`dpsieve.accounting.gdp.gdp_mu_for` uses), so the
     all-Gaussian split is exactly that filter's budget.
     """
+    if not 0 <= dpart <= Fraction(delta):
+        return False
     if mu == 0 and Fraction(a) <= Fraction(eps):
-        return True  # exact: R_a is a-DP, so (eps, 0)-DP (docs/proofs/mixed.md §3)
+        return True  # exact: R_a (+) R_{0,d} = R_{a,d} is (eps, delta)-DP (§3, §6)
+    delta = inner_delta(delta, dpart)
+    if delta <= 0:
+        return False
     if delta_upper(a, mu, eps) <= delta:
         return True
     if a != 0:
@@ -94,17 +143,42 @@ def split_inside(a: Fraction, mu: float, eps: float, delta: float) -> bool:
     return float(h) + float(err) <= delta
 
 
+def _delta_of(q: Any) -> float:
+    """The delta of an (eps, delta) query (0 for every other query)."""
+    return float(q.delta) if isinstance(q, ApproxDP) else 0.0
+
+
+def _eps_part(q: Any) -> float | None:
+    """The pure eps of a query, or of the R_e part of an ApproxDP(e, dq)."""
+    if isinstance(q, ApproxDP) and q.delta > 0:
+        return float(q.eps)
+    return _pure_eps(q)
+
+
 def choose_split(
     eps: float, delta: float, typical: Sequence[Any], *, cap: int = SPLIT_CAP
 ) -> Fraction:
-    """The pure part a of the split that admits most of ``typical`` (offered cyclically).
+    """The pure part a of the split that admits most of ``typical`` (offered cyclically);
+    :func:`choose_split_parts` gives the delta part too."""
+    return choose_split_parts(eps, delta, typical, cap=cap)[0]
 
-    Candidates: a = 0 (all Gaussian), a = eps (all pure), for each pure query size e in
-    the workload the largest multiple of e that fits (the same pure count with a Gaussian
-    part left over), and eps/2 when the workload is not one query. Each is simulated with
-    the filter itself (up to ``cap`` admissions: enough to rank, since a pure part only
-    wins for queries the additive filter admits a few dozen times); the most admissions
-    win, ties to the larger Gaussian part. The choice affects utility, never validity.
+
+def choose_split_parts(
+    eps: float, delta: float, typical: Sequence[Any], *, cap: int = SPLIT_CAP
+) -> tuple[Fraction, Fraction]:
+    """(a, d): the pure part and the delta part of the split that admits most of
+    ``typical`` (offered cyclically).
+
+    Candidates for a: a = 0 (all Gaussian), a = eps (all pure), for each pure query size e
+    in the workload (the eps of an (eps, delta) query counts) the largest multiple of e
+    that fits (the same pure count with a Gaussian part left over), and eps/2 when the
+    workload is not one query. Candidates for d: 0 when no query has a delta; else, for
+    each query's dq, delta (no Gaussian part), delta/2, and what the composition of
+    floor(eps/e) such queries needs, 1 - (1 - dq)^k, when below delta. Each pair is
+    simulated with the filter itself (up to ``cap`` admissions: enough to rank, since a
+    pure part only wins for queries the additive filter admits a few dozen times); the most
+    admissions win, ties to the larger Gaussian part. The choice affects utility, never
+    validity.
     """
     qs = [as_query(q) for q in typical]
     if not qs:
@@ -117,22 +191,32 @@ def choose_split(
         return hit
     top = Fraction(eps)
     cands: set[Fraction] = {Fraction(0), top}
+    dcands: set[Fraction] = {Fraction(0)}
     for q in qs:
-        e = _pure_eps(q)
+        e = _eps_part(q)
         if e is not None and 0 < e <= eps:
             k = math.floor(top / Fraction(e))
             cands.add(k * Fraction(e))
+        dq = _delta_of(q)
+        if 0 < dq <= delta:
+            dcands = (dcands - {Fraction(0)}) | {Fraction(delta), Fraction(delta) / 2}
+            k = math.floor(top / Fraction(e)) if e else 1
+            # 1 - (1 - dq)^k, with a margin for the part left being rounded down each time
+            need = -math.expm1(k * math.log1p(-dq)) * (1 + 1e-9)
+            if dq <= need < delta:
+                dcands.add(Fraction(need))
     if len(set(ckey[2])) > 1:
         cands.add(top / 2)
-    best: tuple[int, float, Fraction] | None = None
-    for a in sorted(cands):
-        a_, m = mixed_budget(eps, delta, a)
-        f = MixedFilter(eps, delta, pure=a_)
-        n = count_admitted(f, list(qs), cap=cap).count
-        score = (n, m, a_)
-        if best is None or (score[0], score[1]) > (best[0], best[1]):
-            best = score
-    out = Fraction(0) if best is None else best[2]
+    best: tuple[int, float, Fraction, Fraction] | None = None
+    for d in sorted(dcands):
+        for a in sorted(cands):
+            a_, m = mixed_budget(eps, delta, a, d)
+            f = MixedFilter(eps, delta, pure=a_, delta_part=d)
+            n = count_admitted(f, list(qs), cap=cap).count
+            score = (n, m, a_, d)
+            if best is None or (score[0], score[1]) > (best[0], best[1]):
+                best = score
+    out = (Fraction(0), Fraction(0)) if best is None else (best[2], best[3])
     if len(_SPLITS) >= 256:
         _SPLITS.pop(next(iter(_SPLITS)))
     _SPLITS[ckey] = out
@@ -143,8 +227,9 @@ class MixedFilter(FilterBase):
     """Residue filter with budget R_a (+) G_mu inside an (eps, delta) target (module doc).
 
     ``MixedFilter(eps, delta, typical=q)`` chooses the split for queries like ``q`` (a
-    privacy description or PLD, or a list of them); ``pure=a`` fixes the pure part; with
-    neither, the split is chosen at the first admitted query.
+    privacy description or PLD, or a list of them); ``pure=a`` fixes the pure part (and
+    ``delta_part=d`` a delta part, for (eps, delta) queries); with neither, the split is
+    chosen at the first admitted query.
     """
 
     KIND = "mixed"
@@ -156,6 +241,7 @@ class MixedFilter(FilterBase):
         *,
         typical: Any = None,
         pure: float | Fraction | None = None,
+        delta_part: float | Fraction | None = None,
     ) -> None:
         self._eps = check_nonnegative("eps", eps, "MixedFilter")
         self._delta = check_in_open("delta", delta, 0.0, 1.0, "MixedFilter")
@@ -163,24 +249,33 @@ class MixedFilter(FilterBase):
             raise fail("eps", "MixedFilter", "a finite float >= 0", eps)
         if typical is not None and pure is not None:
             raise fail("pure", "MixedFilter", "not given together with 'typical'", pure)
+        if delta_part is not None and pure is None:
+            raise fail("delta_part", "MixedFilter", "given together with 'pure'", delta_part)
         self._split: dict[str, Any] | None = None
         self._pure = Fraction(0)
         self._mu2 = Fraction(0)
+        self._dpart = Fraction(0)
         if pure is not None:
             if not (Fraction(pure) >= 0):
                 raise fail("pure", "MixedFilter", "a number >= 0", pure)
-            self._set_split(Fraction(pure), "given")
+            d = Fraction(0) if delta_part is None else Fraction(delta_part)
+            if not 0 <= d <= Fraction(self._delta):
+                raise fail("delta_part", "MixedFilter", f"a number in [0, delta = "
+                           f"{self._delta!r}]", delta_part)
+            self._set_split(Fraction(pure), "given", dpart=d)
         elif typical is not None:
             qs = list(typical) if isinstance(typical, list | tuple) else [typical]
-            a = choose_split(self._eps, self._delta, qs)
-            self._set_split(a, "typical", [query_to_dict(as_query(q)) for q in qs])
+            a, d = choose_split_parts(self._eps, self._delta, qs)
+            self._set_split(a, "typical", [query_to_dict(as_query(q)) for q in qs], d)
 
-    def _set_split(self, a: Fraction, how: str, typical: list[dict[str, Any]] | None = None
-                   ) -> None:
-        a, m = mixed_budget(self._eps, self._delta, a)
-        self._pure, self._mu2 = a, Fraction(m) ** 2
+    def _set_split(self, a: Fraction, how: str, typical: list[dict[str, Any]] | None = None,
+                   dpart: Fraction = Fraction(0)) -> None:
+        a, m = mixed_budget(self._eps, self._delta, a, dpart)
+        self._pure, self._mu2, self._dpart = a, Fraction(m) ** 2, dpart
         self._split = {"pure": frac_to_json(a), "mu": m, "chosen": how,
                        "typical": typical or []}
+        if dpart:  # absent when 0: states of budgets without a delta part are unchanged
+            self._split["dpart"] = frac_to_json(dpart)
 
     # -- state ----------------------------------------------------------------------------
     def _state(self) -> dict[str, Any]:
@@ -188,6 +283,8 @@ class MixedFilter(FilterBase):
         if self._split is not None:
             st["pure"] = frac_to_json(self._pure)
             st["mu2"] = frac_to_json(self._mu2)
+            if "dpart" in self._split:
+                st["dpart"] = frac_to_json(self._dpart)
         return st
 
     def _load(self, state: dict[str, Any]) -> None:
@@ -196,6 +293,8 @@ class MixedFilter(FilterBase):
         self._eps, self._delta, self._split = float(state["eps"]), float(state["delta"]), split
         self._pure = Fraction(0) if split is None else frac_from_json(state["pure"], "pure")
         self._mu2 = Fraction(0) if split is None else frac_from_json(state["mu2"], "mu2")
+        self._dpart = (frac_from_json(state["dpart"], "dpart") if "dpart" in state
+                       else Fraction(0))
 
     @classmethod
     def _check_state(cls, r: StateReader) -> None:
@@ -205,17 +304,25 @@ class MixedFilter(FilterBase):
         if r.raw("split") is None:
             r.require(not r.optional("pure"), "pure", "absent while the split is undecided", "")
             r.require(not r.optional("mu2"), "mu2", "absent while the split is undecided", "")
+            r.require(not r.optional("dpart"), "dpart", "absent while the split is undecided",
+                      "")
             return
         sp = r.nested("split")
         pure0 = sp.frac("pure", lo=0, hi=Fraction(eps))
         mu0 = sp.number("mu", lo=0.0)
         sp.string("chosen")
         sp.raw("typical")
+        d0 = sp.frac("dpart", lo=0, hi=Fraction(delta)) if sp.optional("dpart") else None
         sp.done()
         r.frac("pure", lo=0, hi=pure0)
         r.frac("mu2", lo=0, hi=Fraction(mu0) ** 2)
+        if d0 is None:
+            r.require(not r.optional("dpart"), "dpart", "absent: the split has no delta part",
+                      "")
+        else:
+            r.frac("dpart", lo=0, hi=d0)
         r.require(
-            split_inside(pure0, mu0, eps, delta),
+            split_inside(pure0, mu0, eps, delta, d0 or Fraction(0)),
             "split",
             f"a budget R_a (+) G_mu inside the ({eps!r}, {delta!r}) target",
             r.raw("split"),
@@ -239,21 +346,24 @@ class MixedFilter(FilterBase):
     def remaining(self) -> dict[str, Any]:
         if self._split is None:
             return {"eps": self._eps, "delta": self._delta, "split": "undecided"}
-        return self._remaining_of(self._pure, self._mu2)
+        return self._remaining_of(self._pure, self._mu2, self._dpart)
 
     def epsilon_left(self) -> float:
         """eps at the target's delta of the budget left (rounded up: never understated)."""
         if self._split is None:
             return self._eps
-        return epsilon_upper(self._pure, sqrt_down(self._mu2), self._delta)
+        din = inner_delta(self._delta, self._dpart)
+        if din <= 0:
+            return float(self._pure) if self._mu2 == 0 else math.inf
+        return epsilon_upper(self._pure, sqrt_down(self._mu2), din)
 
     # -- deciding -----------------------------------------------------------------------------
     def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         if self._split is None:
             probe = MixedFilter(self._eps, self._delta)
-            probe._set_split(choose_split(self._eps, self._delta, [q]), "first query",
-                             [query_to_dict(q)])
+            a, d = choose_split_parts(self._eps, self._delta, [q])
+            probe._set_split(a, "first query", [query_to_dict(q)], d)
             decision, new = probe._decide_split(q)
             if not decision.admitted:  # stay undecided: a refusal changes nothing
                 return Decision(False, decision.reason, self.remaining(), decision.cost), None
@@ -261,6 +371,9 @@ class MixedFilter(FilterBase):
         return self._decide_split(q)
 
     def _decide_split(self, q: Any) -> tuple[Decision, dict[str, Any] | None]:
+        dq = _delta_of(q)
+        if dq > 0:  # ApproxDP(e, dq) = R_e (+) R_{0,dq}: dq from the delta part, R_e as pure
+            return self._decide_delta(q, dq)
         qd = query_to_dict(q)
         e = _pure_eps(q)
         if e is not None and not math.isfinite(e):
@@ -276,10 +389,32 @@ class MixedFilter(FilterBase):
         else:
             route, pure, mu2 = "pure", pure_left, self._mu2
         st = dict(self._state(), pure=frac_to_json(pure), mu2=frac_to_json(mu2))
-        rem = self._remaining_of(pure, mu2)
+        rem = self._remaining_of(pure, mu2, self._dpart)
         cost.update(route=route, pure_before=float(self._pure), pure_after=float(pure),
                     mu_before=sqrt_down(self._mu2), mu_after=rem["mu"])
         return Decision(True, f"admitted, charged to the {route} part", rem, cost), st
+
+    def _decide_delta(self, q: ApproxDP, dq: float) -> tuple[Decision, dict[str, Any] | None]:
+        """An (e, dq) query, dq > 0: R_{0,dq} paid by the delta part (exactly: the part
+        left is rounded down), R_e routed as PureDP(e) (docs/proofs/mixed.md §6)."""
+        left = pay_delta(self._dpart, dq)
+        if left is None:
+            why = ("the budget has no delta part: its split was chosen for queries without "
+                   "a delta (declare a typical query with one, e.g. typical=ApproxDP(e, d))"
+                   if "dpart" not in (self._split or {}) else
+                   f"the delta part left ({float(self._dpart):.4g}) is smaller")
+            reason = (f"refused: the query's delta {dq:.4g} is paid from the budget's delta "
+                      f"part R_(0,d) (R_a (+) G_mu has no mass at +inf), and {why}")
+            cost = {"query": query_to_dict(q), "pure_eps": None, "delta": dq}
+            return Decision(False, reason, self.remaining(), cost), None
+        decision, st = self._decide_split(PureDP(q.eps, q.neighbouring))
+        cost = dict(decision.cost or {}, query=query_to_dict(q), delta=dq)
+        if st is None:
+            return Decision(False, decision.reason, self.remaining(), cost), None
+        st["dpart"] = frac_to_json(left)
+        rem = dict(decision.remaining, delta_part=float(left))
+        cost.update(delta_part_before=float(self._dpart), delta_part_after=float(left))
+        return Decision(True, decision.reason + " and the delta part", rem, cost), st
 
     def _pure_leaves_more(self, pure_left: Fraction, gauss_left: Fraction) -> bool:
         """Whether the pure route leaves at least as much eps at the target's delta.
@@ -287,14 +422,21 @@ class MixedFilter(FilterBase):
         With e_p the eps left after the pure route, the Gaussian route leaves more iff its
         budget is not (e_p, delta)-DP (both read through the same certified bound).
         """
-        e_p = epsilon_upper(pure_left, sqrt_down(self._mu2), self._delta)
+        din = inner_delta(self._delta, self._dpart)
+        if din <= 0:
+            return True
+        e_p = epsilon_upper(pure_left, sqrt_down(self._mu2), din)
         if not math.isfinite(e_p):
             return False
-        return delta_upper(self._pure, sqrt_down(gauss_left), e_p) <= self._delta
+        return delta_upper(self._pure, sqrt_down(gauss_left), e_p) <= din
 
-    def _remaining_of(self, pure: Fraction, mu2: Fraction) -> dict[str, Any]:
-        return {"pure_eps": float(pure), "pure_exact": frac_to_json(pure),
-                "mu": sqrt_down(mu2), "delta": self._delta}
+    def _remaining_of(self, pure: Fraction, mu2: Fraction, dpart: Fraction = Fraction(0)
+                      ) -> dict[str, Any]:
+        out = {"pure_eps": float(pure), "pure_exact": frac_to_json(pure),
+               "mu": sqrt_down(mu2), "delta": self._delta}
+        if self._split is not None and "dpart" in self._split:
+            out["delta_part"] = float(dpart)
+        return out
 
     def _gauss_residue(self, q: Any) -> Fraction | None:
         if self._mu2 == 0:

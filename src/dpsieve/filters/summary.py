@@ -77,6 +77,14 @@ def _mixed_eps(rem: dict[str, Any], delta: float) -> float:
 
     if rem.get("split") == "undecided":
         return float(rem["eps"])
+    d = rem.get("delta_part", 0.0)
+    if d:  # R_a (+) G_mu (+) R_{0,d} at delta: R_a (+) G_mu at (delta - d)/(1 - d)
+        from dpsieve.filters.mixed import inner_delta
+
+        din = inner_delta(delta, Fraction(d)) if d <= delta else 0.0
+        if din <= 0:
+            return math.inf if float(rem["mu"]) > 0 or d > delta else float(rem["pure_eps"])
+        delta = din
     return epsilon_upper(Fraction(rem["pure_exact"]), float(rem["mu"]), delta)
 
 
@@ -141,6 +149,9 @@ def query_fits(flt: Any, query: Any) -> bool:
     filter kinds answer True (the filter's own decision then speaks).
     """
     rule = _FITS.get(getattr(flt, "kind", ""))
+    if getattr(flt, "kind", "") == "mixed" and isinstance(query, ApproxDP) and query.delta > 0:
+        split = flt.split()  # a delta part pays it: undecided, or a split that has one
+        return split is None or "dpart" in split
     if rule is not None:
         return bool(rule(query))
     if getattr(flt, "kind", "") == "rdp":
@@ -262,8 +273,10 @@ def _parts_of(flt: Any) -> str:
     rem = flt.remaining()
     if rem.get("split") == "undecided":
         return " (the split between a pure and a Gaussian part is chosen at the first query)"
+    dp = (f"; delta part: {float(rem['delta_part']):.3g}, pays the delta of (eps, delta) "
+          "queries" if "delta_part" in rem else "")
     return (f" (pure part: eps {float(rem['pure_eps']):.4g}, paid eps for eps; "
-            f"Gaussian part: mu {float(rem['mu']):.4g})")
+            f"Gaussian part: mu {float(rem['mu']):.4g}{dp})")
 
 
 def _fmt_count(c: Capacity) -> str:
