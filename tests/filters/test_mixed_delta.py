@@ -11,7 +11,7 @@ import mpmath
 import pytest
 from filters_oracle import h_gauss_mp
 
-from dpsieve.accounting.events import ApproxDP, ApproxZCDP, PureDP
+from dpsieve.accounting.events import GDP, ApproxDP, ApproxZCDP, PureDP
 from dpsieve.errors import ValidationError
 from dpsieve.filters import (
     GDPResidueFilter,
@@ -19,6 +19,7 @@ from dpsieve.filters import (
     NaiveGDPFilter,
     PureDPFilter,
     RDPFilter,
+    ResidueFilter,
     ZCDPFilter,
     filter_from_json,
 )
@@ -112,7 +113,8 @@ def test_pure_workloads_choose_the_same_split_as_before() -> None:
 @pytest.mark.parametrize(("f", "budget"), [
     (PureDPFilter(5.0), "pure-DP"), (ZCDPFilter(5.0), "zCDP"),
     (RDPFilter([2.0, 8.0], [5.0, 5.0]), "Renyi-DP"), (GDPResidueFilter(5.0), "GDP"),
-    (NaiveGDPFilter(5.0), "GDP"),
+    (NaiveGDPFilter(5.0), "GDP"), (ResidueFilter(PureDP(5.0), "pure_dp"), "pure-DP"),
+    (ResidueFilter(GDP(5.0), "gdp_residue"), "GDP"),
 ])
 def test_budgets_without_mass_at_infinity_refuse_and_say_why(f: object, budget: str) -> None:
     for q in (SEL, ApproxZCDP(0.1, 1e-7)):

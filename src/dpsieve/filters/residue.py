@@ -26,7 +26,7 @@ from typing import Any
 from dpsieve._validation import fail
 from dpsieve.accounting.events import GDP, PureDP, description_from_dict
 from dpsieve.filters._common import FilterBase, StateReader
-from dpsieve.filters._queries import as_query, pure_eps_of, query_to_dict
+from dpsieve.filters._queries import as_query, delta_refusal, pure_eps_of, query_to_dict
 from dpsieve.filters.base import Decision
 from dpsieve.filters.gdp import gdp_residue_update, naive_gdp_cost, sqrt_down
 
@@ -127,6 +127,9 @@ class ResidueFilter(FilterBase):
         new = _RULES[self._rule](self._budget, q)
         cost = {"query": query_to_dict(q), "rule": self._rule}
         if new is None:
-            return Decision(False, "no residue for this query", self.remaining(), cost), None
+            built_in = {"pure_dp": "pure-DP", "gdp_naive": "GDP", "gdp_residue": "GDP"}
+            why = delta_refusal(q, built_in[self._rule]) if self._rule in built_in else ""
+            return Decision(False, "no residue for this query" + why, self.remaining(),
+                            cost), None
         st = {"budget": new.to_dict(), "rule": self._rule}
         return Decision(True, "admitted", new.to_dict(), cost), st
