@@ -616,7 +616,7 @@ class Session:
 
         q = plan_of(spec, self.neighbouring.value)
         prepared = prepare(q, self.schema(), self.neighbouring)
-        if self._memory_limit is None and is_file(self._data):
+        if self._memory_limit is None and self._engine is None and is_file(self._data):
             default_memory_limit()  # a bad DPSIEVE_DUCKDB_MEMORY_LIMIT: refused before the spend
         public = query_to_dict(q) if legacy is None else {**spec,
                                                           "privacy": q.privacy.to_dict()}

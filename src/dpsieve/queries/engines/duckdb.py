@@ -466,7 +466,7 @@ class DuckDBEngine:
         """The file's identity and version (inode, size, modification and change times)."""
         assert self._path is not None
         try:
-            st = Path(self._path).stat()
+            st = os.stat(self._path)
         except OSError:  # gone since the engine was made: refused as a new engine would be
             raise fail("data", "DuckDBEngine", "an existing .csv, .parquet or .duckdb file",
                        self._path) from None
