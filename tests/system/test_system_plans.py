@@ -195,3 +195,40 @@ def test_old_shapes_take_contribution_bounds_and_release_is_refused_with_a_unit(
     assert 0 <= body["value"] <= 100
     assert set(body["noise"]) == {"sum", "count"}
     assert body["interval"][0] <= body["value"] <= body["interval"][1]
+
+
+def test_the_owner_edits_the_schema_in_place_until_the_first_spend(env: dict[str, Any]
+                                                                   ) -> None:
+    c, own, ana = env["client"], env["owner"], env["ana"]
+    url = "/v1/datasets/visits/schema"
+    new = {"privacy_unit": "pid",
+           "columns": [{"name": "age", "type": "integer", "bounds": [10, 95]},
+                       {"name": "cost", "type": "float", "bounds": [0, 400]}]}
+    assert c.put(url, headers=ana, json=new).status_code == 403  # the owner only
+    assert c.put("/v1/datasets/nope/schema", headers=own, json=new).status_code == 404
+    # checked against the table before anything is written (422, schema unchanged)
+    before = c.get(url, headers=ana).json()
+    for bad in ({"columns": [{"name": "nope", "type": "integer"}]},
+                {"columns": [{"name": "age", "type": "string"}]},
+                {"privacy_unit": "nope"},
+                {"columns": [{"name": "age", "type": "integer", "bounds": [5, 1]}]}):
+        r = c.put(url, headers=own, json=bad)
+        assert r.status_code == 422, (bad, r.text)
+        assert c.get(url, headers=ana).json() == before
+    r = c.put(url, headers=own, json=new)
+    assert r.status_code == 200, r.text
+    cols = {col["name"]: col for col in c.get(url, headers=ana).json()["columns"]}
+    assert cols["age"]["bounds"] == [10.0, 95.0]
+    assert cols["cost"]["bounds"] == [0.0, 400.0]
+    assert "categories" not in cols["ward"]  # PUT replaces the declarations
+    # the declared bounds are used by the next query; then the schema is frozen
+    r = c.post("/v1/datasets/visits/queries", headers=ana, json={
+        "type": "query", "privacy": PURE, "aggregations": [{"type": "mean", "column": "age"}],
+        "contribution": {"max_rows": 2}})
+    assert r.status_code == 200, r.text
+    assert 10 <= r.json()["value"]["groups"][0]["estimates"][0]["value"] <= 95
+    r = c.put(url, headers=own, json={**new, "columns": new["columns"][:1]})
+    assert r.status_code == 409, r.text
+    assert "already paid" in r.json()["message"]
+    assert c.put(url, headers=own, json=new).status_code == 200  # no change: a safe retry
+    assert {col["name"]: col for col in c.get(url, headers=ana).json()["columns"]} == cols

@@ -412,7 +412,16 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         return [{"seq": e.seq, "ts": e.ts, "principal": e.principal, "event": e.event,
                  "key": e.key, "payload": e.payload} for e in st.audit(name)]
 
-    install_queries(app, principal, visible)
+    def table_columns(src: dict[str, Any]) -> Any:  # metadata only, as at registration
+        if not src.get("path"):
+            return spark_engine(str(src["spark_table"])).columns()
+        try:
+            return engine_for(str(src["path"])).columns()
+        except Exception as e:  # a file gone or unreadable since its registration
+            raise HTTPException(422, "the data set's file could not be read as a table: "
+                                     f"{redact_quoted(str(e))}") from None
+
+    install_queries(app, principal, visible, owner, st, table_columns)
 
     @app.get("/ui", response_class=HTMLResponse, include_in_schema=False)
     def page() -> HTMLResponse:

@@ -6,7 +6,10 @@ A data set's schema is public metadata: column names and types as DuckDB reports
 from the file's metadata (a CSV's types are inferred by DuckDB's reader; the owner may
 declare them), the public domains and bounds the owner declares, and the privacy unit.
 ``GET /v1/datasets/{name}/schema`` shows exactly that to any key the data set is visible
-to; it never shows a value of the data.
+to; it never shows a value of the data. ``PUT /v1/datasets/{name}/schema`` (the owner)
+replaces the declarations and the privacy unit in place, checked against the table's
+metadata before anything is written, and only while the budget has paid for no query
+(409 after: the answers given were computed under the old declarations).
 """
 
 # no "from __future__ import annotations": FastAPI must see the local Annotated aliases
@@ -18,7 +21,8 @@ from fastapi import Depends, FastAPI, HTTPException
 from fastapi import Path as PathParam
 
 from dpsieve._datasets import registered_schema, session_for, stored_schema, unit_conflict
-from dpsieve.ledger.base import BudgetStore, Principal
+from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal
+from dpsieve.service.schemas import SchemaIn
 
 __all__ = ["install", "registered_schema", "session_for", "stored_schema", "unit_change"]
 
@@ -36,9 +40,21 @@ DatasetName = Annotated[str, PathParam(min_length=1, max_length=256,
                                        pattern=r"^[^\x00-\x1f\x7f]+$")]
 
 
+def spent(st: BudgetStore, name: str) -> bool:
+    """Whether the budget of ``name`` has paid for a query (no budget: it has not)."""
+    try:
+        return bool(st.history(name))
+    except BudgetNotFoundError:
+        return False
+
+
 def install(app: FastAPI, principal: Callable[..., Principal],
-            visible: Callable[[Principal, str], dict[str, Any]]) -> None:
-    """Add ``GET /v1/datasets/{name}/schema``."""
+            visible: Callable[[Principal, str], dict[str, Any]],
+            owner: Callable[..., Principal] | None = None, st: BudgetStore | None = None,
+            columns_of: Callable[[dict[str, Any]], Any] | None = None) -> None:
+    """Add ``GET /v1/datasets/{name}/schema`` (and, given ``owner``, ``st`` and
+    ``columns_of`` -- the table's column types of a registration, from metadata --
+    ``PUT /v1/datasets/{name}/schema``)."""
     Who = Annotated[Principal, Depends(principal)]
 
     @app.get("/v1/datasets/{name}/schema", tags=["analysts"])
@@ -48,3 +64,31 @@ def install(app: FastAPI, principal: Callable[..., Principal],
         src = visible(p, name)
         return {"dataset": name, **stored_schema(src).to_dict(),
                 "neighbouring": src.get("neighbouring", "add_remove")}
+
+    if owner is None or st is None or columns_of is None:
+        return
+    store, columns = st, columns_of
+    Owner = Annotated[Principal, Depends(owner)]
+
+    @app.put("/v1/datasets/{name}/schema", tags=["owners"])
+    def put_schema(name: DatasetName, body: SchemaIn, _: Owner) -> dict[str, Any]:
+        """Replace the data set's declarations (``columns``: types, public domains and
+        bounds) and privacy unit in place (absent: no unit), checked against the table's
+        metadata (422) before anything is written; refused (409) once its budget has paid
+        for queries, unless nothing changes."""
+        old = store.dataset(name)
+        if old is None:
+            raise HTTPException(404, f"No data set named {name!r}.")
+        declared = None if body.columns is None else [
+            c.model_dump(exclude_none=True) for c in body.columns]
+        schema = registered_schema(lambda: columns(old), declared, body.privacy_unit)
+        if (schema != old.get("schema") or body.privacy_unit != old.get("privacy_unit")) \
+                and spent(store, name):
+            raise HTTPException(409, f"The schema of {name!r} cannot change: its budget has "
+                                     "already paid for queries answered under the current "
+                                     "declarations. Register the data under a new name.")
+        store.register_dataset(name, {**old, "schema": schema,
+                                      "privacy_unit": body.privacy_unit})
+        return {"dataset": name, **stored_schema({"schema": schema}).to_dict(),
+                "neighbouring": old.get("neighbouring", "add_remove")}
+

@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 __all__ = ["AnalystIn", "BudgetIn", "ColumnIn", "DatasetIn", "GrantIn", "PlanIn", "PrivacyIn",
-           "QueryBody", "QueryIn"]
+           "QueryBody", "QueryIn", "SchemaIn"]
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
@@ -187,6 +187,14 @@ class DatasetIn(_Strict):
         if (self.path is None) == (self.spark_table is None):
             raise ValueError("give exactly one of 'path' and 'spark_table'")
         return self
+
+
+class SchemaIn(_Strict):
+    """A data set's declarations, replaced in place (``PUT /v1/datasets/{name}/schema``):
+    ``columns`` (absent or empty: none) and ``privacy_unit`` (absent: one row per person)."""
+
+    privacy_unit: Column | None = None
+    columns: Annotated[list[ColumnIn], Field(max_length=4096)] | None = None
 
 
 class AnalystIn(_Strict):
