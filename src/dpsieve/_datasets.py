@@ -85,6 +85,14 @@ def stored_schema(src: dict[str, Any]) -> Schema:
     return Schema(tuple(Column(str(n), ColumnType(str(t))) for n, t in kinds.items()))
 
 
+def spent(st: BudgetStore, name: str) -> bool:
+    """Whether the budget of ``name`` has paid for a query (no budget: it has not)."""
+    try:
+        return bool(st.history(name))
+    except BudgetNotFoundError:
+        return False
+
+
 def unit_conflict(st: BudgetStore, name: str, old: dict[str, Any],
                   unit: str | None) -> str | None:
     """Why the privacy unit of ``name`` may not change to ``unit`` (``None``: it may): the

@@ -154,3 +154,35 @@ def test_schema_from_the_service(tmp_path: Path, monkeypatch: Any) -> None:
                                 "--api-key", owner])
         assert r.exit_code == 2
         assert "404" in r.output
+
+
+def test_the_schema_is_edited_in_place_until_the_first_spend(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'l.db'}"
+    path = _visits(tmp_path)
+    r = _register(db, path, "--privacy-unit", "pid")
+    assert r.exit_code == 0, r.output
+
+    def schema() -> Any:
+        r = runner.invoke(app, ["query", "v", "--schema", "--database-url", db])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)
+
+    before = schema()
+    for bad in ('[{"name": "nope", "type": "integer"}]', '[{"name": "age", "type": "string"}]',
+                '{"name": "age"}', "not json"):
+        r = runner.invoke(app, ["budget", "schema", "v", "--columns", bad, "--database-url", db])
+        assert r.exit_code == 2, (bad, r.output)
+        assert schema() == before  # nothing half-written
+    r = runner.invoke(app, ["budget", "schema", "v", "--database-url", db, "--columns",
+                            '[{"name": "age", "type": "integer", "bounds": [20, 80]}]'])
+    assert r.exit_code == 0, r.output
+    after = schema()
+    assert after["privacy_unit"] == "pid"  # kept unless given
+    assert {c["name"]: c.get("bounds") for c in after["columns"]}["age"] == [20.0, 80.0]
+    r = runner.invoke(app, ["query", "v", json.dumps(PLAN), "--database-url", db])
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["budget", "schema", "v", "--columns", "[]", "--database-url", db])
+    assert r.exit_code == 2, r.output
+    assert "already paid" in r.output
+    assert schema() == after
+    assert _spends(db) == 1

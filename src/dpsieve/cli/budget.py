@@ -170,3 +170,65 @@ def set_budget(
         raise _fail(str(e)) from None
     finally:
         store.close()
+
+
+@app.command("schema")
+def edit_schema(
+    dataset: str = typer.Argument(..., help="The data set's name."),
+    columns: str = typer.Option(
+        ..., "--columns", help='The public column declarations, replacing the stored ones: a '
+        'JSON list such as \'[{"name": "age", "type": "integer", "bounds": [0, 120]}]\' '
+        "('[]' for none)."),
+    privacy_unit: str | None = typer.Option(
+        None, "--privacy-unit", help="The column identifying a person (default: the stored "
+        "one)."),
+    no_privacy_unit: bool = typer.Option(
+        False, "--no-privacy-unit", help="One row per person (drop the stored unit)."),
+    database_url: str = DB,
+    schema: str = SCHEMA,
+) -> None:
+    """Edit a registered data set's declarations (and privacy unit) in place, before any
+    query: checked against the file's metadata before anything is written; refused once
+    its budget has paid for queries, unless nothing changes."""
+    from dpsieve._datasets import registered_schema, spent
+    from dpsieve._session_query import engine_for
+    from dpsieve.errors import DPError
+    from dpsieve.ledger import open_store
+
+    if no_privacy_unit and privacy_unit is not None:
+        raise _fail("give --privacy-unit or --no-privacy-unit, not both.")
+    try:
+        declared = json.loads(columns)
+    except json.JSONDecodeError as e:
+        raise _fail(f"--columns is not JSON ({e}).") from None
+    if not isinstance(declared, list):
+        raise _fail("--columns must be a JSON list of column declarations.")
+    store = open_store(database_url, schema=schema)
+    try:
+        old = store.dataset(dataset)
+        if old is None:
+            raise _fail(f"No data set named {dataset!r} in {database_url}.")
+        if not old.get("path"):
+            raise _fail(f"The data set {dataset!r} has no file (a Spark table): edit its "
+                        "schema through the service.")
+        unit = None if no_privacy_unit else (privacy_unit if privacy_unit is not None
+                                             else old.get("privacy_unit"))
+        try:
+            table = engine_for(str(old["path"])).columns()  # metadata only
+        except DPError:
+            raise
+        except Exception as e:  # the reader's message is withheld: it may quote a cell
+            raise _fail(f"{old['path']!r} could not be read as a table "
+                        f"({type(e).__name__}).") from None
+        new = registered_schema(lambda: table, declared, unit)
+        if (new != old.get("schema") or unit != old.get("privacy_unit")) and spent(store,
+                                                                                   dataset):
+            raise _fail(f"The schema of {dataset!r} cannot change: its budget has already "
+                        "paid for queries answered under the current declarations. Register "
+                        "the data under a new name.")
+        store.register_dataset(dataset, {**old, "schema": new, "privacy_unit": unit})
+        typer.echo(json.dumps({"dataset": dataset, **new}))
+    except DPError as e:
+        raise _fail(str(e)) from None
+    finally:
+        store.close()

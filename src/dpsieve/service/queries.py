@@ -20,8 +20,14 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, HTTPException
 from fastapi import Path as PathParam
 
-from dpsieve._datasets import registered_schema, session_for, stored_schema, unit_conflict
-from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal
+from dpsieve._datasets import (
+    registered_schema,
+    session_for,
+    spent,
+    stored_schema,
+    unit_conflict,
+)
+from dpsieve.ledger.base import BudgetStore, Principal
 from dpsieve.service.schemas import SchemaIn
 
 __all__ = ["install", "registered_schema", "session_for", "stored_schema", "unit_change"]
@@ -38,14 +44,6 @@ def unit_change(st: BudgetStore, name: str, old: dict[str, Any], unit: str | Non
 #: A data-set name in a URL path (as in :mod:`dpsieve.service.app`).
 DatasetName = Annotated[str, PathParam(min_length=1, max_length=256,
                                        pattern=r"^[^\x00-\x1f\x7f]+$")]
-
-
-def spent(st: BudgetStore, name: str) -> bool:
-    """Whether the budget of ``name`` has paid for a query (no budget: it has not)."""
-    try:
-        return bool(st.history(name))
-    except BudgetNotFoundError:
-        return False
 
 
 def install(app: FastAPI, principal: Callable[..., Principal],
