@@ -31,7 +31,8 @@ def test_the_initial_state_meets_the_target_and_fills_it(mixed: TrainingFilter) 
     u = _units(mixed)
     a, c = u[f"{LO:g}@{Q:g}"], u[f"{HI:g}@{Q:g}"]
     n0 = json.loads(mixed.to_json())["state"]["n0"]
-    assert a == int(0.25 * n0) and c > 0
+    assert a == int(0.25 * n0)
+    assert c > 0
     acc = DPSGDAccountant()
     acc.step(LO, Q, count=a)
     acc.step(HI, Q, count=c)
@@ -69,7 +70,9 @@ def test_a_reference_step_at_the_core_is_bought_with_sigma_hi_units(
     d = f.try_step(LO, Q)  # type: ignore[attr-defined]
     assert d.admitted
     ex = d.cost["exchange"]
-    assert ex["from"] == [HI, Q] and ex["to"] == [LO, Q] and ex["got"] >= 1
+    assert ex["from"] == [HI, Q]
+    assert ex["to"] == [LO, Q]
+    assert ex["got"] >= 1
     after = _units(f)
     assert after[f"{LO:g}@{Q:g}"] == before[f"{LO:g}@{Q:g}"] + ex["got"] - 1  # core kept
     assert after[f"{HI:g}@{Q:g}"] == before[f"{HI:g}@{Q:g}"] - ex["units"]
@@ -129,4 +132,5 @@ def test_states_stored_before_the_range_fields_load_as_reference_budgets() -> No
     g = filter_from_json(json.dumps(d))
     assert g.try_step(2.0, Q).admitted  # type: ignore[attr-defined]
     st = json.loads(g.to_json())["state"]
-    assert st["keep"] == 0 and st["mixed"] is False
+    assert st["keep"] == 0
+    assert st["mixed"] is False
