@@ -30,7 +30,8 @@ from dpsieve._datasets import (
 from dpsieve.ledger.base import BudgetStore, Principal
 from dpsieve.service.schemas import SchemaIn
 
-__all__ = ["install", "registered_schema", "session_for", "stored_schema", "unit_change"]
+__all__ = ["install", "registered_schema", "schema_change", "session_for", "stored_schema",
+           "unit_change"]
 
 
 def unit_change(st: BudgetStore, name: str, old: dict[str, Any], unit: str | None) -> None:
@@ -39,6 +40,17 @@ def unit_change(st: BudgetStore, name: str, old: dict[str, Any], unit: str | Non
     why = unit_conflict(st, name, old, unit)
     if why is not None:
         raise HTTPException(409, why)
+
+
+def schema_change(st: BudgetStore, name: str, old: dict[str, Any],
+                  schema: dict[str, Any]) -> None:
+    """Refuse (409) changing the declarations of a data set in place once its budget has
+    paid for queries: the answers given were computed under the old ones. (Registering
+    the file again, ``POST /v1/datasets``, is a new registration and replaces them.)"""
+    if isinstance(old.get("schema"), dict) and old["schema"] != schema and spent(st, name):
+        raise HTTPException(409, f"The schema of {name!r} cannot change: its budget has "
+                                 "already paid for queries answered under the current "
+                                 "declarations. Register the data under a new name.")
 
 
 #: A data-set name in a URL path (as in :mod:`dpsieve.service.app`).
@@ -80,11 +92,8 @@ def install(app: FastAPI, principal: Callable[..., Principal],
         declared = None if body.columns is None else [
             c.model_dump(exclude_none=True) for c in body.columns]
         schema = registered_schema(lambda: columns(old), declared, body.privacy_unit)
-        if (schema != old.get("schema") or body.privacy_unit != old.get("privacy_unit")) \
-                and spent(store, name):
-            raise HTTPException(409, f"The schema of {name!r} cannot change: its budget has "
-                                     "already paid for queries answered under the current "
-                                     "declarations. Register the data under a new name.")
+        unit_change(store, name, old, body.privacy_unit)
+        schema_change(store, name, {**old, "schema": old.get("schema") or {}}, schema)
         store.register_dataset(name, {**old, "schema": schema,
                                       "privacy_unit": body.privacy_unit})
         return {"dataset": name, **stored_schema({"schema": schema}).to_dict(),
