@@ -217,10 +217,10 @@ def cut_noise_top(probs: FloatArray, e: float, factor: float = 64.0) -> tuple[in
 
 
 #: Tail levels whose saddle points place the tilted FFTs of :func:`tilted_bands` (issue 18.7).
-TILT_LEVELS = (1e-8, 1e-17, 1e-30)
+TILT_LEVELS = (1e-12,)
 #: The upper tail beyond the index where a Chernoff bound certifies mass <= TILT_CUT goes
 #: to +inf (a bound on the exact tail; only raises h, by at most that at every eps).
-TILT_CUT = 1e-40
+TILT_CUT = 1e-30
 #: Bins of the coarse cumulant generating function used to choose the tilts.
 _CGF_BINS = 1024
 
@@ -301,8 +301,12 @@ def tilted_bands(a: FloatArray, b: FloatArray, conv: FloatArray, e0: float,
     these upper bounds, each from the tilt with the smallest error there; below ``stop`` the
     untilted bound e0 is the best and the caller raises those entries as before. Entries from
     ``top`` on are cut: their exact mass is <= e^{K(t) - t top} (Chernoff, K(t) the log of
-    sum_k c_k e^{t k}), which is returned for +inf. Every stored entry in the band is >= the
-    exact one, so every tail sum there dominates (docs/proofs/accounting.md, Lemma A4).
+    sum_k c_k e^{t k}), which is returned for +inf; this happens only when that region is at
+    least NOISE_CUT_SHARE of the array (else top = len(conv): no +inf mass, so compositions
+    of bounded PLDs stay comparable with Gaussian budgets; the stored bounds there decay
+    like e^{-t k} and underflow to 0, so the support still stops growing). Every stored entry
+    in the band is >= the exact one (up to underflow below 2^-1074), so every tail sum there
+    dominates (docs/proofs/accounting.md, Lemma A4).
     """
     n = conv.size
     if not e0 > 0 or first >= n or a.size < 2 or b.size < 2:
@@ -332,6 +336,8 @@ def tilted_bands(a: FloatArray, b: FloatArray, conv: FloatArray, e0: float,
         lines.append(math.log(e_t) + np.ldexp(sa + sb - m * k, q))
     cut = np.flatnonzero(chern <= math.log(TILT_CUT))
     top = int(cut[0]) if cut.size and cut[0] > first else n  # cut only above z = 0
+    if n - top < NOISE_CUT_SHARE * n:  # a small region is kept (no +inf mass, Lemma A4)
+        top = n
     to_inf = math.exp(float(chern[top])) * (1.0 + 1e-9) if top < n else 0.0
     if not tilts:
         return n, n, 0.0

@@ -137,7 +137,7 @@ def compose(a: PLD, b: PLD, tail_mass: float) -> PLD:
                 a.probs, b.probs, conv, err, min(max(-off, 0), conv.size)
             )
             _convolve.lift_negative_noise(off, conv, grid, err)
-            if top < conv.size:
+            if top < conv.size:  # a large region certified <= 1e-30 goes to +inf (Lemma A4)
                 conv, inf = conv[:top].copy(), inf + to_inf
             elif stop >= conv.size:  # no tilt helped: cut the noise region as before
                 top, moved = _convolve.cut_noise_top(conv, err)

@@ -226,7 +226,7 @@ class PLD(PLDConstructors):
         are convolved (direct, with relative error only, or FFT). Pessimistic FFT results are
         raised by a certified bound so they never fall below the exact composition: the
         absolute FFT bound in the bulk, and in the upper tail the bounds of exponentially
-        tilted FFTs, relative to the tail mass there, with tail masses certified <= 1e-40
+        tilted FFTs, relative to the tail mass there, with tail masses certified <= 1e-30
         (Chernoff) moved to +inf (docs/proofs/accounting.md, Lemmas A3-A4): eps(delta) stays
         tight down to delta ~1e-15 (Laplace(1) x 100: within 1e-6 of exact).
         ``tail_mass > 0`` cuts tails of at most that mass (pessimistic: the upper tail goes to
