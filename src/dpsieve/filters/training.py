@@ -41,7 +41,7 @@ near eps = 0 (from sigma 0.8 to 1.0 about 1.67 steps per unit, to 1.2 about 2.56
 eps = 3 alone allows 3.0 and 5.4), exchanges into a more expensive kind by the removal
 side's far tail, and only where the budget already carries such tails: from a budget at
 sigma 1.2 with a core at 0.8, 1.2 -> 1.0 costs what the target alone would (1.82 units per
-step) and 1.2 -> 0.8 about 1.3-1.6x it (docs/training.md). Every update satisfies the
+step) and 1.2 -> 0.8 about 1.1-1.5x it (docs/training.md). Every update satisfies the
 residue condition U(B, L) (+) L <= B, so the interaction is dominated by B_0
 (docs/proofs/training.md §2; paper, Thm. 1). Decisions depend only on the public
 (sigma, rate) sequence. Exchanges cost up to about a second (once per change of kind);
