@@ -394,3 +394,67 @@ def test_request_logs_are_structured_and_hold_no_secret(
     assert lines[0]["ms"] >= 0
     for secret in (env["ana"]["X-API-Key"], OWNER, "like"):
         assert secret not in caplog.text
+
+
+def test_owner_key_is_compared_in_constant_time(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 11: key hashes stay constant-time compared. The owner's key hash is decided
+    by hmac.compare_digest (a spy that answers False refuses the right key; every key
+    presented is compared against the owner's hash, never with ==); analysts' keys are
+    looked up by their hash in the ledger, so no secret is compared in Python."""
+    import hmac
+
+    from dpsieve.ledger import SQLiteStore
+    from dpsieve.service.auth import hash_key
+
+    calls: list[tuple[str, str]] = []
+    real = hmac.compare_digest
+    verdict: list[bool | None] = [None]
+
+    def spy(a: Any, b: Any) -> bool:
+        calls.append((a, b))
+        return real(a, b) if verdict[0] is None else verdict[0]
+
+    monkeypatch.setattr(hmac, "compare_digest", spy)
+    app = create_app(Settings(owner_key=OWNER), store=SQLiteStore(tmp_path / "k.db"))
+    with TestClient(app) as c:
+        own = {"Authorization": f"Bearer {OWNER}"}
+        assert c.get("/v1/me", headers=own).json()["role"] == "owner"
+        assert calls == [(hash_key(OWNER), hash_key(OWNER))]
+        key = c.post("/v1/analysts", headers=own, json={"name": "ana"}).json()["api_key"]
+        calls.clear()
+        assert c.get("/v1/me", headers={"X-API-Key": key}).json()["name"] == "ana"
+        assert c.get("/v1/me", headers={"X-API-Key": "made-up"}).status_code == 401
+        assert calls == [(hash_key(key), hash_key(OWNER)), (hash_key("made-up"),
+                                                             hash_key(OWNER))]
+        verdict[0] = False  # the owner's key is admitted only through compare_digest
+        assert c.get("/v1/me", headers=own).status_code == 401
+
+
+def test_start_up_line_redacts_the_password_without_postgresql(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The start-up line's redaction, also where no PostgreSQL runs (CI without it): the
+    ledger is replaced by an in-memory store, the server by a stub; the URL's password
+    (and one given as a keyword) never reaches the output, the rest of the URL does."""
+    import uvicorn
+    from typer.testing import CliRunner
+
+    import dpsieve.ledger
+    from dpsieve.cli import app
+    from dpsieve.ledger import MemoryStore
+    from dpsieve.service.auth import new_key
+
+    opened: list[str] = []
+    monkeypatch.setattr(dpsieve.ledger, "open_store",
+                        lambda url, **_: opened.append(url) or MemoryStore())
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **k: None)
+    secret = "Pw-" + new_key()[-20:]
+    for url in (f"postgresql://bob:{secret}@db.example:5432/ledger",
+                f"postgresql://db.example/ledger?password={secret}"):
+        r = CliRunner().invoke(app, ["serve", "--database-url", url, "--owner-key",
+                                     new_key()])
+        assert r.exit_code == 0, r.output
+        assert opened[-1] == url  # the store got the real URL
+        assert "serving on" in r.output
+        assert secret not in r.output
+        assert "db.example" in r.output
