@@ -85,7 +85,9 @@ def charged_of(cost: dict[str, Any]) -> Any:
 
 
 def _filters(store: Any, budget_id: str) -> tuple[Any, Any]:
-    return store.load_filter(budget_id), store.initial_filter(budget_id)
+    from dpsieve.ledger.base import load_filters
+
+    return load_filters(store, budget_id)
 
 
 def store_summary(store: Any, budget_id: str, *, like: Any = None,

@@ -414,7 +414,7 @@ class Session:
         memory_limit: str | None = None,
         engine: Any = None,
     ) -> None:
-        from dpsieve.ledger.base import BudgetNotFoundError
+        from dpsieve.ledger.base import has_budget
         from dpsieve.ledger.memory import MemoryStore
 
         if budget is not None and filter is not None:
@@ -451,11 +451,7 @@ class Session:
                 typical if isinstance(typical, list | tuple) else [typical])]
         flt = filter if filter is not None else (
             filter_for_budget(budget, typical=typical) if budget is not None else None)
-        try:
-            self.store.load_filter(budget_id)
-            exists = True
-        except BudgetNotFoundError:
-            exists = False
+        exists = has_budget(self.store, budget_id)  # no filter parsed: the spend reads it
         if flt is not None and not exists:
             self.store.create_budget(budget_id, flt)
         elif flt is None and not exists:
@@ -463,7 +459,8 @@ class Session:
                 f"Session() needs 'budget' or 'filter': no budget {budget_id!r} in the store.")
         # The filters do not track the neighbouring relation, so the session must know the
         # budget's: from the budget, the argument, the registry, or (a new filter) add/remove.
-        known = self.store.dataset(budget_id) if exists and flt is None else None
+        known = self.store.dataset(budget_id) if (
+            exists and flt is None and budget is None and neighbouring is None) else None
         if budget is not None:
             self.neighbouring = budget.neighbouring
             if neighbouring is not None and neighbouring != budget.neighbouring:

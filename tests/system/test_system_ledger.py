@@ -103,6 +103,26 @@ def test_unknown_budget_and_replace_rules(make_store: Any) -> None:
     assert s.initial_filter("b").remaining() == {"eps": "2"}
 
 
+def test_has_budget_and_load_filters_agree_with_the_single_reads(make_store: Any) -> None:
+    from dpsieve.ledger.base import has_budget, load_filters
+
+    s = _store(make_store)
+    assert s.has_budget("b")
+    assert has_budget(s, "b")
+    assert not s.has_budget("nope")
+    assert not has_budget(s, "nope")
+    s.spend("b", PureDP(0.25), key="k")
+    current, initial = s.load_filters("b")
+    assert current.to_json() == s.load_filter("b").to_json()
+    assert initial.to_json() == s.initial_filter("b").to_json()
+    assert current.remaining() == {"eps": "3/4"}
+    assert initial.remaining() == {"eps": "1"}
+    assert [f.to_json() for f in load_filters(s, "b")] == [current.to_json(),
+                                                           initial.to_json()]
+    with pytest.raises(BudgetNotFoundError, match="'nope'"):
+        s.load_filters("nope")
+
+
 def test_registry(make_store: Any) -> None:
     s = make_store(loads=fake_loads)
     s.add_principal("ana", "analyst", "h1")

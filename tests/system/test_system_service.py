@@ -72,6 +72,21 @@ def test_query_admitted_carries_noise_cost_and_remaining(env: dict[str, Any]) ->
     assert sum(Fraction(h["cost"]["eps"]) for h in b["history"]) == 1
 
 
+def test_query_on_a_data_set_without_budget_is_409_and_writes_nothing(
+        env: dict[str, Any], tmp_path: Path) -> None:
+    c, st = env["client"], env["store"]
+    r = c.post("/v1/datasets", headers=env["owner"], json={
+        "name": "nobudget", "path": str(write_csv(tmp_path / "nb.csv"))})
+    assert r.status_code == 201, r.text
+    c.post("/v1/datasets/nobudget/grants", json={"analyst": "ana"}, headers=env["owner"])
+    before = len(st.audit())
+    r = c.post("/v1/datasets/nobudget/queries", json=COUNT, headers=env["ana"])
+    assert r.status_code == 409, r.text
+    assert "has no budget yet" in r.text
+    assert len(st.audit()) == before
+    assert st.budget_ids() == ["people", "secret"]
+
+
 def test_keys_see_only_granted_datasets(env: dict[str, Any]) -> None:
     c = env["client"]
     assert c.get("/v1/datasets", headers=env["ana"]).json() == [

@@ -49,6 +49,8 @@ __all__ = [
     "canonical_json",
     "default_loader",
     "fingerprint",
+    "has_budget",
+    "load_filters",
     "query_to_dict",
     "spend_key",
     "utcnow",
@@ -221,6 +223,31 @@ class BudgetStore(Protocol):
     def close(self) -> None:
         """Release connections."""
         ...
+
+
+def has_budget(store: BudgetStore, budget_id: str) -> bool:
+    """Whether ``store`` holds a budget named ``budget_id``: the store's own ``has_budget``
+    (no filter parsed) if it has one, else whether :meth:`BudgetStore.load_filter`
+    finds it."""
+    has = getattr(store, "has_budget", None)
+    if callable(has):
+        return bool(has(budget_id))
+    try:
+        store.load_filter(budget_id)
+    except BudgetNotFoundError:
+        return False
+    return True
+
+
+def load_filters(store: BudgetStore, budget_id: str) -> tuple[PrivacyFilter, PrivacyFilter]:
+    """The budget's (current, initial) filters: the store's ``load_filters`` (one
+    transaction) if it has one, else :meth:`~BudgetStore.load_filter` then
+    :meth:`~BudgetStore.initial_filter`."""
+    both = getattr(store, "load_filters", None)
+    if callable(both):
+        cur, init = both(budget_id)
+        return cur, init
+    return store.load_filter(budget_id), store.initial_filter(budget_id)
 
 
 def default_loader(s: str) -> PrivacyFilter:

@@ -97,6 +97,17 @@ class MemoryStore:
         with self._lock:
             return self._loads(self._get(budget_id).initial)
 
+    def load_filters(self, budget_id: str) -> tuple[PrivacyFilter, PrivacyFilter]:
+        """(current, initial) filters, one snapshot."""
+        with self._lock:
+            b = self._get(budget_id)
+            return self._loads(b.state), self._loads(b.initial)
+
+    def has_budget(self, budget_id: str) -> bool:
+        """Whether a budget named ``budget_id`` exists."""
+        with self._lock:
+            return budget_id in self._budgets
+
     def budget_ids(self) -> list[str]:
         with self._lock:
             return sorted(self._budgets)

@@ -197,6 +197,21 @@ class SQLStore(ABC):
     def initial_filter(self, budget_id: str) -> PrivacyFilter:
         return self._loads(self._read_state(budget_id, "initial"))
 
+    def load_filters(self, budget_id: str) -> tuple[PrivacyFilter, PrivacyFilter]:
+        """(current, initial) filters read in one transaction (one snapshot)."""
+        with self._tx(write=False) as cur:
+            row = cur.run("SELECT state, initial FROM budgets WHERE budget_id = ?",
+                          (budget_id,)).one()
+        if row is None:
+            raise BudgetNotFoundError(f"No budget named {budget_id!r}.")
+        return self._loads(str(row[0])), self._loads(str(row[1]))
+
+    def has_budget(self, budget_id: str) -> bool:
+        """Whether a budget named ``budget_id`` exists (its state is not read)."""
+        with self._tx(write=False) as cur:
+            return cur.run("SELECT 1 FROM budgets WHERE budget_id = ?",
+                           (budget_id,)).one() is not None
+
     def budget_ids(self) -> list[str]:
         with self._tx(write=False) as cur:
             return sorted(str(r[0]) for r in cur.run("SELECT budget_id FROM budgets").all())

@@ -28,7 +28,13 @@ from dpsieve._datasets import FileEngines
 from dpsieve._session_query import engine_for
 from dpsieve._session_release import ReleaseLimits
 from dpsieve._validation import fail
-from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal, spend_key
+from dpsieve.ledger.base import (
+    BudgetNotFoundError,
+    BudgetStore,
+    Principal,
+    has_budget,
+    spend_key,
+)
 from dpsieve.ledger.factory import open_store
 from dpsieve.service.auth import FailedAuthLimiter, hash_key, key_id, new_key
 from dpsieve.service.budget_view import budget_text, budget_view, like_privacy, step_eps
@@ -387,7 +393,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
     ) -> dict[str, Any]:
         src = visible(p, name)
-        if not budget_of(name):
+        if not has_budget(st, name):  # existence only: the spend reads the filter
             raise HTTPException(409, f"The data set {name!r} has no budget yet.")
         # plans and the one-aggregation shapes run inside the engine (DuckDB for a file,
         # Spark for a catalog table, whose rows never leave it); release and the robust
