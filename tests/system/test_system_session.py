@@ -102,6 +102,23 @@ def test_replay_with_key_is_free_and_identical(tmp_path: Path) -> None:
     store.close()
 
 
+def test_attached_session_takes_the_registered_neighbouring(tmp_path: Path) -> None:
+    """Attached to an existing budget without 'neighbouring', the session reads the
+    relation from the registry (and only then: a given one is used as given)."""
+    from dpsieve.accounting.events import Neighbouring
+
+    store = SQLiteStore(tmp_path / "l.db")
+    Session(_frame(), budget=PureDP(1.0, Neighbouring.REPLACE_ONE), store=store,
+            budget_id="b")
+    store.register_dataset("b", {"neighbouring": "replace_one"})
+    assert Session(_frame(), store=store, budget_id="b").neighbouring \
+        == Neighbouring.REPLACE_ONE
+    given = Session(_frame(), store=store, budget_id="b",
+                    neighbouring=Neighbouring.ADD_REMOVE)
+    assert given.neighbouring == Neighbouring.ADD_REMOVE
+    store.close()
+
+
 @pytest.mark.parametrize(("budget", "kind"), [
     (GDP(1.0), "gdp_residue"), (ApproxDP(1.0, 1e-6), "mixed"), (PureDP(1.0), "pure_dp"),
     (ApproxDP(1.0, 0.0), "pure_dp"), (ZCDP(0.5), "zcdp"), (ApproxZCDP(0.5, 1e-6), "approx_zcdp"),
