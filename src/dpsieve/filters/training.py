@@ -583,6 +583,9 @@ def _validated(state: Any) -> dict[str, Any]:
     ref_units = sum(u[2] for u in units if [u[0], u[1]] == ref)
     if ref_units > state["n0"]:
         raise bad("units", f"at most n0 = {state['n0']} reference units", ref_units)
+    if ("keep" in state) != ("mixed" in state):  # both or neither (a state stored before
+        missing = "mixed" if "keep" in state else "keep"  # they existed has neither)
+        raise bad(missing, "present with 'keep' and 'mixed' (both or neither)", None)
     keep = state.get("keep", 0)  # optional, with "mixed": states stored before they existed
     if not (isinstance(keep, int) and not isinstance(keep, bool) and 0 <= keep <= state["n0"]):
         raise bad("keep", "an int in [0, n0]", keep)
