@@ -123,3 +123,11 @@ def test_budgets_without_mass_at_infinity_refuse_and_say_why(f: object, budget: 
         assert f"delta {q.delta:.4g} > 0" in d.reason
         assert f"a {budget} budget has no delta" in d.reason
     assert f.dry_run(PureDP(0.1)).admitted  # type: ignore[attr-defined]  # the same eps, no delta
+
+
+def test_subnormal_eps_and_delta_in_the_split_search() -> None:
+    """floor(eps / 5e-324) is an int beyond float range: the split search raised
+    OverflowError (hypothesis, tests/filters/test_extremes.py, clean-clone run on 1dd5d15)."""
+    f = MixedFilter(2.0, 1e-5)
+    d = f.try_spend(ApproxDP(5e-324, 5e-324))
+    assert d.admitted

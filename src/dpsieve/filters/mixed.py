@@ -202,7 +202,9 @@ def choose_split_parts(
             dcands = (dcands - {Fraction(0)}) | {Fraction(delta), Fraction(delta) / 2}
             k = math.floor(top / Fraction(e)) if e else 1
             # 1 - (1 - dq)^k, with a margin for the part left being rounded down each time
-            need = -math.expm1(k * math.log1p(-dq)) * (1 + 1e-9)
+            # (k may exceed float range for tiny e: then (1 - dq)^k underflows, need = 1)
+            kf = float(k) if k < 2**1000 else math.inf
+            need = -math.expm1(kf * math.log1p(-dq)) * (1 + 1e-9)
             if dq <= need < delta:
                 dcands.add(Fraction(need))
     if len(set(ckey[2])) > 1:
