@@ -11,6 +11,7 @@ costs without an explicit conversion is an error (:class:`NeighbourRelationError
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeAlias
@@ -158,24 +159,49 @@ class RDP:
 PrivacyDescription: TypeAlias = PureDP | ApproxDP | ZCDP | ApproxZCDP | GDP | RDP
 
 
+def _number(d: dict[str, Any], key: str, owner: str) -> float:
+    """``d[key]`` as a float: a real number, never a bool or a string (JSON ``true`` was
+    read as 1.0 and ``"0.5"`` as 0.5: a request's type error became a charge). A missing
+    key raises KeyError, which the callers name (e.g. ``parse_description``'s 'budget')."""
+    return _real(d[key], key, owner)
+
+
+def _real(v: Any, key: str, owner: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        raise fail(key, owner, "a number (not a boolean or a string)", v)
+    try:
+        return float(v)
+    except OverflowError:
+        raise fail(key, owner, "a number within the float range", v) from None
+
+
+def _reals(d: dict[str, Any], key: str, owner: str) -> tuple[float, ...]:
+    v = d.get(key)
+    if not isinstance(v, list | tuple):
+        raise fail(key, owner, "a list of numbers", v)
+    return tuple(_real(x, key, owner) for x in v)
+
+
 def description_from_dict(d: dict[str, Any]) -> PrivacyDescription:
-    """Inverse of ``to_dict`` for every description type."""
+    """Inverse of ``to_dict`` for every description type. Values must be numbers (a bool
+    or a string is refused naming its key)."""
     if not isinstance(d, dict) or "type" not in d:
         raise fail("d", "description_from_dict", "a dict with a 'type' key", d)
     nb = Neighbouring(d.get("neighbouring", Neighbouring.ADD_REMOVE.value))
     t = d["type"]
     if t == "pure":
-        return PureDP(float(d["eps"]), nb)
+        return PureDP(_number(d, "eps", "PureDP"), nb)
     if t == "approx":
-        return ApproxDP(float(d["eps"]), float(d["delta"]), nb)
+        return ApproxDP(_number(d, "eps", "ApproxDP"), _number(d, "delta", "ApproxDP"), nb)
     if t == "zcdp":
-        return ZCDP(float(d["rho"]), nb)
+        return ZCDP(_number(d, "rho", "ZCDP"), nb)
     if t == "approx_zcdp":
-        return ApproxZCDP(float(d["rho"]), float(d["delta"]), nb)
+        return ApproxZCDP(_number(d, "rho", "ApproxZCDP"), _number(d, "delta", "ApproxZCDP"),
+                          nb)
     if t == "gdp":
-        return GDP(float(d["mu"]), nb)
+        return GDP(_number(d, "mu", "GDP"), nb)
     if t == "rdp":
-        return RDP(tuple(float(a) for a in d["orders"]), tuple(float(v) for v in d["values"]), nb)
+        return RDP(_reals(d, "orders", "RDP"), _reals(d, "values", "RDP"), nb)
     raise fail(
         "type", "description_from_dict", "one of pure, approx, zcdp, approx_zcdp, gdp, rdp", t
     )

@@ -144,7 +144,9 @@ def query(
     api_key: str | None = typer.Option(None, envvar="DPSIEVE_API_KEY", help="Key for --url."),
     database_url: str = typer.Option("sqlite:///dpsieve.db", "--database-url",
                                      envvar="DPSIEVE_DATABASE_URL"),
-    schema: str = typer.Option("dpsieve", help="PostgreSQL schema of the ledger."),
+    schema: str = typer.Option(
+        "dpsieve", "--ledger-schema", help="PostgreSQL schema of the ledger (--schema in "
+        "the other commands; here --schema prints the data set's schema)."),
     spark: str | None = typer.Option(
         None, "--spark", help="Run on Spark: a master URL (local[2], spark://host:7077) or a "
         "Spark Connect URL (sc://host:15002). The data set's path is read by Spark, or "
