@@ -99,6 +99,17 @@ CASES: list[tuple[str, str, str, str, Any, bool]] = [
     ("nul-in-dataset-name", "owner", "POST", "/v1/datasets",
      {"name": "a\x00b", "path": "/nonexistent.csv"}, True),
     ("nul-in-path-name", "ana", "POST", "/v1/datasets/people%00x/queries", _q(), True),
+    # a NUL in the file path of a registration reached os.path.realpath: a 500 that
+    # dropped the connection (found by an audit against a live server)
+    ("nul-in-file-path", "owner", "POST", "/v1/datasets",
+     {"name": "nulfile", "path": "/tmp/a\x00b.csv"}, True),
+    ("nul-in-file-path-end", "owner", "POST", "/v1/datasets",
+     {"name": "nulfile", "path": "/nonexistent.csv\x00"}, True),
+    ("nul-in-privacy-unit", "owner", "POST", "/v1/datasets",
+     {"name": "nulunit", "path": "CSV", "privacy_unit": "ci\x00ty"}, True),
+    ("nul-in-declared-column", "owner", "POST", "/v1/datasets",
+     {"name": "nulcol", "path": "CSV", "columns": [{"name": "ci\x00ty", "type": "string"}]},
+     True),
     ("nul-in-path-budget", "owner", "GET", "/v1/datasets/pe%00ople/budget", None, True),
     ("nul-in-path-curves", "ana", "GET", "/v1/datasets/%00/curves", None, True),
     ("owner-gdp-mu-1e308-budget", "owner", "PUT", "/v1/datasets/secret/budget",
@@ -458,3 +469,18 @@ def test_start_up_line_redacts_the_password_without_postgresql(
         assert "serving on" in r.output
         assert secret not in r.output
         assert "db.example" in r.output
+
+
+@pytest.mark.parametrize(("path", "body", "param"), [
+    (Q, _q(privacy={"type": "pure", "eps": True}), "eps"),
+    (Q, {"type": "sum", "column": "age", "lower": "0", "upper": 1, "privacy": PURE}, "lower"),
+    ("/v1/datasets", {"name": "nulfile", "path": "/tmp/a\x00b.csv"}, "path"),
+    ("/v1/datasets", {"name": "a\x00b", "path": "/nonexistent.csv"}, "name"),
+])
+def test_request_type_errors_name_the_parameter(env: dict[str, Any], path: str, body: Any,
+                                                param: str) -> None:
+    """A request refused by its schema names the field, as a refused query does."""
+    r = env["client"].post(path, json=body, headers=env["owner"])
+    assert r.status_code == 422, r.text
+    assert r.json()["error"] == "invalid_request"
+    assert r.json()["parameter"] == param, r.text

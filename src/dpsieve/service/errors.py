@@ -92,7 +92,15 @@ def _validation(_: Request, exc: Exception) -> JSONResponse:
     for e in errs[:10]:
         loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
         parts.append(f"'{loc}': {e.get('msg', 'invalid')}")
-    return _error(422, "invalid_request", "Invalid request: " + "; ".join(parts) + ".")
+    # the first error's innermost field name, as ValidationError's 'parameter' (a body
+    # type error such as "eps": true names 'eps'; the message has every location)
+    loc0 = list(errs[0].get("loc", ())) if errs else []
+    if loc0 and loc0[0] in ("body", "query", "path", "header", "cookie"):
+        loc0 = loc0[1:]  # where the value came from, not its name
+    names = [x for x in loc0 if isinstance(x, str)]
+    extra: dict[str, Any] = {"parameter": names[-1]} if names else {}
+    return _error(422, "invalid_request", "Invalid request: " + "; ".join(parts) + ".",
+                  **extra)
 
 
 def _http(_: Request, exc: Exception) -> JSONResponse:

@@ -172,7 +172,9 @@ class DatasetIn(_Strict):
     (``spark_table``; it answers query plans only). Exactly one of the two."""
 
     name: Name
-    path: Annotated[str, Field(min_length=1, max_length=4096)] | None = None
+    #: no NUL: the OS cannot take one (it reached os.path.realpath: a 500)
+    path: Annotated[str, Field(min_length=1, max_length=4096,
+                               pattern=r"^[^\x00]+$")] | None = None
     spark_table: Annotated[str, Field(min_length=1, max_length=256,
                                       pattern=r"^[A-Za-z0-9_.`]+$")] | None = None
     budget: BudgetIn | None = None
