@@ -122,6 +122,18 @@ def check_fits(flt: Any, cost: Any, requested: dict[str, Any],
     if getattr(cost, "delta", 0.0) > 0 and charged in ("approx", "approx_zcdp"):
         why = (f"its delta ({cost.delta:.3g}, e.g. from DP key selection) may lose all "
                "privacy with that probability, and this budget has no delta to pay it")
+        if getattr(flt, "kind", "") == "mixed" and charged == "approx":
+            # an (eps, delta) budget has a delta: say why it cannot pay this one
+            why = (f"its delta ({cost.delta:.3g}, e.g. from DP key selection) is paid from "
+                   "a delta part of an (eps, delta) budget's split, and this budget's split "
+                   "was chosen without one (for its declared typical queries or its first "
+                   "admitted query); a budget declared with a typical (eps, delta) query, "
+                   "e.g. typical={'type': 'approx', 'eps': ..., 'delta': ...}, keeps one "
+                   "(docs/queries.md)")
+        elif getattr(flt, "kind", "") == "mixed":
+            why += (": an (eps, delta) budget pays a query's delta for (eps, delta) charges "
+                    "only; ask for pure (eps) privacy, which DP key selection charges as "
+                    "(eps, delta)")
     names = ", ".join(TYPE_NAMES.get(t, t) for t in fits) or "none that this service runs"
     raise IncompatiblePrivacyError(
         f"A {asked} can never be admitted by this budget ({kind}), however small: "

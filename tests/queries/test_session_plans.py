@@ -331,3 +331,31 @@ def test_key_selection_on_a_pure_budget_is_refused_naming_the_delta() -> None:
     assert "charged as approximate (eps, delta)" in str(e.value)
     assert "this budget has no delta to pay it" in str(e.value)
     assert s.remaining() == before
+
+
+def test_key_selection_refused_by_an_eps_delta_budget_says_why() -> None:
+    """An (eps, delta) budget whose split was chosen without a delta part (its first query
+    was pure) refuses key selection: the refusal says the budget's split is the reason and
+    how to keep a delta part (it said 'this budget has no delta', of a budget with one);
+    an approximate-zCDP charge is pointed to pure privacy."""
+    from dpsieve.accounting.events import ApproxDP
+    from dpsieve.errors import IncompatiblePrivacyError
+
+    s = Session(_frame(), budget=ApproxDP(4.0, 1e-5), privacy_unit="pid")
+    s.run({"type": "query", "privacy": {"type": "pure", "eps": 0.5},
+           "aggregations": [{"type": "count", "per": "unit"}],
+           "contribution": {"max_groups": 1}})
+    plan = {"type": "query", "privacy": {"type": "pure", "eps": 0.5},
+            "aggregations": [{"type": "count", "per": "unit"}], "group_by": ["ward"],
+            "select": {"delta": 1e-7}, "contribution": {"max_groups": 2}}
+    before = s.remaining()
+    with pytest.raises(IncompatiblePrivacyError) as e:
+        s.run(plan)
+    assert "split" in str(e.value)
+    assert "typical" in str(e.value)
+    assert s.remaining() == before
+    fresh = Session(_frame(), budget=ApproxDP(4.0, 1e-5), privacy_unit="pid")
+    with pytest.raises(IncompatiblePrivacyError) as e:
+        fresh.run({**plan, "privacy": {"type": "zcdp", "rho": 0.05}})
+    assert "ask for pure (eps) privacy" in str(e.value)
+    assert fresh.store.history(fresh.budget_id) == []

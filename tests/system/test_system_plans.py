@@ -99,8 +99,8 @@ def test_a_plan_is_charged_once_and_answers_in_user_terms(env: dict[str, Any]) -
 
 def test_dp_key_selection_is_charged_eps_and_delta(env: dict[str, Any]) -> None:
     c = env["client"]
-    # an (eps, delta) budget's mixed filter admits pure and Gaussian charges only; a
-    # selection's ApproxDP charge needs an approximate-zCDP budget
+    # an approximate-zCDP budget admits the selection's ApproxDP charge (an (eps, delta)
+    # budget does too when its split keeps a delta part: tests/queries/test_session_plans.py)
     r = c.put("/v1/datasets/visits/budget", headers=env["owner"],
               json={"type": "approx_zcdp", "rho": 2.0, "delta": 1e-5})
     assert r.status_code == 200, r.text
