@@ -629,7 +629,7 @@ class Session:
         return self._charged(prepared.charge.description, public, q.privacy.to_dict(),
                              compute, key)
 
-    def _charged(self, cost: Any, public: dict[str, Any], requested: dict[str, Any],
+    def _charged(self, cost: PrivacyDescription, public: dict[str, Any], requested: dict[str, Any],
                  compute: Callable[[], dict[str, Any]], key: str | None) -> QueryResult:
         """Spend ``cost`` durably, then (admitted) compute and store the answer: the
         ledger's order (module docstring)."""

@@ -23,6 +23,7 @@ import numpy.typing as npt
 from dpsieve._validation import fail
 from dpsieve.accounting.events import ZCDP, Neighbouring, PrivacyDescription, PureDP
 from dpsieve.accounting.families import round_fraction
+from dpsieve.accounting.pld import PLD
 from dpsieve.errors import NumericalError
 from dpsieve.mechanisms import DiscreteGaussianMechanism, DiscreteLaplaceMechanism
 from dpsieve.mechanisms.noise import MAX_DISCRETE_SCALE, MAX_DISCRETE_SIGMA, MIN_DISCRETE_SIGMA
@@ -214,13 +215,13 @@ class Calibrated:
         d["privacy"] = self.charge.to_dict()
         return d
 
-    def pld(self) -> Any:
+    def pld(self) -> PLD | None:
         """The exact PLD of this release (scalar add/remove releases: the composition of
         ``k`` one-group mechanisms; otherwise the mechanism's own, or None)."""
         m = self.mechanism
         if self.sens.k is not None:
             c = self.release.contrib
-            one: Any
+            one: PLD
             if isinstance(m, DiscreteLaplaceMechanism):
                 one = DiscreteLaplaceMechanism(m.scale, c.a1).pld()
             else:

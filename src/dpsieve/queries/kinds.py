@@ -24,7 +24,13 @@ import numpy.typing as npt
 
 from dpsieve._validation import fail
 from dpsieve.accounting.events import Neighbouring, PrivacyDescription
-from dpsieve.queries.calibrate import Contrib, Release, granularity_for, pow2_below
+from dpsieve.queries.calibrate import (
+    Calibrated,
+    Contrib,
+    Release,
+    granularity_for,
+    pow2_below,
+)
 from dpsieve.queries.engine import (
     Aggregates,
     Bins,
@@ -52,7 +58,8 @@ __all__ = ["KINDS", "Ctx", "Finish", "KindPlan", "Part", "QueryKind", "label_of"
 
 Exact = Callable[[Aggregates], npt.NDArray[Any]]
 #: finish(noisy parts by name, the parts' calibrations, group index) -> estimate
-Finish = Callable[[dict[str, npt.NDArray[np.float64]], dict[str, Any], int], Estimate]
+Finish = Callable[[dict[str, npt.NDArray[np.float64]], dict[str, Calibrated], int],
+                  Estimate]
 
 #: Row values are pre-clipped to 2^11 times the bound of a per-unit sum (docs/queries.md).
 UNIT_ROW_FACTOR = 2.0**11
@@ -141,7 +148,7 @@ def _numeric(schema: Schema, name: str, owner: str) -> Column:
     return col
 
 
-def _bounds(a: Any, col: Column, owner: str) -> tuple[float, float]:
+def _bounds(a: Sum | Mean | Variance | Quantile, col: Column, owner: str) -> tuple[float, float]:
     lo, hi = a.lower, a.upper
     if lo is None or hi is None:
         if col.bounds is None:
@@ -197,7 +204,7 @@ def _one(noisy: dict[str, npt.NDArray[np.float64]], name: str, i: int) -> float:
 def _count(a: Count, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> KindPlan:
     part = _count_part(f"{p}count", a.per, ctx)
 
-    def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Any],
+    def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Calibrated],
                i: int) -> Estimate:
         v = _one(noisy, f"{p}count", i)
         w = cal[f"{p}count"].halfwidth(0.95)
@@ -210,7 +217,7 @@ def _sum(a: Sum, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> KindPlan:
     lo, hi = _bounds(a, col, "sum")
     part = _sum_part(f"{p}sum", col, lo, hi, a.per, ctx, shares[0])
 
-    def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Any],
+    def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Calibrated],
                i: int) -> Estimate:
         v = _one(noisy, f"{p}sum", i)
         w = cal[f"{p}sum"].halfwidth(0.95)
@@ -224,7 +231,7 @@ def _mean(a: Mean, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> KindPlan:
     s = _sum_part(f"{p}sum", col, lo, hi, a.per, ctx, shares[0])
     n = _count_part(f"{p}count", a.per, ctx)
 
-    def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Any],
+    def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Calibrated],
                i: int) -> Estimate:
         total, count = _one(noisy, f"{p}sum", i), _one(noisy, f"{p}count", i)
         value = min(max(total / count, lo), hi) if count > 0 else (lo + hi) / 2.0
@@ -260,7 +267,7 @@ def _variance(a: Variance, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> Ki
               (q,), _column_of(f"{p}sumsq"))
     cap = ((hi - lo) / 2.0) ** 2
 
-    def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Any],
+    def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Calibrated],
                i: int) -> Estimate:
         cnt = _one(noisy, f"{p}count", i)
         if cnt <= 0:
@@ -285,7 +292,7 @@ def _quantile(a: Quantile, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> Ki
     part = Part(Release(name, a.bins, 1.0, Contrib.counts(L)), (m,), _column_of(name))
     width = (hi - lo) / a.bins
 
-    def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Any],
+    def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Calibrated],
                i: int) -> Estimate:
         h = np.maximum(noisy[name][i], 0.0)
         total = float(h.sum())
@@ -324,7 +331,7 @@ def _histogram(a: Histogram, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> 
     m = BucketCount(name, col.name, categories=cats)
     part = Part(Release(name, len(cats), 1.0, Contrib.counts(L)), (m,), _column_of(name))
 
-    def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Any],
+    def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Calibrated],
                i: int) -> Estimate:
         v = [float(x) for x in noisy[name][i]]
         w = cal[name].halfwidth(0.95)
@@ -355,7 +362,7 @@ def _linear(a: Linear, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> KindPl
 
     part = Part(Release(name, len(wint), gw, c), (BucketCount(hist, col.name, cats),), exact)
 
-    def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Any],
+    def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Calibrated],
                i: int) -> Estimate:
         v = [float(x) for x in noisy[name][i]]
         w = cal[name].halfwidth(0.95)

@@ -33,6 +33,7 @@ from dpsieve.accounting.events import (
     PrivacyDescription,
     PureDP,
 )
+from dpsieve.accounting.pld import PLD
 from dpsieve.errors import UnsupportedError
 from dpsieve.mechanisms import DiscreteGaussianMechanism, DiscreteLaplaceMechanism
 from dpsieve.mechanisms._random import as_source
@@ -55,17 +56,16 @@ class Charge:
     parts: tuple[Calibrated, ...]
     selection: Selection | None = None
 
-    def pld(self) -> Any:
+    def pld(self) -> PLD | None:
         """The exact PLD of the composition (pure DP parts only; ``None`` otherwise)."""
-        plds = [c.pld() for c in self.parts]
-        if any(p is None for p in plds) or not plds:
+        found = [c.pld() for c in self.parts]
+        plds = [p for p in found if p is not None]
+        if len(plds) != len(found) or not plds:
             return None
         out = plds[0]
         for p in plds[1:]:
             out = out.compose(p)
         if self.selection is not None:
-            from dpsieve.accounting.pld import PLD
-
             s = self.selection
             if not isinstance(s.mechanism, DiscreteLaplaceMechanism):
                 return None
