@@ -334,6 +334,8 @@ def test_weak_owner_key_is_refused_at_start_up() -> None:
                                      "--database-url", "memory://"])
         assert r.exit_code != 0
         assert "too weak" in r.output
+    # one repeated character: 0 bits, not "-0" (the estimate is a negated sum)
+    assert "about 0 bits" in str(owner_key_problem("a" * 40))
 
 
 @pytest.mark.postgres

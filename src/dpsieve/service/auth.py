@@ -48,7 +48,7 @@ def owner_key_problem(key: str) -> str | None:
     if len(key) < 32:
         return f"it has {len(key)} characters (at least 32 are needed)"
     counts = Counter(key)
-    bits = -sum(c * math.log2(c / len(key)) for c in counts.values())
+    bits = max(0.0, -sum(c * math.log2(c / len(key)) for c in counts.values()))  # no "-0"
     if bits < MIN_OWNER_BITS:
         return (f"it carries about {bits:.0f} bits by its character frequencies (at least "
                 f"{MIN_OWNER_BITS} are needed)")
