@@ -97,6 +97,13 @@ def features(value: Any) -> list[float] | None:
     if value is None:
         return None
     if isinstance(value, dict):
+        if "groups" in value:  # a plan's answer: every estimate of every group, in order
+            flat: list[float] = []
+            for g in value["groups"]:
+                for e in g["estimates"]:
+                    v = e["value"]
+                    flat.extend(float(x) for x in (v if isinstance(v, list) else [v]))
+            return flat if flat and all(math.isfinite(v) for v in flat) else None
         for k in ("answers", "counts", "value"):
             if k in value:
                 return features(value[k])

@@ -105,6 +105,12 @@ def _release(mech: str) -> dict[str, Any]:
             "domain": {c: DOMAIN[c] for c in cols}, "n": 40, "privacy": PURE, **extra}
 
 
+def _plan(agg: dict[str, Any], privacy: dict[str, Any] = PURE, *,
+          extra: list[dict[str, Any]] | None = None, **kw: Any) -> dict[str, Any]:
+    return {"type": "query", "privacy": privacy, "aggregations": [agg, *(extra or [])],
+            **kw}
+
+
 CASES = [
     Case("count-pure", _budget("pure", AR), {"type": "count", "privacy": PURE}),
     Case("count-zcdp", _budget("zcdp", AR), {"type": "count", "privacy": ZCDP}),
@@ -129,6 +135,19 @@ CASES = [
     Case("linear-zcdp-replace", _budget("zcdp", RO),
          {"type": "linear", "column": "city", "categories": ["a", "b"],
           "workload": [[1, 1], [3, -1]], "privacy": ZCDP}),
+    # query plans: the kinds only plans have (variance, quantile), and several
+    # aggregations over public keys under one charge ('a' only in D2: noise only in D)
+    Case("variance-pure", _budget("pure", AR), _plan({"type": "variance", "column": "x",
+                                                      "lower": 0, "upper": 10})),
+    Case("quantile-zcdp-replace", _budget("zcdp", RO),
+         _plan({"type": "quantile", "column": "x", "lower": 0, "upper": 10, "bins": 8,
+                "quantiles": [0.5, 0.9]}, ZCDP)),
+    Case("plan-grouped-pure", _budget("pure", AR),
+         _plan({"type": "count"}, extra=[{"type": "sum", "column": "x", "lower": 0,
+                                          "upper": 10},
+                                         {"type": "mean", "column": "x", "lower": 0,
+                                          "upper": 10}],
+               group_by=["city"], keys=[["a"], ["b"]])),
     Case("release-laplace", _budget("pure", RO), _release("laplace")),
     Case("release-mwem", _budget("pure", RO), _release("mwem"), slow=True),
     Case("release-envelope", _budget("pure", RO), _release("envelope"), slow=True),
