@@ -53,8 +53,8 @@ class Entry:
     """One data set behind one entry point, under a pure-DP budget (replace-one or not)."""
 
     def __init__(self, name: str, frame: pd.DataFrame, tmp: Path, *, eps: float = BIG,
-                 neighbouring: str = "add_remove", budget: dict[str, Any] | None = None
-                 ) -> None:
+                 neighbouring: str = "add_remove", budget: dict[str, Any] | None = None,
+                 unit: str | None = None) -> None:
         self.name = name
         self.dir = tmp / f"{name}-{uuid.uuid4().hex[:8]}"
         self.dir.mkdir(parents=True)
@@ -71,7 +71,7 @@ class Entry:
 
             self.store = SQLiteStore(self.db)
             self.session = Session(str(self.csv), budget=parse_description(self.budget),
-                                   store=self.store, budget_id="d")
+                                   store=self.store, budget_id="d", privacy_unit=unit)
         elif name == "http":
             from fastapi.testclient import TestClient
 
@@ -85,7 +85,8 @@ class Entry:
             self._client = self._ctx.__enter__()
             own = {"Authorization": f"Bearer {OWNER}"}
             r = self._client.post("/v1/datasets", headers=own, json={
-                "name": "d", "path": str(self.csv), "budget": self.budget})
+                "name": "d", "path": str(self.csv), "budget": self.budget,
+                **({} if unit is None else {"privacy_unit": unit})})
             assert r.status_code == 201, r.text
             r = self._client.post("/v1/analysts", headers=own, json={"name": "ana"})
             assert r.status_code == 201, r.text
@@ -101,7 +102,9 @@ class Entry:
             self.url = f"sqlite:///{self.db}"
             r = self.runner.invoke(self.app, ["budget", "set", "d", "--path", str(self.csv),
                                               "--database-url", self.url,
-                                              "--budget", json.dumps(self.budget)])
+                                              "--budget", json.dumps(self.budget),
+                                              *([] if unit is None else
+                                                ["--privacy-unit", unit])])
             assert r.exit_code == 0, r.output
             self.store = None
         else:

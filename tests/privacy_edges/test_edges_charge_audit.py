@@ -68,19 +68,35 @@ def _robust_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
     return d, d2
 
 
+def _unit_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """User-level neighbours: D2 adds one whole privacy unit with 12 extreme rows in each of
+    the three cities (bounding keeps L0 = 2 of its groups and L-inf = 3 rows of each)."""
+    d = _base()
+    d.insert(0, "pid", np.arange(len(d)) // 2)  # two rows per unit
+    extra = pd.DataFrame([{"pid": 999, **EXTREME, "city": c} for c in "abc"
+                          for _ in range(12)])
+    return d, pd.concat([d, extra], ignore_index=True)
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
     budget: dict[str, Any]
     spec: dict[str, Any]
-    pair: str = "base"  # "base" or "robust"
+    pair: str = "base"  # "base", "robust" or "unit"
     slow: bool = False
+
+    @property
+    def unit(self) -> str | None:
+        return "pid" if self.pair == "unit" else None
 
     @property
     def relation(self) -> str:
         return str(self.budget["neighbouring"])
 
     def frames(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        if self.pair == "unit":
+            return _unit_pair()
         return _robust_pair() if self.pair == "robust" else _pair(self.relation)
 
 
@@ -148,6 +164,17 @@ CASES = [
                                          {"type": "mean", "column": "x", "lower": 0,
                                           "upper": 10}],
                group_by=["city"], keys=[["a"], ["b"]])),
+    # user-level: a whole privacy unit added, its contribution bounded (L0 = 2, L-inf = 3)
+    Case("plan-unit-pure", _budget("pure", AR),
+         _plan({"type": "count"}, extra=[{"type": "sum", "column": "x", "lower": 0,
+                                          "upper": 10, "per": "unit"}],
+               group_by=["city"], keys=[["a"], ["b"], ["c"]],
+               contribution={"max_groups": 2, "max_rows": 3}), pair="unit"),
+    Case("plan-unit-zcdp", _budget("zcdp", AR),
+         _plan({"type": "count", "per": "unit"}, ZCDP,
+               extra=[{"type": "histogram", "column": "k", "categories": [0, 3]}],
+               group_by=["city"], keys=[["a"], ["b"], ["c"]],
+               contribution={"max_groups": 2, "max_rows": 3}), pair="unit", slow=True),
     Case("release-laplace", _budget("pure", RO), _release("laplace")),
     Case("release-mwem", _budget("pure", RO), _release("mwem"), slow=True),
     Case("release-envelope", _budget("pure", RO), _release("envelope"), slow=True),
@@ -172,9 +199,9 @@ def _entries(where: str, case: Case, tmp: Path) -> Iterator[tuple[Entry, Entry]]
     with ExitStack() as stack:
         if Path("/dev/shm").is_dir():
             tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(dir="/dev/shm")))
-        a = Entry(where, d, tmp, budget=case.budget)
+        a = Entry(where, d, tmp, budget=case.budget, unit=case.unit)
         stack.callback(a.close)
-        b = Entry(where, d2, tmp, budget=case.budget)
+        b = Entry(where, d2, tmp, budget=case.budget, unit=case.unit)
         stack.callback(b.close)
         yield a, b
 
