@@ -127,18 +127,22 @@ def run_session(path: Path) -> Result:
     """The same plan through ``Session`` on the Parquet path, as a steward runs it: the
     schema from the file's metadata, the charge spent on an in-memory ledger, then the
     engine ``Session`` picks (DuckDB on all cores under dpsieve's default memory limit,
-    ``duckdb.default_memory_limit``: 128 MiB per core or ``DPSIEVE_DUCKDB_MEMORY_LIMIT``)."""
+    ``duckdb.default_memory_limit``: 32 MiB per core, at least 64 MiB, or
+    ``DPSIEVE_DUCKDB_MEMORY_LIMIT``)."""
+    import psutil
+
     from dpsieve import Session
     from dpsieve.accounting.events import PureDP
 
     _warm_imports()
+    base = psutil.Process().memory_info().rss  # Python, dpsieve and DuckDB imported
     clock = Clock()
     session = Session(str(path), budget=PureDP(10 * EPS), privacy_unit="unit")
     res = session.query(dpsieve_prepared().query)
     times = clock.read()
     counts, sums = _dense((g["key"][0], g["estimates"][0]["value"],
                            g["estimates"][1]["value"]) for g in res.value["groups"])
-    return {**times, "count": counts, "sum": sums}
+    return {**times, "count": counts, "sum": sums, "base_bytes": base}
 
 
 HANDWRITTEN_SQL = f"""

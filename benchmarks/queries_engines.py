@@ -71,10 +71,13 @@ def _tree_rss(pid: int) -> tuple[int, int]:
     return total, jvm
 
 
-def measure(runner: str, path: Path, timeout: float = 3600.0) -> dict[str, Any]:
-    """Run ``runner`` on ``path`` in a fresh process; its result plus peak memory."""
+def measure(runner: str, path: Path, timeout: float = 3600.0,
+            env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run ``runner`` on ``path`` in a fresh process (``env``: variables set in it); its
+    result plus peak memory."""
     cmd = [sys.executable, "-m", "benchmarks.queries_engines", "child", runner, str(path)]
-    proc = subprocess.Popen(cmd, cwd=HERE.parent, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(cmd, cwd=HERE.parent, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, **(env or {})})
     peak = [0, 0]
     done = threading.Event()
 
@@ -117,12 +120,13 @@ def load() -> str:
     return "load " + ", ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
-def repeat(runner: str, path: Path, n: int) -> dict[str, Any]:
+def repeat(runner: str, path: Path, n: int, env: dict[str, str] | None = None
+           ) -> dict[str, Any]:
     """Median seconds and peak memory over ``n`` runs (the last run's answers)."""
     runs = []
     for i in range(n):
-        r = measure(runner, path)
-        print(f"  {runner} {path.name} run {i + 1}/{n}: {r['seconds']:.2f} s, "
+        r = measure(runner, path, env=env)
+        print(f"  {runner}{env or ''} {path.name} run {i + 1}/{n}: {r['seconds']:.2f} s, "
               f"{r['peak_bytes'] / 2**20:.0f} MiB ({load()})", flush=True)
         runs.append(r)
     out = dict(runs[-1])
@@ -133,6 +137,9 @@ def repeat(runner: str, path: Path, n: int) -> dict[str, Any]:
     out["peak_bytes"] = statistics.median(r["peak_bytes"] for r in runs)
     out["max_peak_bytes"] = max(r["peak_bytes"] for r in runs)
     out["jvm_peak_bytes"] = statistics.median(r["jvm_peak_bytes"] for r in runs)
+    out["min_peak_bytes"] = min(r["peak_bytes"] for r in runs)
+    if "base_bytes" in runs[0]:
+        out["base_bytes"] = statistics.median(r["base_bytes"] for r in runs)
     if "startup" in runs[0]:
         out["startup"] = statistics.median(r["startup"] for r in runs)
     return out
@@ -156,29 +163,36 @@ def part_duckdb(a: argparse.Namespace, out: list[str]) -> None:
     out += [f"### dpsieve's DuckDB engine vs hand-written DuckDB SQL, {a.big:,} rows",
             "", f"Command: `{a.command}`. Same run, alternating; {load()} at the start.",
             ""]
-    res: dict[str, list[dict[str, Any]]] = {"dpsieve-duckdb": [], "sql-duckdb": []}
-    for _ in range(a.repeats):  # interleaved, so both see the same machine load
+    res: dict[str, list[dict[str, Any]]] = {"dpsieve-duckdb": [], "session-duckdb": [],
+                                            "sql-duckdb": []}
+    for _ in range(a.repeats):  # interleaved, so all see the same machine load
         for name, runs in res.items():
             runs.append(repeat(name, path, 1))
     med = {name: _merge(runs) for name, runs in res.items()}
-    d, s = med["dpsieve-duckdb"], med["sql-duckdb"]
+    d, e, s = med["dpsieve-duckdb"], med["session-duckdb"], med["sql-duckdb"]
     if s["count"] != t["bounded_count"]:
         raise AssertionError("hand-written SQL disagrees with the bounded truth")
-    ratio = d["seconds"] / s["seconds"]
-    out += ["| implementation | wall s, median (runs) | CPU s | peak memory MiB | RMSE count | "
-            "RMSE sum |", "|---|---|---|---|---|---|",
-            f"| dpsieve (prepare + DuckDBEngine + exact noise) | {_secs(d)} | "
-            f"{_mib(d['peak_bytes'])} | {rmse(d['count'], t['bounded_count']):.1f} | "
-            f"{rmse(d['sum'], t['bounded_sum']):.1f} |",
-            f"| hand-written DuckDB SQL (no noise) | {_secs(s)} | {_mib(s['peak_bytes'])} "
-            "| 0 | 0 |", "",
-            f"Ratio dpsieve / hand-written: **{ratio:.2f}x** wall, "
-            f"**{d['cpu_seconds'] / s['cpu_seconds']:.2f}x** CPU (goal <= 1.2x). Goals at 50M: "
-            f"<= 15 s ({'met' if d['seconds'] <= 15 else 'MISSED'}), <= 1 GB peak "
-            f"({'met' if d['max_peak_bytes'] <= 2**30 else 'MISSED'}). RMSE is against the "
-            "exact bounded answers (the noise alone). Both on DuckDB with memory_limit "
-            f"{os.environ.get('QBENCH_DUCKDB_MEMORY', '600MB')}, 2 threads, a temporary "
-            "directory to spill to. " + load() + " at the end.", ""]
+    out += ["| implementation | wall s, median (runs) | CPU s | peak memory MiB (max) | "
+            "RMSE count | RMSE sum |", "|---|---|---|---|---|---|"]
+    for label, r in (("dpsieve (prepare + DuckDBEngine(memory_limit "
+                      f"{os.environ.get('QBENCH_DUCKDB_MEMORY', '600MB')}, 2 threads) + "
+                      "exact noise)", d),
+                     (f"dpsieve Session, its defaults ({_session_limit()})", e)):
+        out.append(f"| {label} | {_secs(r)} | {_mib(r['peak_bytes'])} "
+                   f"({_mib(r['max_peak_bytes'])}) | "
+                   f"{rmse(r['count'], t['bounded_count']):.1f} | "
+                   f"{rmse(r['sum'], t['bounded_sum']):.1f} |")
+    out += [f"| hand-written DuckDB SQL (no noise; memory_limit "
+            f"{os.environ.get('QBENCH_DUCKDB_MEMORY', '600MB')}, 2 threads) | {_secs(s)} | "
+            f"{_mib(s['peak_bytes'])} ({_mib(s['max_peak_bytes'])}) | 0 | 0 |", ""]
+    for label, r in (("DuckDBEngine", d), ("Session", e)):
+        out.append(
+            f"- {label} / hand-written: **{r['seconds'] / s['seconds']:.2f}x** wall, "
+            f"**{r['cpu_seconds'] / s['cpu_seconds']:.2f}x** CPU (goal <= 1.2x); "
+            f"<= 15 s {'met' if r['seconds'] <= 15 else 'MISSED'}, <= 1 GB peak "
+            f"{'met' if r['max_peak_bytes'] <= 2**30 else 'MISSED'}.")
+    out += ["", "RMSE is against the exact bounded answers (the noise alone). Spilling to "
+            "a temporary directory. " + load() + " at the end.", ""]
 
 
 def _merge(runs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -200,27 +214,53 @@ def _session_limit() -> str:
 
     env = os.environ.get(MEMORY_LIMIT_ENV)
     return (f"{MEMORY_LIMIT_ENV}={env}" if env else
-            f"memory_limit {default_memory_limit()} = 128 MiB x {os.cpu_count()} cores")
+            f"memory_limit {default_memory_limit()} = max(64 MiB, 32 MiB x "
+            f"{os.cpu_count()} cores)")
 
 
 def part_memory(a: argparse.Namespace, out: list[str]) -> None:
+    from dpsieve.queries.engines.duckdb import MEMORY_LIMIT_ENV
+
     runner = "dpsieve-duckdb" if a.engine_memory else "session-duckdb"
+    configs: list[tuple[str, dict[str, str] | None]] = [("default", None)]
+    if a.memory_before:  # the earlier default, interleaved with the current one
+        configs.append((f"{MEMORY_LIMIT_ENV}={a.memory_before}",
+                        {MEMORY_LIMIT_ENV: a.memory_before}))
     out += [f"### Peak memory of the query path ({runner}) by table size", "",
             f"Command: `{a.command}`. {load()} at the start.", "",
-            "| rows | Parquet MiB | wall s, median (runs) | CPU s | peak memory MiB (max) |",
-            "|---|---|---|---|---|"]
+            "| rows | Parquet MiB | limit | wall s, median (runs) | CPU s | peak MiB, median "
+            "(min-max) | before the query MiB | query's increment MiB | peak / smallest |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    first: dict[str, float] = {}
+    results: dict[tuple[int, str], list[dict[str, Any]]] = {}
     for rows in a.sizes:
         path = qd.ensure(a.data, rows)
-        r = repeat(runner, path, a.repeats)
-        out.append(f"| {rows:,} | {_mib(path.stat().st_size)} | {_secs(r)} | "
-                   f"{_mib(r['peak_bytes'])} ({_mib(r['max_peak_bytes'])}) |")
+        for _ in range(a.repeats):  # interleaved, so each config sees the same load
+            for label, env in configs:
+                results.setdefault((rows, label), []).append(repeat(runner, path, 1, env))
+        for label, _env in configs:
+            r = _merge(results[(rows, label)])
+            r["min_peak_bytes"] = min(x["min_peak_bytes"] for x in results[(rows, label)])
+            first.setdefault(label, r["peak_bytes"])
+            bases = [x["base_bytes"] for x in results[(rows, label)] if "base_bytes" in x]
+            base = statistics.median(bases) if bases else None
+            out.append(
+                f"| {rows:,} | {_mib(path.stat().st_size)} | {label} | {_secs(r)} | "
+                f"{_mib(r['peak_bytes'])} ({_mib(r['min_peak_bytes'])}-"
+                f"{_mib(r['max_peak_bytes'])}) | "
+                f"{_mib(base) if base is not None else '-'} | "
+                f"{_mib(r['peak_bytes'] - base) if base is not None else '-'} | "
+                f"{r['peak_bytes'] / first[label]:.2f} |")
     out += ["", ("prepare + DuckDBEngine(memory_limit "
                  f"{os.environ.get('QBENCH_DUCKDB_MEMORY', '600MB')}, 2 threads)"
                  if a.engine_memory else "Session(path, budget, privacy_unit='unit')"
-                 ".query(plan): the engine Session picks, DuckDB under dpsieve's default "
-                 f"memory limit ({_session_limit()}), spilling to a temporary directory")
-            + ". Peak = the process's largest resident set (Python, DuckDB's buffers and "
-            "the answer). " + load() + " at the end.", ""]
+                 ".query(plan): the engine Session picks, DuckDB on all cores; 'default': "
+                 f"dpsieve's default memory limit ({_session_limit()})")
+            + ", spilling to a temporary directory. Peak = the process's largest resident "
+            "set (Python, dpsieve, DuckDB's buffers and the answer), sampled every 20 ms; "
+            "'before the query': its resident set once Python, dpsieve and DuckDB are "
+            "imported; the increment is the difference (medians). " + load()
+            + " at the end.", ""]
 
 
 def _table(rows: list[tuple[str, dict[str, Any]]], t: dict[str, Any], jvm: bool) -> list[str]:
@@ -371,6 +411,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="table sizes of the memory part (default 1M, 10M and --rows)")
     ap.add_argument("--spark-sizes", type=int, nargs="*", default=None,
                     help="row counts of the Spark scaling curve (default 1M 10M 50M)")
+    ap.add_argument("--memory-before", default=None, metavar="LIMIT",
+                    help="memory part: also run Session with DPSIEVE_DUCKDB_MEMORY_LIMIT="
+                    "LIMIT (e.g. the earlier default, 256MiB), interleaved, same table")
     ap.add_argument("--engine-memory", action="store_true",
                     help="measure memory through prepare + DuckDBEngine (memory_limit "
                     "600MB) instead of Session (DuckDB's defaults)")

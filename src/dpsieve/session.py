@@ -383,8 +383,9 @@ class Session:
     ``release_limits`` (:class:`~dpsieve._session_release.ReleaseLimits`) bounds the work
     of ``release`` queries; they are refused from public parameters past it.
     ``memory_limit`` (e.g. ``"1GB"``) is DuckDB's memory limit for a file's queries; by
-    default 128 MiB per core (``DPSIEVE_DUCKDB_MEMORY_LIMIT`` changes the default), beyond
-    which DuckDB spills to a temporary directory (docs/queries.md).
+    default 32 MiB per core, at least 64 MiB, and a query out of memory under it runs again
+    under 128 MiB per core (``DPSIEVE_DUCKDB_MEMORY_LIMIT`` sets a fixed limit instead),
+    beyond which DuckDB spills to a temporary directory (docs/queries.md, Memory).
     ``engine`` is the engine query plans run on, for ``data`` itself (default: a new one
     for ``data`` each query; the service passes one it keeps open per registered file);
     query types that load rows still load them from ``data``.

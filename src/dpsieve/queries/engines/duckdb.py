@@ -38,11 +38,14 @@ from dpsieve.queries.engine import (
 from dpsieve.queries.engines._numpy import Col, aggregate_columns
 from dpsieve.queries.schema import Column, ColumnType
 
-__all__ = ["MEMORY_LIMIT_ENV", "MEMORY_PER_THREAD_MIB", "DuckDBEngine", "compile_sql",
-           "default_memory_limit", "duckdb_column_type"]
+__all__ = ["MEMORY_FLOOR_MIB", "MEMORY_LIMIT_ENV", "MEMORY_PER_THREAD_MIB",
+           "RETRY_MEMORY_PER_THREAD_MIB", "DuckDBEngine", "compile_sql",
+           "default_memory_limit", "duckdb_column_type", "retry_memory_limit"]
 
 MEMORY_LIMIT_ENV = "DPSIEVE_DUCKDB_MEMORY_LIMIT"
-MEMORY_PER_THREAD_MIB = 128
+MEMORY_PER_THREAD_MIB = 32
+MEMORY_FLOOR_MIB = 64
+RETRY_MEMORY_PER_THREAD_MIB = 128
 _SIZE = re.compile(r"\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)\s*", re.IGNORECASE)
 
 
@@ -57,18 +60,35 @@ def _checked_limit(value: str, parameter: str) -> str:
     return value.strip()
 
 
+def _threads(threads: int | None) -> int:
+    return max(1, threads if threads is not None else (os.cpu_count() or 1))
+
+
 def default_memory_limit(threads: int | None = None) -> str:
     """DuckDB's ``memory_limit`` when none is given: ``DPSIEVE_DUCKDB_MEMORY_LIMIT`` if set,
-    else ``MEMORY_PER_THREAD_MIB`` (128) MiB per thread (``threads``, or the machine's
-    cores when DuckDB chooses): 256 MiB on 2 cores. Bounded by the machine, never by the
-    table: DuckDB spills what does not fit to the engine's temporary directory. DuckDB's
-    own default (80 % of RAM) let a query's peak memory grow with the table
-    (benchmarks/results/queries/memory.md)."""
+    else ``MEMORY_PER_THREAD_MIB`` (32) MiB per thread (``threads``, or the machine's
+    cores when DuckDB chooses), at least ``MEMORY_FLOOR_MIB`` (64): 64 MiB on 2 cores.
+    Bounded by the machine, never by the table: DuckDB spills what does not fit to the
+    engine's temporary directory, so a query's peak memory is about the same at 1M and
+    50M rows (benchmarks/results/queries/memory.md). Some plans need more than this
+    (DuckDB then fails with an out-of-memory error, which the engine answers by running
+    the same SQL again under :func:`retry_memory_limit`, when no limit was given); plans
+    that rank every row of a unit (row-level measures under a privacy unit) start there.
+    """
     env = os.environ.get(MEMORY_LIMIT_ENV)
     if env is not None and env.strip():
         return _checked_limit(env, MEMORY_LIMIT_ENV)
-    n = threads if threads is not None else (os.cpu_count() or 1)
-    return f"{MEMORY_PER_THREAD_MIB * max(1, n)}MiB"
+    return f"{max(MEMORY_FLOOR_MIB, MEMORY_PER_THREAD_MIB * _threads(threads))}MiB"
+
+
+def retry_memory_limit(threads: int | None = None) -> str:
+    """The larger default (``RETRY_MEMORY_PER_THREAD_MIB``, 128 MiB per thread: 256 MiB
+    on 2 cores) under which the engine runs a query that ran out of memory under
+    :func:`default_memory_limit`, and from the start a plan that ranks every row of a
+    unit. Used only when neither ``memory_limit=`` nor ``DPSIEVE_DUCKDB_MEMORY_LIMIT``
+    is given. The SQL is deterministic (the sampling key is part of the spec), so the
+    second run computes the same aggregates: nothing is released twice or differently."""
+    return f"{RETRY_MEMORY_PER_THREAD_MIB * _threads(threads)}MiB"
 
 _INT = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
         "UINTEGER", "UBIGINT", "UHUGEINT")
@@ -380,7 +400,10 @@ class DuckDBEngine:
     table or view of an open DuckDB connection. ``threads`` and ``memory_limit`` (e.g.
     ``"1GB"``) are passed to DuckDB; spills go to a private temporary directory, removed
     after each query (a kept database's: when it is replaced). Without ``memory_limit``,
-    :func:`default_memory_limit` (256 MiB on 2 cores, or ``DPSIEVE_DUCKDB_MEMORY_LIMIT``).
+    :func:`default_memory_limit` (64 MiB on 2 cores, or ``DPSIEVE_DUCKDB_MEMORY_LIMIT``);
+    when neither is given, a query that runs out of memory under it is run again, on a
+    database of its own, under :func:`retry_memory_limit` (256 MiB on 2 cores), and a
+    plan that ranks every row of a unit starts there. A given limit is never raised.
     A connection given is used as it is (its own settings).
 
     By default each call opens its own in-memory database and reads the file afresh.
@@ -414,6 +437,9 @@ class DuckDBEngine:
         self._threads = threads
         self._memory_limit = (default_memory_limit(threads) if memory_limit is None
                               else _checked_limit(memory_limit, "memory_limit"))
+        env = os.environ.get(MEMORY_LIMIT_ENV)
+        self._retry_limit = (retry_memory_limit(threads) if memory_limit is None and (
+            env is None or not env.strip()) else None)
         self._csv = False
         if source is not None:
             path = str(source)
@@ -442,15 +468,17 @@ class DuckDBEngine:
         self._keep_open = (keep_open and self._path is not None
                            and not self._reader.startswith("_src."))
 
-    def _open(self) -> tuple[Any, dict[str, Any], tempfile.TemporaryDirectory[str]]:
-        """A new DuckDB database for the file: (connection, parameters, spill directory)."""
+    def _open(self, memory_limit: str | None = None
+              ) -> tuple[Any, dict[str, Any], tempfile.TemporaryDirectory[str]]:
+        """A new DuckDB database for the file: (connection, parameters, spill directory),
+        under ``memory_limit`` (default: the engine's)."""
         import duckdb
 
         tmp = tempfile.TemporaryDirectory(prefix="dpsieve-duckdb-")
         cfg: dict[str, Any] = {"temp_directory": tmp.name, "preserve_insertion_order": False}
         if self._threads is not None:
             cfg["threads"] = self._threads
-        cfg["memory_limit"] = self._memory_limit
+        cfg["memory_limit"] = memory_limit or self._memory_limit
         con = duckdb.connect(config=cfg)
         con.execute("SET enable_progress_bar = false")  # a library prints nothing
         params: dict[str, Any] = {}
@@ -512,11 +540,12 @@ class DuckDBEngine:
         return rows
 
     @contextmanager
-    def _session(self) -> Iterator[tuple[Callable[[str, dict[str, Any]],
-                                                  list[tuple[Any, ...]]],
-                                         list[tuple[Any, ...]], str]]:
+    def _session(self, memory_limit: str | None = None
+                 ) -> Iterator[tuple[Callable[[str, dict[str, Any]], list[tuple[Any, ...]]],
+                                     list[tuple[Any, ...]], str]]:
         """``(run(sql, params), described, source)`` on one connection: the given one, a
-        cursor of the kept database (``keep_open``), or one opened for this call.
+        cursor of the kept database (``keep_open``), or one opened for this call (always,
+        under ``memory_limit``, when that is given: a file engine's larger retry limit).
         ``described`` is DuckDB's DESCRIBE of the table, ``source`` the table the SQL reads
         (:meth:`_source`)."""
         if self._connection is not None:
@@ -525,7 +554,7 @@ class DuckDBEngine:
             described = run_given(f"DESCRIBE SELECT * FROM {self._reader}", {})
             yield run_given, described, self._source(described)
             return
-        if self._keep_open:
+        if self._keep_open and memory_limit is None:
             kept = self._load()
             with self._lock:  # a connection is used by one thread at a time: a cursor each
                 cur = kept.con.cursor()
@@ -536,7 +565,7 @@ class DuckDBEngine:
             finally:
                 cur.close()
             return
-        con, extra, tmp = self._open()
+        con, extra, tmp = self._open(memory_limit)
         try:
             def run(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
                 return self._run_on(con, sql, {**params, **extra})
@@ -585,7 +614,23 @@ class DuckDBEngine:
             if kept.arrays is not None:  # the table in memory: the frame engines' core
                 cols, n = kept.arrays
                 return aggregate_columns(spec, cols.__getitem__, n, self.name)
-        with self._session() as (run, described, source):  # types and query: one connection
+        import duckdb
+
+        retry = self._retry_limit if self._path is not None else None
+        # a plan ranking every row of a unit needs more than the default (measured:
+        # out of memory under 64 MiB at 10M rows): it starts under the retry limit
+        first = retry if retry is not None and spec.unit is not None and spec.row_measures \
+            else None
+        try:
+            return self._aggregate_sql(spec, first)
+        except duckdb.OutOfMemoryException:
+            if retry is None or first is not None:
+                raise
+        # the same deterministic SQL again, with more memory: the same aggregates
+        return self._aggregate_sql(spec, retry)
+
+    def _aggregate_sql(self, spec: BoundingSpec, memory_limit: str | None) -> Aggregates:
+        with self._session(memory_limit) as (run, described, source):  # one connection
             sql, params = compile_sql(spec, self._columns_of(described), source)
             rows = run(sql, params)
         return _collect(spec, rows, self.name)
