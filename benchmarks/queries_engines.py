@@ -163,11 +163,17 @@ def part_duckdb(a: argparse.Namespace, out: list[str]) -> None:
     out += [f"### dpsieve's DuckDB engine vs hand-written DuckDB SQL, {a.big:,} rows",
             "", f"Command: `{a.command}`. Same run, alternating; {load()} at the start.",
             ""]
+    from dpsieve.queries.engines.duckdb import MEMORY_LIMIT_ENV
+
+    before = {MEMORY_LIMIT_ENV: a.memory_before} if a.memory_before else None
     res: dict[str, list[dict[str, Any]]] = {"dpsieve-duckdb": [], "session-duckdb": [],
                                             "sql-duckdb": []}
+    if before:
+        res["session-before"] = []
     for _ in range(a.repeats):  # interleaved, so all see the same machine load
         for name, runs in res.items():
-            runs.append(repeat(name, path, 1))
+            runs.append(repeat("session-duckdb", path, 1, before) if name == "session-before"
+                        else repeat(name, path, 1))
     med = {name: _merge(runs) for name, runs in res.items()}
     d, e, s = med["dpsieve-duckdb"], med["session-duckdb"], med["sql-duckdb"]
     if s["count"] != t["bounded_count"]:
@@ -177,7 +183,9 @@ def part_duckdb(a: argparse.Namespace, out: list[str]) -> None:
     for label, r in (("dpsieve (prepare + DuckDBEngine(memory_limit "
                       f"{os.environ.get('QBENCH_DUCKDB_MEMORY', '600MB')}, 2 threads) + "
                       "exact noise)", d),
-                     (f"dpsieve Session, its defaults ({_session_limit()})", e)):
+                     (f"dpsieve Session, its defaults ({_session_limit()})", e),
+                     *([(f"dpsieve Session, {MEMORY_LIMIT_ENV}={a.memory_before} (the "
+                         "earlier default)", med["session-before"])] if before else [])):
         out.append(f"| {label} | {_secs(r)} | {_mib(r['peak_bytes'])} "
                    f"({_mib(r['max_peak_bytes'])}) | "
                    f"{rmse(r['count'], t['bounded_count']):.1f} | "
@@ -185,7 +193,9 @@ def part_duckdb(a: argparse.Namespace, out: list[str]) -> None:
     out += [f"| hand-written DuckDB SQL (no noise; memory_limit "
             f"{os.environ.get('QBENCH_DUCKDB_MEMORY', '600MB')}, 2 threads) | {_secs(s)} | "
             f"{_mib(s['peak_bytes'])} ({_mib(s['max_peak_bytes'])}) | 0 | 0 |", ""]
-    for label, r in (("DuckDBEngine", d), ("Session", e)):
+    for label, r in (("DuckDBEngine", d), ("Session", e),
+                     *([(f"Session at {a.memory_before}", med["session-before"])]
+                       if before else [])):
         out.append(
             f"- {label} / hand-written: **{r['seconds'] / s['seconds']:.2f}x** wall, "
             f"**{r['cpu_seconds'] / s['cpu_seconds']:.2f}x** CPU (goal <= 1.2x); "
@@ -412,8 +422,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--spark-sizes", type=int, nargs="*", default=None,
                     help="row counts of the Spark scaling curve (default 1M 10M 50M)")
     ap.add_argument("--memory-before", default=None, metavar="LIMIT",
-                    help="memory part: also run Session with DPSIEVE_DUCKDB_MEMORY_LIMIT="
-                    "LIMIT (e.g. the earlier default, 256MiB), interleaved, same table")
+                    help="memory and duckdb parts: also run Session with "
+                    "DPSIEVE_DUCKDB_MEMORY_LIMIT=LIMIT (e.g. the earlier default, 256MiB), "
+                    "interleaved, same table")
     ap.add_argument("--engine-memory", action="store_true",
                     help="measure memory through prepare + DuckDBEngine (memory_limit "
                     "600MB) instead of Session (DuckDB's defaults)")
