@@ -44,6 +44,12 @@ __all__ = ["SAMPLINGS", "DPSGDAccountant", "DPSGDStep", "Step", "step_pld"]
 ACCOUNTANT_GRID = 5e-4
 #: Tail mass cut (to +inf: pessimistic) at each convolution.
 TAIL_MASS = 1e-13
+#: When the cut tails' +inf mass exceeds this share of the delta asked about (or returned), the
+#: history is also composed without tail cuts (tilted FFT bounds, Lemma A4 of
+#: docs/proofs/accounting.md) and the smaller of the two upper bounds is reported: the cuts
+#: add ~6e-11 to +inf per 100 steps at sigma 1, rate 0.01, so eps(1e-10) was inf from 1,000
+#: steps and eps(1e-15) from 100 (issue 18.7), where the uncut composition gives 3.29 / 3.69.
+UNCUT_SHARE = 1e-2
 Step = DPSGDStep
 
 
@@ -64,7 +70,9 @@ def step_pld(step: Step, *, grid: float = ACCOUNTANT_GRID, pessimistic: bool = T
     return hit
 
 
-def _compose_counts(counts: dict[Step, int], grid: float) -> DirectedPLD:
+def _compose_counts(
+    counts: dict[Step, int], grid: float, tail_mass: float = TAIL_MASS
+) -> DirectedPLD:
     """Pessimistic composition of ``count`` steps of each kind, each direction separately.
 
     The addition direction is composed from the steps' own (pessimistic) addition PLDs, not
@@ -90,9 +98,9 @@ def _compose_counts(counts: dict[Step, int], grid: float) -> DirectedPLD:
             continue
         one = step_pld(st, grid=grid)
         for side, step in (("remove", one.remove), ("add", one.add)):
-            part = step.self_compose(k, tail_mass=TAIL_MASS)
+            part = step.self_compose(k, tail_mass=tail_mass)
             done = totals[side]
-            totals[side] = part if done is None else done.compose(part, tail_mass=TAIL_MASS)
+            totals[side] = part if done is None else done.compose(part, tail_mass=tail_mass)
     out: list[PLD] = []
     for side in ("remove", "add"):
         total = totals[side]
@@ -115,6 +123,7 @@ class DPSGDAccountant:
         self._grid = check_positive("grid", grid, "DPSGDAccountant")
         self._history: list[tuple[Step, int]] = []
         self._cached: tuple[tuple[tuple[Step, int], ...], DirectedPLD] | None = None
+        self._cached_uncut: tuple[tuple[tuple[Step, int], ...], DirectedPLD] | None = None
 
     # ------------------------------------------------------------------ history
     def step(
@@ -155,17 +164,40 @@ class DPSGDAccountant:
         self._cached = (key, out)
         return out
 
+    def _pld_uncut(self) -> DirectedPLD:
+        """The same composition without tail cuts (slower; for small deltas; cached)."""
+        key = tuple(sorted(self.counts().items(), key=lambda sc: (sc[0].rate, sc[0].sigma)))
+        if self._cached_uncut is not None and self._cached_uncut[0] == key:
+            return self._cached_uncut[1]
+        out = _compose_counts(dict(key), self._grid, 0.0)
+        self._cached_uncut = (key, out)
+        return out
+
+    def _cut_mass(self) -> float:
+        p = self.pld()
+        return max(p.remove.inf_mass, p.add.inf_mass)
+
     def epsilon(self, delta: float) -> float:
-        """An upper bound on eps at ``delta`` for everything recorded (0 with no steps)."""
+        """An upper bound on eps at ``delta`` for everything recorded (0 with no steps).
+
+        When the tail cuts' +inf mass is more than ``UNCUT_SHARE`` of ``delta``, the smaller
+        of the cut and the uncut compositions' eps (both upper bounds)."""
         delta = check_in_open("delta", delta, 0.0, 1.0, "DPSGDAccountant.epsilon")
-        return float(self.pld().epsilon(delta))
+        e = float(self.pld().epsilon(delta))
+        if self._cut_mass() > UNCUT_SHARE * delta:
+            e = min(e, float(self._pld_uncut().epsilon(delta)))
+        return e
 
     def delta(self, eps: float) -> float:
-        """An upper bound on delta at ``eps`` for everything recorded."""
+        """An upper bound on delta at ``eps`` for everything recorded (the smaller of the
+        cut and uncut compositions' when the cuts weigh, as in :meth:`epsilon`)."""
         e = float(eps)
         if math.isnan(e):
             raise fail("eps", "DPSGDAccountant.delta", "a float (not NaN)", eps)
-        return float(self.pld().delta(e))
+        d = float(self.pld().delta(e))
+        if self._cut_mass() > UNCUT_SHARE * d:
+            d = min(d, float(self._pld_uncut().delta(e)))
+        return d
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
