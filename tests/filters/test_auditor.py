@@ -39,7 +39,8 @@ def _two_round_curve(first: PL, second: dict[int, PL]) -> PL:
 
 
 def test_paper_witness_eps_delta_queries_two_rounds() -> None:
-    """L1 = R(1,0), L2 = R(0.1,0.05), B = sup{L1+L1, L1+L2}: overspend 0.01345 on [0.17, 1.9]."""
+    """L1 = R(1,0), L2 = R(0.1,0.05), B = sup{L1+L1, L1+L2}: overspend 0.01345 on (0.0708,
+    1.9292) (test_first_witness_overspend_range), so on [0.17, 1.9] at least."""
     l1, l2 = approx_curve(1.0), approx_curve(0.1, 0.05)
     budget = pl_supremum([l1.compose(l1), l1.compose(l2)])
     r = audit_natural({"L1": l1, "L2": l2}, budget, 2)
