@@ -213,3 +213,76 @@ def test_trickled_bodies_are_cut_off_and_nothing_is_charged(tmp_path: Path) -> N
         own = httpx.get(s.base + "/v1/datasets/d/budget", headers=OWN, timeout=30).json()
         assert own["admitted"] == 1  # the complete query only
         assert own["remaining"]["exact"] == "3/4"
+
+
+def test_two_servers_on_one_ledger_never_overspend_and_survive_a_kill(
+        db_url: tuple[str, str], tmp_path: Path) -> None:
+    """Issue 11 ("keep the race and SIGKILL tests"): two servers on one database, clients
+    spread over both, and one server SIGKILLed mid-burst; every request that failed is
+    retried on the survivor with its idempotency key. 120 requests of eps = 0.03 race for
+    eps = 1: exactly 33 are admitted (no overspend, nothing lost), each key is charged at
+    most once (a retry of a key the killed server charged replays, never charges again),
+    and the keys answered 200 are exactly the keys charged."""
+    url, schema = db_url
+    csv = write_csv(tmp_path / "d.csv")
+    q = {"type": "count", "privacy": {"type": "pure", "eps": 0.03}}
+    with Server(url, OWNER, schema=schema) as a, Server(url, OWNER, schema=schema) as b:
+        ana = _setup(a.base, csv, {"type": "pure", "eps": 1.0})
+        answered: dict[str, int] = {}
+        failed: list[str] = []
+        lock = threading.Lock()
+        n_clients, per = 20, 6
+        barrier = threading.Barrier(n_clients + 1)
+
+        def client(i: int) -> None:
+            base = (a if i % 2 else b).base
+            with httpx.Client(base_url=base, headers=ana, timeout=60) as c:
+                barrier.wait()
+                for j in range(per):
+                    key = f"k{i}-{j}"
+                    try:
+                        st = c.post("/v1/datasets/d/queries", json=q,
+                                    headers={"Idempotency-Key": key}).status_code
+                    except httpx.HTTPError:
+                        with lock:
+                            failed.append(key)
+                        continue
+                    with lock:
+                        answered[key] = st
+
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(n_clients)]
+        for t in threads:
+            t.start()
+        barrier.wait()
+        deadline = time.monotonic() + 60
+        def on_b() -> int:  # answers from the server to be killed (even clients)
+            with lock:
+                return sum(1 for k in answered if int(k[1:].split("-")[0]) % 2 == 0)
+        while on_b() < 8 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        b.kill()  # mid-burst: requests on b in flight or still to come fail
+        for t in threads:
+            t.join()
+        assert failed, "the kill came after the burst: nothing was tested"
+        print(f"two servers: {len(answered)} answered ({on_b()} by the killed one), "
+              f"{len(failed)} retried")
+        with httpx.Client(base_url=a.base, headers=ana, timeout=60) as c:
+            for key in failed:  # the retries, on the survivor
+                r = c.post("/v1/datasets/d/queries", json=q, headers={"Idempotency-Key": key})
+                assert r.status_code in (200, 409), r.text
+                answered[key] = r.status_code
+    from dpsieve.ledger import open_store
+
+    store = open_store(url, schema=schema)
+    try:
+        history = store.history("d")
+    finally:
+        store.close()
+    keys = [h.key.removeprefix("ana/") for h in history]  # the service scopes keys
+    assert len(keys) == len(set(keys))  # no key charged twice
+    costs = [Fraction(h.cost["eps"]) for h in history]
+    assert sum(costs) <= 1
+    assert len(costs) == 33  # every key settled: the budget is used up exactly
+    ok = {k for k, st in answered.items() if st == 200}
+    assert ok == set(keys)  # every answer has its charge, every charge its answer
+    assert set(answered) == {f"k{i}-{j}" for i in range(n_clients) for j in range(per)}
