@@ -15,11 +15,12 @@ A crash between 2 and 4 loses the answer but keeps the charge (errs on the side 
 privacy); retrying with the same idempotency ``key`` is not charged again and releases at
 most one answer per charge.
 
-Queries take the privacy to spend as a description: ``PureDP(eps)`` adds Laplace noise of
-scale Delta_1/eps (Dwork et al. 2006, Thm. 1); ``GDP(mu)`` adds Gaussian noise of sigma
-Delta_2/mu (Dong, Roth, Su 2022, Thm. 2.7); ``ZCDP(rho)`` Gaussian noise of sigma
-Delta_2/sqrt(2 rho) (Bun & Steinke 2016, Prop. 1.6). Sensitivities are those of the
-budget's neighbouring relation. The budget and its filter must be a valid pair
+Queries take the privacy to spend as a description. Query plans and the one-aggregation
+shapes run through :mod:`dpsieve.queries`, which derives their sensitivities and noise:
+``PureDP(eps)`` adds discrete Laplace noise, ``ZCDP(rho)`` discrete Gaussian noise, both
+calibrated exactly to the sensitivity under the budget's neighbouring relation
+(docs/proofs/queries.md); ``GDP(mu)`` noise is refused before any spend (the discrete
+Gaussian is not known to be mu-GDP; docs/session.md). The budget and its filter must be a valid pair
 (:func:`filter_for_budget` builds one; see docs/session.md). ``release`` queries run a
 :mod:`dpsieve.release` mechanism over a public categorical domain and are charged
 PureDP(eps, replace-one) (:func:`_release_plan`).
