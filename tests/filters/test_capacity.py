@@ -100,3 +100,84 @@ def test_bad_arguments() -> None:
         count_admitted(PureDPFilter(1.0), PureDP(0.1), cap=-1)
     with pytest.raises(ValidationError, match="'workload'"):
         count_admitted(PureDPFilter(1.0), [])
+
+
+def _by_decision(f, q, cap: int):
+    """The closed form as it was before ``admits_more``: the filter's decision on a dry
+    run, then floor(left / exact cost) from the serialised state."""
+    import json
+    import math
+    from fractions import Fraction
+
+    from dpsieve.filters.capacity import Capacity
+
+    d = f.dry_run(q)
+    if not d.admitted:
+        return Capacity(0)
+    c = Fraction(d.cost["exact"])
+    if c <= 0:
+        return None
+    st_ = json.loads(f.to_json())["state"]
+    n = math.floor((Fraction(st_["budget"]) - Fraction(st_["spent"])) / c)
+    return Capacity(cap, at_least=True) if n >= cap else Capacity(n)
+
+
+@settings(max_examples=60, deadline=None)
+@given(zcdp=st.booleans(), budget=st.floats(0.0, 1e6), spends=st.lists(
+    st.floats(0.0, 10.0), max_size=4), q=st.floats(0.0, 50.0), delta=st.sampled_from(
+    [0.0, 1e-7]), cap=st.sampled_from([0, 1, 3, 100, 100_000]))
+def test_scalar_one_step_count_equals_the_decision_route(zcdp: bool, budget: float,
+                                                         spends: list[float], q: float,
+                                                         delta: float, cap: int) -> None:
+    # pure DP and zCDP count with admits_more (no decision built): the same Capacity as
+    # the filter's dry run and the stored state give, refused and free queries included
+    f = ZCDPFilter(budget) if zcdp else PureDPFilter(budget)
+    for s in spends:
+        f.try_spend(ZCDP(s) if zcdp else PureDP(s))
+    query = (ApproxZCDP(q, delta) if delta else ZCDP(q)) if zcdp else (
+        ApproxDP(q, delta) if delta else PureDP(q))
+    before = f.to_json()
+    got = count_admitted(f, query, cap=cap)
+    assert f.to_json() == before
+    want = _by_decision(f, query, cap)
+    if want is None:  # a free query: counted by running, up to the cap
+        assert got.count == min(cap, _brute(f, query, cap))
+    else:
+        assert got == want
+
+
+def test_scalar_one_step_count_keeps_the_relation_check() -> None:
+    from dpsieve.accounting.events import Neighbouring
+    from dpsieve.errors import NeighbourRelationError
+
+    f = PureDPFilter(1.0).with_neighbouring(Neighbouring.ADD_REMOVE)
+    q = PureDP(0.1, Neighbouring.REPLACE_ONE)
+    with pytest.raises(NeighbourRelationError) as by_dry_run:
+        f.dry_run(q)
+    with pytest.raises(NeighbourRelationError) as by_count:
+        count_admitted(f, q)
+    assert str(by_count.value) == str(by_dry_run.value)
+    assert count_admitted(PureDPFilter(1.0), PureDP(0.5), cap=0) == _by_decision(
+        PureDPFilter(1.0), PureDP(0.5), 0)
+
+
+@pytest.mark.parametrize(("budget", "spent", "q"), [
+    (1.0, [0.875], 0.125),  # exactly one left
+    (1.0, [0.5, 0.375], 0.125),
+    (1.0, [], 0.1),  # 0.1 is above 1/10: nine fit, not ten
+    (1.0, [0.9], 0.1),
+    (0.0, [], 0.125),
+    (1.0, [1.0], 0.125),  # exhausted
+    (3.0, [0.5], 0.0),  # free: counted by running, to the cap
+])
+@pytest.mark.parametrize("zcdp", [False, True])
+def test_scalar_one_step_count_at_the_boundary(budget: float, spent: list[float], q: float,
+                                               zcdp: bool) -> None:
+    make = (lambda x: ZCDP(x)) if zcdp else (lambda x: PureDP(x))
+    f = ZCDPFilter(budget) if zcdp else PureDPFilter(budget)
+    for s in spent:
+        assert f.try_spend(make(s)).admitted
+    got = count_admitted(f, make(q), cap=50)
+    assert got.count == _brute(f, make(q), 50)
+    want = _by_decision(f, make(q), 50)
+    assert want is None or got == want

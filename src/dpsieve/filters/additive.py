@@ -120,6 +120,22 @@ class _ScalarFilter(FilterBase):
         left = self._budget - self._spent
         return {self.CURRENCY: float_down(left), "exact": frac_to_json(left)}
 
+    def admits_more(self, query: Any) -> int | None:
+        """How many more of ``query`` this filter admits, by its own admission test in one
+        step: ``floor((budget - spent) / cost)`` with the exact cost :meth:`try_spend`
+        charges (k more fit iff spent + k cost <= budget); 0 for a query it refuses
+        whatever is left (no finite cost). ``None`` for a free query (count by running).
+        Raises what :meth:`dry_run` raises (a query under another neighbouring relation).
+        Used by :func:`dpsieve.filters.capacity.count_admitted`; builds no decision."""
+        self._check_relation(query)
+        c = self._cost(as_query(query))
+        if c is None:
+            return 0
+        if c <= 0:
+            return None
+        left = self._budget - self._spent
+        return left.numerator * c.denominator // (left.denominator * c.numerator)
+
     def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         c = self._cost(q)

@@ -27,6 +27,7 @@ from typing import Any
 
 from dpsieve._validation import fail
 from dpsieve.filters._queries import as_query, query_to_dict
+from dpsieve.filters.additive import _ScalarFilter
 
 __all__ = ["Capacity", "count_admitted", "query_key"]
 
@@ -120,6 +121,12 @@ def _closed_form(flt: Any, q: Any, cap: int) -> Capacity | None:
     rule = _RULES.get(getattr(flt, "kind", ""))
     if rule is None:
         return None
+    if isinstance(flt, _ScalarFilter) and type(flt)._decide is _ScalarFilter._decide:
+        # pure DP and zCDP: the same test as the rule below, without building a decision
+        k = flt.admits_more(q)
+        if k is None:
+            return None
+        return Capacity(0) if k <= 0 else _capped(k, cap)  # 0: refused now, as below
     d = flt.dry_run(q)
     if not d.admitted:
         return Capacity(0)
