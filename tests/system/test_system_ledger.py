@@ -123,6 +123,31 @@ def test_has_budget_and_load_filters_agree_with_the_single_reads(make_store: Any
         s.load_filters("nope")
 
 
+def test_summaries_see_every_write_from_another_ledger_connection(make_store: Any) -> None:
+    # the initial filter is parsed once per exact stored text and the budget's total eps
+    # remembered by it: a spend or a replaced budget written through another connection
+    # (another server on the same database) shows in the next summary, never a stale one
+    from dpsieve._budget_view import after_query, store_summary
+    from dpsieve.filters import PureDPFilter
+    from dpsieve.ledger.base import load_filters
+
+    a, b = make_store(), make_store()
+    a.create_budget("b", PureDPFilter(1.0))
+    s1 = after_query(a, "b", PureDP(0.125))
+    assert (s1["eps_total"], s1["more"]) == (1.0, {"count": 8, "at_least": False})
+    assert b.spend("b", PureDP(0.25), key="k").decision.admitted
+    s2 = after_query(a, "b", PureDP(0.125))
+    assert (s2["eps_left"], s2["more"]["count"]) == (0.75, 6)
+    assert load_filters(a, "b")[1] is load_filters(a, "b")[1]  # one parse of the initial
+    c = make_store()
+    c.create_budget("c", PureDPFilter(2.0))
+    assert store_summary(a, "c").eps_total == 2.0
+    c.create_budget("c", PureDPFilter(4.0), replace=True)  # no spend yet: replaceable
+    s3 = store_summary(a, "c", like=PureDP(0.5), cap=100)
+    assert (s3.eps_total, s3.eps_left, s3.more.count) == (4.0, 4.0, 8)
+    assert load_filters(a, "c")[1].to_json() == PureDPFilter(4.0).to_json()
+
+
 def test_registry(make_store: Any) -> None:
     s = make_store(loads=fake_loads)
     s.add_principal("ana", "analyst", "h1")

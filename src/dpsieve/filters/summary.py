@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from dpsieve._memo import Memo
 from dpsieve._rounding import round_up
 from dpsieve.accounting.events import GDP, ZCDP, ApproxDP, ApproxZCDP, PureDP
 from dpsieve.filters._queries import pure_eps_of, query_to_dict, rdp_of, symmetric_atoms, zcdp_of
@@ -216,6 +217,21 @@ def epsilon_left(flt: Any, delta: float | None = None) -> tuple[float | None, fl
     return eps_of(kind, rem, d), d
 
 
+#: eps at a delta of budgets as created, by their exact state (``to_json()``) and the delta:
+#: the initial state never changes, and every summary states its total again.
+_TOTALS: Memo[float | None] = Memo(256)
+
+
+def _eps_total(initial: Any, delta: float | None) -> float | None:
+    """``epsilon_left(initial, delta)[0]``, remembered by the state's text (a pure function
+    of it: the filter is rebuilt from that text alone)."""
+    to_json = getattr(initial, "to_json", None)
+    text = to_json() if callable(to_json) else None
+    if not isinstance(text, str) or len(text) > 65536:
+        return epsilon_left(initial, delta)[0]
+    return _TOTALS.get((text, delta), lambda: epsilon_left(initial, delta)[0])
+
+
 def describe_query(q: Any) -> str:
     """A query's privacy in a few words, e.g. "pure eps 0.5" or "GDP mu 0.3"."""
     d = query_to_dict(q)
@@ -297,7 +313,7 @@ def budget_summary(
     query for "about N more queries like this one" (None: no count).
     """
     left, d = epsilon_left(current, delta)
-    total = epsilon_left(initial, d if d > 0 else None)[0] if initial is not None else None
+    total = _eps_total(initial, d if d > 0 else None) if initial is not None else None
     used = None
     if left is not None and total is not None and total > 0:
         used = min(1.0, max(0.0, 1.0 - left / total))

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
+from dpsieve._memo import Memo
 from dpsieve.errors import LedgerError
 from dpsieve.filters.base import Decision, PrivacyFilter
 
@@ -51,6 +52,7 @@ __all__ = [
     "fingerprint",
     "has_budget",
     "load_filters",
+    "parsed_initial",
     "query_to_dict",
     "spend_key",
     "utcnow",
@@ -240,14 +242,25 @@ def has_budget(store: BudgetStore, budget_id: str) -> bool:
 
 
 def load_filters(store: BudgetStore, budget_id: str) -> tuple[PrivacyFilter, PrivacyFilter]:
-    """The budget's (current, initial) filters: the store's ``load_filters`` (one
-    transaction) if it has one, else :meth:`~BudgetStore.load_filter` then
-    :meth:`~BudgetStore.initial_filter`."""
+    """The budget's (current, initial) filters, for reading only (never spend on them):
+    the store's ``load_filters`` (one transaction; the initial filter may be an object
+    shared between calls, see :func:`parsed_initial`) if it has one, else
+    :meth:`~BudgetStore.load_filter` then :meth:`~BudgetStore.initial_filter`."""
     both = getattr(store, "load_filters", None)
     if callable(both):
         cur, init = both(budget_id)
         return cur, init
     return store.load_filter(budget_id), store.initial_filter(budget_id)
+
+
+def parsed_initial(memo: Memo[PrivacyFilter], loads: FilterLoader, text: str) -> PrivacyFilter:
+    """``loads(text)``, remembered in ``memo`` by the exact text (a budget's initial state
+    never changes, and every summary reads it): the same text gives the same filter in
+    any process, so no write elsewhere can make a hit stale. The object is shared: read
+    only. Texts over 64 KiB are parsed each time (not kept)."""
+    if len(text) > 65536:
+        return loads(text)
+    return memo.get(text, lambda: loads(text))
 
 
 def default_loader(s: str) -> PrivacyFilter:

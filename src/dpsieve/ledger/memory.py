@@ -11,6 +11,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dpsieve._memo import Memo
 from dpsieve.errors import LedgerError
 from dpsieve.filters.base import Decision, PrivacyFilter
 from dpsieve.ledger.base import (
@@ -25,6 +26,7 @@ from dpsieve.ledger.base import (
     _json_safe,
     default_loader,
     fingerprint,
+    parsed_initial,
     query_to_dict,
     spend_key,
     utcnow,
@@ -53,6 +55,7 @@ class MemoryStore:
 
     def __init__(self, *, loads: FilterLoader | None = None) -> None:
         self._loads: FilterLoader = loads or default_loader
+        self._initials: Memo[PrivacyFilter] = Memo(64)
         self._lock = threading.RLock()
         self._budgets: dict[str, _Budget] = {}
         self._audit: list[AuditEvent] = []
@@ -98,10 +101,12 @@ class MemoryStore:
             return self._loads(self._get(budget_id).initial)
 
     def load_filters(self, budget_id: str) -> tuple[PrivacyFilter, PrivacyFilter]:
-        """(current, initial) filters, one snapshot."""
+        """(current, initial) filters, one snapshot; the initial one read-only, parsed
+        once per exact text (:func:`dpsieve.ledger.base.parsed_initial`)."""
         with self._lock:
             b = self._get(budget_id)
-            return self._loads(b.state), self._loads(b.initial)
+            state, initial = b.state, b.initial
+        return self._loads(state), parsed_initial(self._initials, self._loads, initial)
 
     def has_budget(self, budget_id: str) -> bool:
         """Whether a budget named ``budget_id`` exists."""

@@ -19,6 +19,7 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
 from typing import Any
 
+from dpsieve._memo import Memo
 from dpsieve.errors import LedgerError
 from dpsieve.filters.base import Decision, PrivacyFilter
 from dpsieve.ledger.base import (
@@ -34,6 +35,7 @@ from dpsieve.ledger.base import (
     canonical_json,
     default_loader,
     fingerprint,
+    parsed_initial,
     query_to_dict,
     spend_key,
     utcnow,
@@ -104,6 +106,8 @@ class SQLStore(ABC):
 
     def __init__(self, *, loads: FilterLoader | None = None) -> None:
         self._loads: FilterLoader = loads or default_loader
+        #: initial filters parsed, by their exact stored text (see :meth:`load_filters`)
+        self._initials: Memo[PrivacyFilter] = Memo(64)
 
     # -- backend hooks ------------------------------------------------------------------
     @abstractmethod
@@ -198,13 +202,16 @@ class SQLStore(ABC):
         return self._loads(self._read_state(budget_id, "initial"))
 
     def load_filters(self, budget_id: str) -> tuple[PrivacyFilter, PrivacyFilter]:
-        """(current, initial) filters read in one transaction (one snapshot)."""
+        """(current, initial) filters read in one transaction (one snapshot). The initial
+        one is read-only and may be shared between calls: it is parsed once per exact
+        stored text (:func:`dpsieve.ledger.base.load_filters`)."""
         with self._tx(write=False) as cur:
             row = cur.run("SELECT state, initial FROM budgets WHERE budget_id = ?",
                           (budget_id,)).one()
         if row is None:
             raise BudgetNotFoundError(f"No budget named {budget_id!r}.")
-        return self._loads(str(row[0])), self._loads(str(row[1]))
+        return self._loads(str(row[0])), parsed_initial(self._initials, self._loads,
+                                                        str(row[1]))
 
     def has_budget(self, budget_id: str) -> bool:
         """Whether a budget named ``budget_id`` exists (its state is not read)."""
