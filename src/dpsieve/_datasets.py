@@ -16,12 +16,17 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dpsieve._memo import Memo
 from dpsieve.accounting.events import Neighbouring
 from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore
 from dpsieve.queries.schema import Column, ColumnType, Schema
 
 __all__ = ["FileEngines", "registered_schema", "session_for", "stored_schema",
            "unit_conflict"]
+
+
+#: Stored schemas parsed (Schema is immutable), keyed by the stored value's repr.
+_SCHEMAS: Memo[Schema] = Memo(256)
 
 
 class FileEngines:
@@ -79,8 +84,12 @@ def registered_schema(actual: Callable[[], tuple[Column, ...]],
 def stored_schema(src: dict[str, Any]) -> Schema:
     """A registered data set's schema (older registrations: from the stored column types,
     without a privacy unit)."""
-    if isinstance(src.get("schema"), dict):
-        return Schema.from_dict(src["schema"])
+    d = src.get("schema")
+    if isinstance(d, dict):
+        # the same stored schema is parsed on every query: remembered by its exact
+        # rendering (repr tells str, int, float, bool, None, list, tuple and dict apart,
+        # and floats round-trip), so a hit is what Schema.from_dict(d) returns
+        return _SCHEMAS.get(repr(d), lambda: Schema.from_dict(d))
     kinds = src.get("column_types") or {}
     return Schema(tuple(Column(str(n), ColumnType(str(t))) for n, t in kinds.items()))
 

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dpsieve._memo import Memo
 from dpsieve._validation import fail, fail_private
 from dpsieve.queries.engine import Engine
 from dpsieve.queries.plan import Query, from_spec
@@ -77,6 +78,10 @@ def engine_for(data: Any, table: str | None = None, memory_limit: str | None = N
                        ".duckdb path", data)
 
 
+#: resolve_schema's results for (declared Schema, table columns, unit), by identity.
+_RESOLVED: Memo[tuple[Schema, tuple[Column, ...], Schema]] = Memo(64)
+
+
 def _declared(schema: Any) -> tuple[tuple[Column, ...], str | None]:
     if schema is None:
         return (), None
@@ -125,6 +130,19 @@ def resolve_schema(
             raise fail("schema", "Session", "the data set's columns (give schema= or "
                        "column_types=)", None)
         return Schema(cols, unit)
+    if isinstance(schema, Schema) and type(table) is tuple:
+        # the service resolves the same stored Schema over the same kept engine's columns
+        # on every query: remembered by the two objects' identities (the memo holds both,
+        # so their ids are not reused while remembered; both are immutable)
+        t = table
+        hit = _RESOLVED.get((id(schema), id(t), unit),
+                            lambda: (schema, t, _resolved(cols, unit, t)))
+        if hit[0] is schema and hit[1] is t:
+            return hit[2]
+    return _resolved(cols, unit, table)
+
+
+def _resolved(cols: tuple[Column, ...], unit: str | None, table: tuple[Column, ...]) -> Schema:
     by_name = {c.name: c for c in table}
     for c in cols:
         t = by_name.get(c.name)
