@@ -292,3 +292,33 @@ def test_changed_registration_or_file_is_seen_by_the_next_query(env: dict[str, A
     r = c.post("/v1/datasets/moving/queries", headers=own, json=exact)
     assert r.status_code == 422, r.text
     assert len(env["store"].history("moving")) == spent
+
+
+def test_no_two_routes_match_one_request_so_their_order_decides_nothing() -> None:
+    # create_app puts the query route first (the request almost every client sends); that
+    # is only harmless while every (path, method) a route serves is served by no other
+    import re
+
+    from starlette.routing import Match
+
+    from dpsieve.ledger import MemoryStore
+    from dpsieve.service.app import QUERY_PATH
+
+    app = create_app(Settings(owner_key=OWNER), store=MemoryStore())
+    routes = app.router.routes
+    assert getattr(routes[0], "path", None) == QUERY_PATH
+    checked = 0
+    for route in routes:
+        path = getattr(route, "path", None)
+        if path is None:
+            continue
+        concrete = re.sub(r"\{[^}]+\}", "0123456789abcdef", path)
+        if not getattr(route, "methods", None):  # the docs' static mount
+            concrete += "/swagger-ui.css"
+        for method in getattr(route, "methods", None) or {"GET"}:
+            scope = {"type": "http", "path": concrete, "method": method, "root_path": "",
+                     "headers": []}
+            full = [r for r in routes if r.matches(scope)[0] is Match.FULL]
+            assert full == [route], (method, concrete, [getattr(r, "path", r) for r in full])
+            checked += 1
+    assert checked >= 20
