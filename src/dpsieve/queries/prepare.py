@@ -17,6 +17,7 @@ one is known (pure DP), for filters that account with PLDs.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
@@ -269,8 +270,9 @@ def prepare(query: Query, schema: Schema, neighbouring: Neighbouring) -> Prepare
     parts: list[Calibrated] = []
     n_groups = 1 if keys is None else len(keys)
     for i, (a, sh) in enumerate(zip(query.aggregations, shares, strict=True)):
-        kp = KINDS[a.kind].build(a, ctx, sh, f"a{i}.")
-        plans.append(kp)
+        plans.append(KINDS[a.kind].build(a, ctx, sh, f"a{i}."))
+    _check_size(n_groups, plans, keys is not None)
+    for kp, sh in zip(plans, shares, strict=True):
         for part, s in zip(kp.parts, sh, strict=True):
             parts.append(_calibrate(part, s, ctx, total, n_groups))
     selection = None
@@ -289,6 +291,43 @@ def prepare(query: Query, schema: Schema, neighbouring: Neighbouring) -> Prepare
     labels = tuple(label_of(a) for a in query.aggregations)
     return Prepared(query, spec, Charge(description, tuple(parts), selection), tuple(plans),
                     labels)
+
+
+#: The most numbers a plan with public keys may release (groups x numbers per group),
+#: unless ``DPSIEVE_MAX_QUERY_CELLS`` says otherwise. Each costs ~10 us of exact noise and
+#: ~0.5 KB of answer: 10^6 is ~10 s and ~0.5 GB (measured), refused before the spend.
+MAX_CELLS_ENV = "DPSIEVE_MAX_QUERY_CELLS"
+DEFAULT_MAX_CELLS = 1_000_000
+
+
+def max_cells() -> int:
+    """The limit on the numbers a plan releases (``DPSIEVE_MAX_QUERY_CELLS``, else
+    :data:`DEFAULT_MAX_CELLS`); a bad value is refused naming the variable."""
+    env = os.environ.get(MAX_CELLS_ENV)
+    if env is None or not env.strip():
+        return DEFAULT_MAX_CELLS
+    try:
+        value = int(env.strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise fail(MAX_CELLS_ENV, "query", "an integer >= 1", env)
+    return value
+
+
+def _check_size(n_groups: int, plans: list[KindPlan], public: bool) -> None:
+    """Refuse, from public values before any spend, a plan whose answer would be too large
+    to compute and store (issue 11: every request that can be large is costed first; 10^5
+    public keys x a 10^4-category histogram is 10^9 noisy numbers). With DP key selection
+    the groups are not known in advance: each group's numbers are checked."""
+    per = sum(p.release.dims for kp in plans for p in kp.parts)
+    cells = n_groups * per if public else per
+    limit = max_cells()
+    if cells > limit:
+        raise fail("keys" if public and n_groups > 1 else "aggregations", "query",
+                   f"a plan releasing at most {limit} numbers ({MAX_CELLS_ENV} sets the "
+                   f"limit; this one releases {n_groups} groups x {per} numbers = {cells}, "
+                   "refused before any spend)", cells)
 
 
 def _calibrate(part: Part, share: Fraction, ctx: Ctx, total: PrivacyDescription,
