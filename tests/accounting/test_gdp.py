@@ -4,6 +4,7 @@ bracketing directions of gdp_epsilon / gdp_mu_for."""
 from __future__ import annotations
 
 import math
+import warnings
 from fractions import Fraction
 
 import mpmath
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from scipy import integrate
 
 from dpsieve.accounting import gdp
+from dpsieve.accounting.gdp import gdp_delta_err, gdp_mu_for
 from dpsieve.errors import ValidationError
 
 mpmath.mp.dps = 40
@@ -137,3 +139,35 @@ def test_bad_input(call, param: str) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ValidationError) as ei:
         call()
     assert ei.value.parameter == param
+
+
+@pytest.mark.parametrize("mu", [1e-300, 1e-10, 1.0, 1e10, 1e149])
+@pytest.mark.parametrize("eps", [-1.7e308, -1e300, -800.0, 0.0, 800.0, 1e300, 1.7e308])
+def test_delta_error_bound_never_overflows(mu: float, eps: float) -> None:
+    """|lx| / mu near float range overflowed the error bound's products (RuntimeWarning, an
+    HTTP 500 in the slow service fuzz on cb4b394); the bound stays a number in (0, 1]."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        h, err = gdp_delta_err(mu, eps)
+    assert 0.0 <= float(h) <= 1.0
+    assert 0.0 < float(err) <= 1.0
+
+
+def test_deep_tail_error_bound_is_tiny_and_valid() -> None:
+    """At eps = 1e300 every G_mu with mu <= 1e149 has delta ~ 0: the budget's mu (rounded
+    down) is a certified finite value (it was inf, which no filter can store: an HTTP 500
+    from MixedFilter); with delta below the absolute error floor nothing is certified, so
+    the safe answer is mu = 0. A lower bound on eps is never inf (it was, past 1e6)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for d in (0.5, 1e-15):
+            lo = gdp_mu_for(1e300, d)
+            assert 1e149 < lo <= 1e150  # finite: a budget's mu must be storable
+            h, err = gdp_delta_err(lo, 1e300)
+            assert float(h) + float(err) <= d  # and certified
+            assert gdp_mu_for(1e300, d, upper=True) == math.inf
+        assert gdp_mu_for(1e300, 5e-324) == 0.0
+        assert gdp.gdp_epsilon(5000.0, 1e-6, upper=False) <= 1e6 < math.inf
+        h, err = gdp_delta_err(1.0, 1e300)
+    assert float(h) == 0.0
+    assert float(err) <= 1e-300

@@ -54,8 +54,9 @@ FloatArray = npt.NDArray[np.float64]
 
 def _terms(mu: float, lx: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
     """(Phi(alpha), x Phi(beta), error bound) at log x = lx (mu > 0, finite lx)."""
-    alpha = -lx / mu + mu / 2.0
-    beta = alpha - mu
+    with np.errstate(over="ignore"):  # lx / mu beyond float range: alpha = -inf or +inf
+        alpha = -lx / mu + mu / 2.0
+        beta = alpha - mu
     a = special.ndtr(alpha)
     with np.errstate(over="ignore", under="ignore", invalid="ignore"):
         lb = special.log_ndtr(beta)
@@ -65,10 +66,21 @@ def _terms(mu: float, lx: FloatArray) -> tuple[FloatArray, FloatArray, FloatArra
     s = np.minimum(s, 1.0)  # x Phi(beta) <= Phi(alpha) <= 1
     # argument error: alpha, beta carry 3u (|lx|/mu + mu/2) absolute; Phi's log-slope is
     # <= |arg| + 1; exp(lx + lb) adds the absolute error of its exponent, 4u (|lx| + |lb|)
-    darg = 3 * _U * (np.abs(lx) / mu + mu / 2.0)
-    rel_a = _TERM_REL + (np.abs(alpha) + 1.0) * darg
-    rel_s = _TERM_REL + (np.abs(beta) + 1.0) * darg + 4 * _U * (np.abs(lx) + np.abs(lb))
-    err = a * rel_a + s * rel_s + 2 * _U * np.abs(a - s) + _TINY
+    with np.errstate(over="ignore", invalid="ignore"):
+        darg = 3 * _U * (np.abs(lx) / mu + mu / 2.0)
+        rel_a = _TERM_REL + (np.abs(alpha) + 1.0) * darg
+        rel_s = _TERM_REL + (np.abs(beta) + 1.0) * darg + 4 * _U * (np.abs(lx) + np.abs(lb))
+        err = a * rel_a + s * rel_s + 2 * _U * np.abs(a - s) + _TINY
+        # Deep lower tail (|lx| / mu near float range: the products above overflow): the
+        # exact alpha is below alpha + darg < -38 (or alpha = -inf: lx / mu overflowed, so
+        # the exact alpha < -1e308 + mu / 2), so both exact terms lie in
+        # [0, Phi(-38)] = [0, 2.9e-316] and so does the exact h: the computed h = a - s
+        # (0 here) is within _TINY of it.
+        deep = (np.isneginf(alpha) | (alpha + darg < -38.0)) & (a == 0.0)
+        err = np.where(deep, _TINY, err)
+        # h and the exact value both lie in [0, 1]: an error bound above 1 (or NaN from
+        # inf * 0 at the other extreme) is replaced by the always-valid 1.
+        err = np.where(np.isnan(err), 1.0, np.minimum(err, 1.0))
     return a, s, err
 
 
@@ -155,8 +167,8 @@ def gdp_epsilon(mu: float, delta: float, *, upper: bool = True) -> float:
     lo, hi = 0.0, 1.0
     while not ok(hi):
         lo, hi = hi, hi * 2.0
-        if hi > 1e6:
-            return math.inf
+        if hi > 1e6:  # upper: inf is at or above the exact eps; lower: lo is below it
+            return math.inf if upper else lo
     lo, hi = bracket(ok, lo, hi, 1e-13)
     return hi if upper else lo
 
@@ -166,8 +178,10 @@ def gdp_mu_for(eps: float, delta: float, *, upper: bool = False) -> float:
 
     With ``upper=False`` (default, the safe choice for a *budget*) the returned mu satisfies
     h_mu(e^eps) + err <= delta (err: :func:`gdp_delta_err`, relative to the terms, so
-    delta = 1e-15 gets mu = 0.1336 at eps = 1, not 0), so G_mu is (eps, delta)-DP;
-    ``upper=True`` gives a mu at or above the exact one.
+    delta = 1e-15 gets mu = 0.1336 at eps = 1, not 0), so G_mu is (eps, delta)-DP, and it
+    is always finite (at most 1e150, where the search stops: eps beyond ~5e299 then gets
+    less than it could, the safe direction); ``upper=True`` gives a mu at or above the
+    exact one (``inf`` past 1e150).
     """
     eps = check_nonnegative("eps", eps, "gdp_mu_for")
     delta = check_in_open("delta", delta, 0.0, 1.0, "gdp_mu_for")
@@ -181,7 +195,10 @@ def gdp_mu_for(eps: float, delta: float, *, upper: bool = False) -> float:
     lo, hi = 0.0, 1.0
     while ok(hi):
         lo, hi = hi, hi * 2.0
-        if hi > 1e6:
-            return math.inf
+        if hi > 1e150:  # beyond, gdp_delta_err treats G_mu as +inf-like (mu^2 overflows)
+            # upper: the exact mu may be larger still, inf is at or above it; lower: lo
+            # passed the certified test, so G_lo is (eps, delta)-DP (a finite budget: an
+            # infinite mu would make every filter built on it fail to store it)
+            return math.inf if upper else lo
     lo, hi = bracket(lambda m: not ok(m), lo, hi, 1e-13)
     return hi if upper else lo
