@@ -244,3 +244,39 @@ def test_concurrent_spends_never_overspend(make_store: Any) -> None:
     assert total <= 1
     assert len(hist) == fits  # and the filter admitted all that fit
     assert Fraction(s0.load_filter("b").remaining()["eps"]) == 1 - total
+
+
+def test_spend_rows_are_the_canonical_json_of_their_values(make_store: Any) -> None:
+    # the SQL ledger renders each JSON text once per spend; every row must still be
+    # canonical_json(_json_safe(value)) byte for byte (audit payloads, spend columns),
+    # with the fingerprint binding the key to exactly that request
+    import hashlib
+
+    from dpsieve.ledger.base import _json_safe, canonical_json, fingerprint
+
+    s = make_store()
+    from dpsieve.filters import PureDPFilter
+
+    s.create_budget("j", PureDPFilter(1.0))
+    request = {"type": "count", "z": [1, (2.5, float("inf"))], 3: "é\\u2028\"",
+               "privacy": {"eps": 0.25, "nan": float("nan")}, "a": None}
+    s.spend("j", PureDP(0.25), key="k", request=request)
+    s.spend("j", PureDP(0.25), key="k", request=request)  # a replay
+    safe = _json_safe(request)
+    rows = s.audit("j")
+    by_event = {e.event: e for e in rows}
+    assert by_event["request"].payload == {"request": safe}
+    assert by_event["replay"].payload == {"request": safe}
+    if not hasattr(s, "_tx"):
+        return  # the memory store keeps values, not texts
+    with s._tx(write=False) as cur:
+        texts = {str(r[0]): str(r[1]) for r in cur.run(
+            "SELECT event, payload FROM audit WHERE budget_id = ?", ("j",)).all()}
+        fp, dec, req = cur.run("SELECT fingerprint, decision, request FROM spends"
+                               " WHERE budget_id = ? AND key = ?", ("j", "k")).one()
+    assert texts["request"] == canonical_json({"request": safe})
+    assert texts["replay"] == canonical_json({"request": safe})
+    assert texts["decision"] == canonical_json(_json_safe(by_event["decision"].payload))
+    assert dec == texts["decision"]
+    assert req == canonical_json(safe)
+    assert fp == fingerprint(safe) == hashlib.sha256(req.encode()).hexdigest()

@@ -14,6 +14,7 @@ The schema is created by numbered migrations recorded in ``schema_version``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from abc import ABC, abstractmethod
 from contextlib import AbstractContextManager
@@ -34,7 +35,6 @@ from dpsieve.ledger.base import (
     _json_safe,
     canonical_json,
     default_loader,
-    fingerprint,
     parsed_initial,
     query_to_dict,
     spend_key,
@@ -138,11 +138,13 @@ class SQLStore(ABC):
 
     @staticmethod
     def _log(cur: Cursor, budget_id: str, principal: str, event: str, key: str,
-             payload: Any) -> int:
+             payload: Any, *, text: str | None = None) -> int:
+        """Append an audit row; ``text``: the payload's canonical JSON, if already made."""
         row = cur.run(
             "INSERT INTO audit (ts, budget_id, principal, event, key, payload)"
             " VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
-            (utcnow(), budget_id, principal, event, key, canonical_json(_json_safe(payload))),
+            (utcnow(), budget_id, principal, event, key,
+             canonical_json(_json_safe(payload)) if text is None else text),
         ).one()
         if row is None:
             raise LedgerError("The audit log did not return the sequence number of a row.")
@@ -233,7 +235,11 @@ class SQLStore(ABC):
         request: dict[str, Any] | None = None,
     ) -> SpendOutcome:
         req = _json_safe(request if request is not None else {"query": query_to_dict(query)})
-        fp = fingerprint(req)
+        # each JSON text made once: req_text is canonical_json(req), so fp is
+        # fingerprint(req), and {"request": req} (one key, req already JSON-safe) renders
+        # as '{"request":' + req_text + '}': the rows are byte for byte what they were
+        req_text = canonical_json(req)
+        fp = hashlib.sha256(req_text.encode()).hexdigest()
         with self._tx(write=True) as cur:
             state = str(self._locked_budget(cur, budget_id)[0])
             kh = spend_key.get()
@@ -252,13 +258,16 @@ class SQLStore(ABC):
                     raise IdempotencyKeyReuseError(
                         f"The idempotency key {key!r} was used before for a different request."
                     )
-                self._log(cur, budget_id, principal, "replay", key, {"request": req})
+                self._log(cur, budget_id, principal, "replay", key, None,
+                          text='{"request":' + req_text + "}")
                 answer = None if old[2] is None else json.loads(old[2])
                 return SpendOutcome(key, _decision(old[1]), replayed=True, answer=answer)
             flt = self._loads(state)
             decision = flt.try_spend(query)  # may raise: the transaction rolls back
-            self._log(cur, budget_id, principal, "request", key, {"request": req})
-            seq = self._log(cur, budget_id, principal, "decision", key, decision.to_dict())
+            self._log(cur, budget_id, principal, "request", key, None,
+                      text='{"request":' + req_text + "}")
+            dec_text = canonical_json(_json_safe(decision.to_dict()))
+            seq = self._log(cur, budget_id, principal, "decision", key, None, text=dec_text)
             if decision.admitted:
                 now = utcnow()
                 cur.run("UPDATE budgets SET state = ?, n_spends = n_spends + 1, updated_at = ?"
@@ -267,8 +276,7 @@ class SQLStore(ABC):
                     "INSERT INTO spends (budget_id, key, seq, principal, fingerprint, decision,"
                     " request, answer, created_at, answered_at)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL)",
-                    (budget_id, key, seq, principal, fp,
-                     canonical_json(_json_safe(decision.to_dict())), canonical_json(req), now),
+                    (budget_id, key, seq, principal, fp, dec_text, req_text, now),
                 )
         return SpendOutcome(key, decision)
 
