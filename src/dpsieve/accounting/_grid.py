@@ -235,3 +235,40 @@ def restore_optimistic(
     out[k0] = max(x0 * (smin + 1.0), 0.0)
     out[r] += max(float(y[r]) * (sigma_r - smin), 0.0)
     return offset, out, inf_mass
+
+
+def coarsen_up(
+    offset: int, probs: FloatArray, grid: float, coarse: float
+) -> tuple[int, FloatArray, float]:
+    """Pessimistic coarsening onto the grid ``coarse`` (> grid; usually an integer multiple):
+    every loss is rounded UP to the next coarse knot (mass only ever moves to larger losses).
+
+    Returns ``(offset', probs', extra)`` on the knots ``(offset' + j) * coarse``. Why this errs
+    on the safe side: h(x) = E[(1 - x e^{-Z})_+] is non-decreasing in every loss, so moving
+    mass up raises h at every x > 0 and the result dominates the input in the Blackwell order
+    (first-order dominance; docs/proofs/accounting.md, Lemma A5); E[e^{-Z}] only decreases, so
+    the PLD condition still holds. Floats: each coarse mass is a sum of non-negative terms
+    (relative error <= (count + 1) u), scaled up by 1 + (count + 3) u. A fine knot that lies
+    on a coarse knot in exact arithmetic (nested grids: the supports of randomized response
+    or pure DP are relabelled, no mass moves) may have a float value a few ulps above the
+    float coarse knot; it is kept there, and since h is 1-Lipschitz in each loss the lost
+    height is at most that shortfall d times the mass moved: ``extra`` (twice that) belongs
+    at +inf (0 if no shortfall). Any larger shortfall moves the mass one coarse knot up.
+    """
+    z = (offset + np.arange(probs.size, dtype=np.float64)) * grid  # the fine knots' values
+    tol = 16.0 * U * (np.abs(z) + coarse)
+    j = np.ceil(z / coarse)
+    lower = j - 1.0
+    j = np.where(lower * coarse >= z - tol, lower, j)  # a coarse knot equal up to ulps
+    j = np.where(j * coarse < z - tol, j + 1.0, j)  # never more than ulps below
+    short = (j * coarse < z) & (probs > 0)
+    extra = 0.0
+    if np.any(short):
+        d = float(np.max(z[short] - j[short] * coarse))
+        extra = 2.0 * d * float(np.sum(probs[short])) * (1.0 + 1e-9)
+    ji = j.astype(np.int64)
+    off = int(ji.min())
+    counts = np.bincount(ji - off)
+    out = np.bincount(ji - off, weights=probs).astype(np.float64)
+    out *= 1.0 + (float(counts.max()) + 3.0) * U
+    return off, out, extra

@@ -10,8 +10,8 @@ import numpy as np
 import numpy.typing as npt
 
 from dpsieve._rounding import hypot_down, hypot_up, sqrt_down, sqrt_up
-from dpsieve.accounting import _construct, _convolve, _curves
-from dpsieve.errors import UnsupportedError
+from dpsieve.accounting import _construct, _convolve, _curves, _grid
+from dpsieve.errors import UnsupportedError, ValidationError
 
 if TYPE_CHECKING:
     from dpsieve.accounting.pld import PLD
@@ -20,6 +20,9 @@ __all__: list[str] = []
 
 FloatArray = npt.NDArray[np.float64]
 U = 2.0**-53
+#: Largest support (grid points) of a composition's discrete part: 2^21 points, 16 MiB per
+#: float64 array. Larger compositions are coarsened pessimistically (:func:`fit`; issue 18.1).
+MAX_POINTS = 1 << 21
 
 
 def _direction(a: str, b: str) -> str:
@@ -94,7 +97,61 @@ def _finish(
     return _new(like, grid, off, probs, inf_mass, mu, direction, symmetric)
 
 
-def compose(a: PLD, b: PLD, tail_mass: float) -> PLD:
+def _lattice_step(a: PLD, b: PLD) -> int:
+    """gcd of the grid indices carrying mass in a and b (>= 1): coarsening by a multiple of
+    it keeps those indices on coarse knots."""
+    idx = [p.offset + np.flatnonzero(p.probs) for p in (a, b)]
+    return max(int(np.gcd.reduce(np.abs(np.concatenate([*idx, np.zeros(1, np.int64)])))), 1)
+
+
+def _coarsen(p: PLD, coarse: float) -> PLD:
+    """p's discrete part on the coarser grid, every loss rounded up (Lemma A5); not for
+    optimistic PLDs."""
+    off, probs, extra = _grid.coarsen_up(p.offset, p.probs, p.grid, coarse)
+    direction = "pessimistic" if p.direction == "exact" else p.direction
+    return _new(p, coarse, off, probs, p.inf_mass + extra, p.mu, direction, p.symmetric)
+
+
+def fit(a: PLD, b: PLD, max_points: int, param: str) -> tuple[PLD, PLD]:
+    """a and b (on one grid) such that their convolution has at most ``max_points`` entries.
+
+    When ``a.size + b.size - 1`` exceeds it, both are coarsened pessimistically onto the grid
+    ``m * grid`` (:func:`_grid.coarsen_up`: every loss rounded UP, so each result dominates
+    its input and, composition being monotone in the Blackwell order, the composition
+    dominates the exact one; Lemma A5), m the smallest multiple of the lattice step of both
+    supports that fits (m equal to that step moves no mass). Optimistic PLDs are not
+    coarsened (rounding up would break their lower bound; rounding down would need the
+    restore of Lemma A2 on a support reaching z = 0): a ValidationError naming ``param``, the
+    constraint and the estimated size is raised before anything is allocated.
+    """
+    n_out = a.probs.size + b.probs.size - 1
+    if n_out <= max_points:
+        return a, b
+    if a.direction == "optimistic" or b.direction == "optimistic":
+        raise ValidationError(
+            f"The '{param}' parameter of compose() is too large for an optimistic PLD: the "
+            f"composition would hold {n_out} support points at grid {a.grid!r}, over "
+            f"max_points = {max_points} (optimistic PLDs are never coarsened: rounding losses "
+            "up would break their lower bound). Use a coarser grid, fewer compositions or a "
+            "larger max_points.",
+            parameter=param,
+            constraint=f"support points of the composition <= max_points = {max_points}",
+            value=n_out,
+        )
+    spans = a.probs.size - 1 + b.probs.size - 1
+    s = _lattice_step(a, b)
+    need = max(1, -(-spans // (max_points - 3)))  # coarse sizes <= span/m + 2 each
+    m = s * -(-need // s)
+    while True:
+        ca, cb = _coarsen(a, a.grid * m), _coarsen(b, a.grid * m)
+        if ca.probs.size + cb.probs.size - 1 <= max_points:
+            return ca, cb
+        m += s  # not reached (the sizes are bounded above); kept as a guard
+
+
+def compose(
+    a: PLD, b: PLD, tail_mass: float, max_points: int = MAX_POINTS, param: str = "other"
+) -> PLD:
     direction = _direction(a.direction, b.direction)
     if is_unit(b) or is_unit(a):
         keep = a if is_unit(b) else b
@@ -110,7 +167,8 @@ def compose(a: PLD, b: PLD, tail_mass: float) -> PLD:
             tail_mass,
         )
     grid = max(a.grid, b.grid)
-    a, b = regrid(a, grid), regrid(b, grid)
+    a, b = fit(regrid(a, grid), regrid(b, grid), max_points, param)
+    grid = a.grid
     if direction == "exact":
         direction = "pessimistic"  # products of masses are rounded
     opt = direction == "optimistic"
@@ -163,7 +221,7 @@ def compose(a: PLD, b: PLD, tail_mass: float) -> PLD:
     )
 
 
-def self_compose(p: PLD, k: int, tail_mass: float) -> PLD:
+def self_compose(p: PLD, k: int, tail_mass: float, max_points: int = MAX_POINTS) -> PLD:
     from dpsieve.accounting.pld import PLD as _PLD
 
     # sqrt(k) mu, rounded in p's direction (up unless optimistic)
@@ -173,10 +231,14 @@ def self_compose(p: PLD, k: int, tail_mass: float) -> PLD:
     result = _PLD.identity(grid=p.grid)
     while k:
         if k & 1:
-            result = compose(result, disc, tail_mass)
+            if result.grid < disc.grid and not is_unit(result):  # coarsened by fit: round up
+                result = _coarsen(result, disc.grid)  # (the hat split of regrid moves mass
+            elif disc.grid < result.grid:  # down too, and sends losses > Z_MAX to +inf)
+                disc = _coarsen(disc, result.grid)
+            result = compose(result, disc, tail_mass, max_points, "k")
         k >>= 1
         if k:
-            disc = compose(disc, disc, tail_mass)
+            disc = compose(disc, disc, tail_mass, max_points, "k")
     direction = result.direction if result.direction != "exact" else p.direction
     return _new(
         p,

@@ -221,7 +221,9 @@ class PLD(PLDConstructors):
         return RDP(orders, tuple(float(v) for v in vals))
 
     # ------------------------------------------------------------------ operations
-    def compose(self, other: PLD, *, tail_mass: float = 0.0) -> PLD:
+    def compose(
+        self, other: PLD, *, tail_mass: float = 0.0, max_points: int = _ops.MAX_POINTS
+    ) -> PLD:
         """L (+) S: the PLD of running both (paper, Sec. 2). Exact in mu; the discrete parts
         are convolved (direct, with relative error only, or FFT). Pessimistic FFT results are
         raised by a certified bound so they never fall below the exact composition: the
@@ -231,17 +233,39 @@ class PLD(PLDConstructors):
         tight down to delta ~1e-15 (Laplace(1) x 100: within 1e-6 of exact).
         ``tail_mass > 0`` cuts tails of at most that mass (pessimistic: the upper tail goes to
         +inf, the lower tail up to the first kept loss).
+
+        Memory is bounded: when the convolution would hold more than ``max_points`` grid
+        points (default 2^21, 16 MiB per array), both sides are first coarsened onto a grid
+        that is an integer multiple of the current one, every privacy loss rounded UP (mass
+        only moves to larger losses). This errs on the safe side: each coarsened PLD dominates
+        its input in the Blackwell order, so the result dominates the exact composition (every
+        delta(eps) is >= the true one, eps(delta) is an upper bound; docs/proofs/accounting.md,
+        Lemma A5); the price is looseness of about one coarse grid step per coarsening. The
+        result's ``grid`` is then the coarser one. An optimistic PLD is never coarsened (that
+        would mix directions): such a composition is refused with a ValidationError before
+        anything is allocated.
         """
         if not isinstance(other, PLD):
             raise fail("other", "compose", "a PLD", other)
         tail_mass = check_in_closed("tail_mass", tail_mass, 0.0, 1.0, "compose")
-        return _ops.compose(self, other, tail_mass)
+        max_points = check_int("max_points", max_points, "compose", minimum=16)
+        return _ops.compose(self, other, tail_mass, max_points)
 
-    def self_compose(self, k: int, *, tail_mass: float = 0.0) -> PLD:
-        """L^{(+)k} by repeated squaring (log2 k convolutions); mu becomes sqrt(k) mu."""
+    def self_compose(
+        self, k: int, *, tail_mass: float = 0.0, max_points: int = _ops.MAX_POINTS
+    ) -> PLD:
+        """L^{(+)k} by repeated squaring (log2 k convolutions); mu becomes sqrt(k) mu.
+
+        Works for any k (10^6 and beyond) in bounded memory: every convolution holds at most
+        ``max_points`` grid points, the grid being coarsened pessimistically (losses rounded
+        UP, so the result still dominates the exact k-fold composition) when it would exceed
+        that; see :meth:`compose`. Optimistic PLDs whose composition would exceed it are
+        refused (ValidationError naming ``k``) before the large allocation.
+        """
         k = check_int("k", k, "self_compose", minimum=0)
         tail_mass = check_in_closed("tail_mass", tail_mass, 0.0, 1.0, "self_compose")
-        return _ops.self_compose(self, k, tail_mass)
+        max_points = check_int("max_points", max_points, "self_compose", minimum=16)
+        return _ops.self_compose(self, k, tail_mass, max_points)
 
     def discretize(self, grid: float | None = None) -> PLD:
         """Move the Gaussian part onto the grid (in this PLD's direction; exact -> pessimistic).
