@@ -5,6 +5,7 @@ no mass at +inf (pure, zCDP, RDP, GDP) refuse them and say why."""
 from __future__ import annotations
 
 import json
+import math
 from fractions import Fraction
 
 import mpmath
@@ -131,3 +132,14 @@ def test_subnormal_eps_and_delta_in_the_split_search() -> None:
     f = MixedFilter(2.0, 1e-5)
     d = f.try_spend(ApproxDP(5e-324, 5e-324))
     assert d.admitted
+
+
+def test_an_infinite_eps_query_with_a_delta_is_refused_not_raised() -> None:
+    """ApproxDP(inf, dq) reached the split search's k = floor(eps / e) with e = inf
+    (OverflowError: Fraction(inf), found by the slow extremes suite on a68be7c); it is a
+    valid query that no split admits: refused, the split still undecided, nothing spent."""
+    f = MixedFilter(2.0, 1e-5)
+    d = f.try_spend(ApproxDP(math.inf, 1e-6))
+    assert not d.admitted
+    assert f.remaining()["split"] == "undecided"
+    assert f.try_spend(ApproxDP(1.0, 1e-6)).admitted

@@ -200,7 +200,9 @@ def choose_split_parts(
         dq = _delta_of(q)
         if 0 < dq <= delta:
             dcands = (dcands - {Fraction(0)}) | {Fraction(delta), Fraction(delta) / 2}
-            k = math.floor(top / Fraction(e)) if e else 1
+            # (e may be None, 0, above eps or inf -- ApproxDP(inf, dq) is a valid query
+            # that no split admits: then one query, k = 1)
+            k = math.floor(top / Fraction(e)) if e is not None and 0 < e < math.inf else 1
             # 1 - (1 - dq)^k, with a margin for the part left being rounded down each time
             # (k may exceed float range for tiny e: then (1 - dq)^k underflows, need = 1)
             kf = float(k) if k < 2**1000 else math.inf
