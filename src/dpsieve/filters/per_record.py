@@ -252,7 +252,9 @@ class _PerRecord(FilterBase):
                         query.to_dict()), state
 
     def _state_with(self, spent: FloatArray, steps: int) -> dict[str, Any]:
-        raise NotImplementedError
+        """The stored state after a step; each concrete filter (GDP, RDP) defines its own
+        fields. The base class is never instantiated (no KIND of its own)."""
+        raise TypeError(f"{type(self).__name__} does not define its stored state")
 
     _FIELDS: tuple[str, ...] = ()
 

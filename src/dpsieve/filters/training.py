@@ -502,14 +502,9 @@ _RATES: dict[tuple[_Kind, _Kind, float], float] = {}
 
 def _describe(q: Any) -> dict[str, Any]:
     to_dict = getattr(q, "to_dict", None)
-    if callable(to_dict):
-        try:
-            d = to_dict()
-            if isinstance(d, dict):
-                return {"type": str(d.get("type", type(q).__name__))}
-        except Exception:  # pragma: no cover - descriptive only
-            pass
-    return {"type": type(q).__name__}
+    d = to_dict() if callable(to_dict) else None
+    return {"type": str(d.get("type", type(q).__name__)) if isinstance(d, dict)
+            else type(q).__name__}
 
 
 _FIELDS = ("version", "eps", "delta", "grid", "reference", "n0", "reserve0", "reserve",
