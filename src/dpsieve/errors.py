@@ -4,7 +4,8 @@ One root, families that subclass the matching built-in so callers can catch eith
 
     DPError
     ├── ValidationError(ValueError)        bad input; names parameter, constraint, value
-    │   └── FilterStateError                a stored filter state violates an invariant
+    │   ├── FilterStateError                a stored filter state violates an invariant
+    │   └── ChargeTypeError(TypeError)      a filter or ledger given an untyped charge (a dict)
     ├── BudgetExceededError                 a spend the filter refuses (carries both sides)
     ├── IncompatiblePrivacyError(ValueError)  a query kind the budget can never admit
     ├── NumericalError(ArithmeticError)     a computation whose error would dominate
@@ -20,6 +21,7 @@ from typing import Any
 
 __all__ = [
     "BudgetExceededError",
+    "ChargeTypeError",
     "ConcurrencyError",
     "DPError",
     "FilterStateError",
@@ -77,6 +79,15 @@ class FilterStateError(ValidationError):
         super().__init__(message, parameter=field, constraint=constraint, value=value)
         self.kind = kind
         self.field = field
+
+
+class ChargeTypeError(ValidationError, TypeError):
+    """A filter or a ledger was given something that is not a typed charge
+    (:data:`dpsieve.filters.charge.Charge`), e.g. a description dict: JSON is mapped to
+    typed values once, at the service, the CLI or a Session entry point
+    (:func:`dpsieve.filters.charge.charge_from_dict`), never inside a filter. Nothing was
+    spent. A ``TypeError`` (a caller's bug) and a ``ValidationError`` (names the parameter).
+    """
 
 
 class BudgetExceededError(DPError):

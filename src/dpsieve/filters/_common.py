@@ -33,6 +33,7 @@ from dpsieve._validation import fail
 from dpsieve.accounting.events import Neighbouring, check_same_relation
 from dpsieve.errors import FilterStateError
 from dpsieve.filters.base import Decision
+from dpsieve.filters.charge import Charge, check_charge
 
 __all__ = [
     "FilterBase",
@@ -294,15 +295,16 @@ class FilterBase(ABC):
         self._neighbouring = Neighbouring(neighbouring)
         return self
 
-    def _check_relation(self, query: Any) -> None:
+    def _check_relation(self, query: Charge) -> None:
         rel = getattr(query, "neighbouring", None)
         if self._neighbouring is not None and isinstance(rel, Neighbouring):
             check_same_relation(rel, self._neighbouring)
 
     # -- to implement ---------------------------------------------------------------
     @abstractmethod
-    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
-        """The decision and, if admitted, the state after the spend (pure function)."""
+    def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
+        """The decision and, if admitted, the state after the spend (pure function);
+        ``query`` is a typed charge (checked by ``dry_run``/``try_spend``)."""
 
     @abstractmethod
     def _state(self) -> dict[str, Any]:
@@ -327,14 +329,19 @@ class FilterBase(ABC):
         """
 
     # -- the protocol ---------------------------------------------------------------
-    def dry_run(self, query: Any) -> Decision:
-        """The decision ``try_spend`` would return; never changes state."""
+    def dry_run(self, query: Charge) -> Decision:
+        """The decision ``try_spend`` would return; never changes state. A dict (or any
+        untyped query) raises :class:`~dpsieve.errors.ChargeTypeError`."""
+        query = check_charge(query, "query", f"{type(self).__name__}.dry_run")
         self._check_relation(query)
         decision, _ = self._decide(query)
         return decision
 
-    def try_spend(self, query: Any) -> Decision:
-        """Decide; on admission install the new state. A refusal changes nothing."""
+    def try_spend(self, query: Charge) -> Decision:
+        """Decide; on admission install the new state. A refusal changes nothing. A dict
+        (or any untyped query) raises :class:`~dpsieve.errors.ChargeTypeError`, nothing
+        spent."""
+        query = check_charge(query, "query", f"{type(self).__name__}.try_spend")
         self._check_relation(query)
         decision, new_state = self._decide(query)
         if decision.admitted and new_state is not None:

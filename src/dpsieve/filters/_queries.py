@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 from scipy import special
@@ -39,10 +39,17 @@ from dpsieve.accounting.events import (
     ApproxDP,
     ApproxZCDP,
     PureDP,
-    description_from_dict,
 )
-from dpsieve.errors import ValidationError
+from dpsieve.accounting.pld import PLD
+from dpsieve.errors import ChargeTypeError
 from dpsieve.filters._gdp_core import Atoms
+from dpsieve.filters.charge import (
+    Charge,
+    PrivacyCharge,
+    charge_to_dict,
+    check_charge,
+    is_privacy_charge,
+)
 
 __all__ = [
     "as_query",
@@ -67,39 +74,30 @@ _TINY = 1e-290
 _SQRT_2PI_HALF_UP = Fraction(1.2533141373155004)
 
 
-def is_pld(q: Any) -> bool:
-    """True for a PLD object (duck-typed on the accounting contract, no import cycle)."""
-    return hasattr(q, "hockey_stick") and hasattr(q, "compose") and hasattr(q, "to_dict")
+def is_pld(q: object) -> TypeGuard[PLD]:
+    """True for a PLD object."""
+    return isinstance(q, PLD)
 
 
-_DESC = (PureDP, ApproxDP, ZCDP, ApproxZCDP, GDP, RDP)
-
-
-def as_query(q: Any) -> Any:
-    """Validate a query: a privacy description, a PLD, or a description dict."""
-    if isinstance(q, _DESC) or is_pld(q):
+def as_query(q: Charge) -> PrivacyCharge:
+    """A budget filter's query: a privacy description or a PLD, typed (a dict or a training
+    step is refused here: JSON is mapped at the edges, :mod:`dpsieve.filters.charge`)."""
+    q = check_charge(q)
+    if is_privacy_charge(q):
         return q
-    if isinstance(q, dict):
-        if q.get("type") == "pld" or "pld" in q:
-            from dpsieve.accounting.pld import PLD
-
-            return PLD.from_dict(q.get("pld", q))
-        return description_from_dict(q)
-    raise ValidationError(
-        "The 'query' parameter must be a PLD, a privacy description "
-        f"(PureDP, ApproxDP, ZCDP, ApproxZCDP, GDP, RDP) or its dict. Got {q!r} instead.",
+    raise ChargeTypeError(
+        "The 'query' parameter must be a PLD or a privacy description (PureDP, ApproxDP, "
+        f"ZCDP, ApproxZCDP, GDP, RDP); a training step goes to a training filter. Got {q!r} "
+        "instead.",
         parameter="query",
         constraint="a PLD or a privacy description",
         value=q,
     )
 
 
-def query_to_dict(q: Any) -> dict[str, Any]:
+def query_to_dict(q: Charge) -> dict[str, Any]:
     """JSON-ready description of a query (for decisions and audit logs)."""
-    if is_pld(q):
-        return {"type": "pld"}
-    d: dict[str, Any] = q.to_dict()
-    return d
+    return charge_to_dict(q)
 
 
 def _widen_up(x: float) -> Fraction | None:

@@ -42,7 +42,7 @@ from dpsieve.filters._queries import (
     rdp_of,
     zcdp_of,
 )
-from dpsieve.filters.base import Decision
+from dpsieve.filters.base import Charge, Decision
 
 __all__ = [
     "ApproxZCDPFilter",
@@ -101,7 +101,7 @@ class _ScalarFilter(FilterBase):
         self._spent = Fraction(0)
 
     @abstractmethod
-    def _cost(self, query: Any) -> Fraction | None:
+    def _cost(self, query: Charge) -> Fraction | None:
         """The query's cost in this currency, exact or rounded up (``None``: no finite cost)."""
 
     def _state(self) -> dict[str, Any]:
@@ -136,7 +136,7 @@ class _ScalarFilter(FilterBase):
         left = self._budget - self._spent
         return left.numerator * c.denominator // (left.denominator * c.numerator)
 
-    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+    def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         c = self._cost(q)
         qd = query_to_dict(q)
@@ -170,7 +170,7 @@ class PureDPFilter(_ScalarFilter):
     KIND = "pure_dp"
     CURRENCY = "eps"
 
-    def _cost(self, query: Any) -> Fraction | None:
+    def _cost(self, query: Charge) -> Fraction | None:
         e = pure_eps_of(query)
         return None if e is None or not math.isfinite(e) else Fraction(e)
 
@@ -184,7 +184,7 @@ class ZCDPFilter(_ScalarFilter):
     KIND = "zcdp"
     CURRENCY = "rho"
 
-    def _cost(self, query: Any) -> Fraction | None:
+    def _cost(self, query: Charge) -> Fraction | None:
         z = zcdp_of(query)
         if z is None or z[1] > 0:
             return None
@@ -248,7 +248,7 @@ class ApproxZCDPFilter(FilterBase):
             "delta": float_down(self._delta - self._sdelta),
         }
 
-    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+    def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         z = zcdp_of(q)
         qd = query_to_dict(q)
@@ -346,7 +346,7 @@ class RDPFilter(FilterBase):
             "rdp": [float_down(b - s) for b, s in zip(self._budgets, self._spent, strict=True)],
         }
 
-    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+    def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         qd = query_to_dict(q)
         costs = [rdp_of(q, a) for a in self._orders]

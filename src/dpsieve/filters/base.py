@@ -10,8 +10,10 @@ Contract (checked by the conformance suite in ``tests/filters``):
 * ``dry_run(q)`` returns the decision ``try_spend(q)`` would return and never changes state.
 * ``to_json()`` / ``filter_from_json()`` round-trip exactly: a ledger persists the JSON
   and rebuilds the filter in the next transaction.
-* Queries are a :class:`~dpsieve.accounting.pld.PLD` or a privacy description from
-  :mod:`dpsieve.accounting.events`.
+* Queries are typed charges (:data:`dpsieve.filters.charge.Charge`): a
+  :class:`~dpsieve.accounting.pld.PLD`, a privacy description from
+  :mod:`dpsieve.accounting.events`, or a training step. A dict is refused
+  (:class:`~dpsieve.errors.ChargeTypeError`): JSON is mapped at the edges, once.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Decision", "PrivacyFilter"]
+from dpsieve.filters.charge import Charge
+
+__all__ = ["Charge", "Decision", "PrivacyFilter"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,11 +58,11 @@ class PrivacyFilter(Protocol):
         """A stable identifier, e.g. ``"gdp_residue"``; the key for deserialisation."""
         ...
 
-    def try_spend(self, query: Any) -> Decision:
+    def try_spend(self, query: Charge) -> Decision:
         """Decide, and spend on admission."""
         ...
 
-    def dry_run(self, query: Any) -> Decision:
+    def dry_run(self, query: Charge) -> Decision:
         """Decide without changing any state."""
         ...
 

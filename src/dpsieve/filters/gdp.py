@@ -38,7 +38,7 @@ from dpsieve.filters._queries import (
     smallest_gdp_mu_rr_up,
     symmetric_atoms,
 )
-from dpsieve.filters.base import Decision
+from dpsieve.filters.base import Charge, Decision
 
 __all__ = [
     "ApproxGDPResidueFilter",
@@ -193,7 +193,7 @@ class NaiveGDPFilter(FilterBase):
     def remaining(self) -> dict[str, Any]:
         return {"mu": sqrt_down(self._mu2 - self._spent2)}
 
-    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+    def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         nu = naive_gdp_cost(q)
         cost = {"mu": nu, "query": query_to_dict(q)}
@@ -249,7 +249,7 @@ class GDPResidueFilter(FilterBase):
             left = Fraction(m) ** 2 if m >= 0 else Fraction(-1)
         return left if left >= 0 else None
 
-    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+    def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         before = sqrt_down(self._mu2)
         left = self.residue_mu2(q)
@@ -295,7 +295,7 @@ class ApproxGDPResidueFilter(FilterBase):
     def remaining(self) -> dict[str, Any]:
         return {"mu": self._mu, "delta": self._delta}
 
-    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+    def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         qd = query_to_dict(q)
         sa = symmetric_atoms(q)

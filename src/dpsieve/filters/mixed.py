@@ -48,7 +48,7 @@ from dpsieve.accounting.gdp import gdp_delta_err, gdp_mu_for
 from dpsieve.filters._common import FilterBase, StateReader, frac_from_json, frac_to_json
 from dpsieve.filters._mixed_math import delta_upper, epsilon_upper, mu_for
 from dpsieve.filters._queries import as_query, pure_eps_of, query_to_dict
-from dpsieve.filters.base import Decision
+from dpsieve.filters.base import Charge, Decision
 from dpsieve.filters.gdp import GDPResidueFilter, naive_gdp_cost, sqrt_down
 
 __all__ = ["MixedFilter", "choose_split", "choose_split_parts", "inner_delta", "mixed_budget",
@@ -362,7 +362,7 @@ class MixedFilter(FilterBase):
         return epsilon_upper(self._pure, sqrt_down(self._mu2), din)
 
     # -- deciding -----------------------------------------------------------------------------
-    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+    def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         if self._split is None:
             probe = MixedFilter(self._eps, self._delta)

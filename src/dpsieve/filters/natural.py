@@ -38,7 +38,8 @@ from dpsieve.filters._common import (
     frac_to_json,
 )
 from dpsieve.filters._queries import as_query, is_pld, query_to_dict
-from dpsieve.filters.base import Decision
+from dpsieve.filters.base import Charge, Decision
+from dpsieve.filters.charge import check_charge
 from dpsieve.filters.gdp import sqrt_down
 from dpsieve.filters.theorem9 import certified_epsilon, composition_epsilon, theorem9
 
@@ -78,7 +79,7 @@ class NaturalGDPFilter(FilterBase):
     def remaining(self) -> dict[str, Any]:
         return {"mu": sqrt_down(self._mu2 - self._sum2)}
 
-    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+    def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         qd = query_to_dict(q)
         if is_pld(q) and q.probs.size == 1 and q.offset == 0 and q.inf_mass == 0.0:
@@ -140,7 +141,7 @@ class NaturalZeroDeltaFilter(FilterBase):
     def remaining(self) -> dict[str, Any]:
         return {"delta_spent": self._spent, "delta": self._delta}
 
-    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+    def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         qd = query_to_dict(q)
         if isinstance(q, PureDP) and q.eps == 0.0:
@@ -304,8 +305,9 @@ class NaturalApproxFilter(FilterBase):
             "guarantee": self.guarantee(),
         }
 
-    def try_spend(self, query: Any) -> Decision:
+    def try_spend(self, query: Charge) -> Decision:
         """As the base class, keeping the composed curve cached across admissions."""
+        query = check_charge(query, "query", f"{type(self).__name__}.try_spend")
         self._check_relation(query)
         decision, new_state = self._decide(query)
         if decision.admitted and new_state is not None:
@@ -314,7 +316,7 @@ class NaturalApproxFilter(FilterBase):
             self._curve = curve
         return decision
 
-    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+    def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         qd = query_to_dict(q)
         if not isinstance(q, PureDP | ApproxDP):

@@ -44,7 +44,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
-from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -56,39 +55,13 @@ from dpsieve._validation import check_in_open, check_int, check_positive, fail
 from dpsieve.accounting.gdp import gdp_mu_for
 from dpsieve.errors import ValidationError
 from dpsieve.filters._common import FilterBase, StateReader
-from dpsieve.filters.base import Decision
+from dpsieve.filters._record_step import RecordStep
+from dpsieve.filters.base import Charge, Decision
 
 __all__ = ["PerRecordGDPFilter", "PerRecordRDPFilter", "RecordStep"]
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
-
-
-@dataclass(frozen=True, eq=False)
-class RecordStep:
-    """One full-batch Gaussian step as a query: noise std and each record's norm bound.
-
-    ``expected_step`` (optional) must equal the filter's step counter, so a mask computed from
-    a loaded state is exactly the one charged (optimistic concurrency for ledger use).
-    ``norms`` is private data: ``to_dict`` only reports public numbers.
-    """
-
-    noise_std: float
-    norms: FloatArray = field(repr=False)
-    expected_step: int | None = None
-
-    def __post_init__(self) -> None:
-        check_positive("noise_std", self.noise_std, "RecordStep")
-        a = np.asarray(self.norms, dtype=np.float64).reshape(-1)
-        # two reductions, no temporaries: NaN makes min() NaN (fails >= 0), inf fails max()
-        if a.size == 0 or not (a.min() >= 0.0 and a.max() < math.inf):
-            raise fail("norms", "RecordStep", "a non-empty array of finite norms >= 0", "<array>")
-        object.__setattr__(self, "norms", a)
-        if self.expected_step is not None:
-            check_int("expected_step", self.expected_step, "RecordStep", minimum=0)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"type": "record_step", "noise_std": self.noise_std, "records": self.norms.size}
 
 
 #: Relative margin after each rounded operation: 2^-48 covers the 2^-53 of one rounding
@@ -235,7 +208,7 @@ class _PerRecord(FilterBase):
         self._steps += 1
         return mask
 
-    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+    def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         pub = {"records": self.records, "steps": self._steps}
         if not isinstance(query, RecordStep):
             return Decision(False, "per-record filters take RecordStep queries", pub, {}), None

@@ -38,7 +38,7 @@ from dpsieve.filters._common import (
     frac_to_json,
 )
 from dpsieve.filters._queries import as_query, is_pld, query_to_dict
-from dpsieve.filters.base import Decision
+from dpsieve.filters.base import Charge, Decision
 from dpsieve.filters.theorem9 import Theorem9, certified_epsilon, theorem9
 
 __all__ = ["AdditiveProfileFilter", "discretized_profile"]
@@ -251,7 +251,7 @@ class AdditiveProfileFilter(FilterBase):
             "rounds_left": self._params[2] - self._count,
         }
 
-    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+    def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         t9 = self.constants
         qd = query_to_dict(q)

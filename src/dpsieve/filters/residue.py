@@ -27,7 +27,7 @@ from dpsieve._validation import fail
 from dpsieve.accounting.events import GDP, PureDP, description_from_dict
 from dpsieve.filters._common import FilterBase, StateReader
 from dpsieve.filters._queries import as_query, delta_refusal, pure_eps_of, query_to_dict
-from dpsieve.filters.base import Decision
+from dpsieve.filters.base import Charge, Decision
 from dpsieve.filters.gdp import gdp_residue_update, naive_gdp_cost, sqrt_down
 
 __all__ = ["ResidueFilter", "UpdateRule", "register_rule", "rules"]
@@ -122,7 +122,7 @@ class ResidueFilter(FilterBase):
         d: dict[str, Any] = self._budget.to_dict()
         return d
 
-    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+    def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
         new = _RULES[self._rule](self._budget, q)
         cost = {"query": query_to_dict(q), "rule": self._rule}

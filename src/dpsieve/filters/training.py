@@ -59,7 +59,7 @@ from dpsieve.accounting.pld import PLD
 from dpsieve.errors import ValidationError
 from dpsieve.filters import _sgm_powers as sp
 from dpsieve.filters._common import FilterBase, StateReader, frac_from_json, frac_to_json
-from dpsieve.filters.base import Decision
+from dpsieve.filters.base import Charge, Decision
 from dpsieve.mechanisms.subsampled import DPSGDStep
 
 __all__ = ["SIGMA_CAP", "TRAINING_GRID", "TrainingFilter", "kind_of"]
@@ -284,7 +284,7 @@ class TrainingFilter(FilterBase):
         """Offer one Poisson-subsampled Gaussian step; on admission the budget is spent."""
         return self.try_spend(DPSGDStep(sigma, rate))
 
-    def _decide(self, query: Any) -> tuple[Decision, dict[str, Any] | None]:
+    def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         if not isinstance(query, DPSGDStep):
             return (
                 Decision(False, "the training filter admits DP-SGD steps only (DPSGDStep)",

@@ -35,6 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 from dpsieve._memo import Memo
 from dpsieve.errors import LedgerError
 from dpsieve.filters.base import Decision, PrivacyFilter
+from dpsieve.filters.charge import Charge
 
 __all__ = [
     "AuditEvent",
@@ -168,13 +169,15 @@ class BudgetStore(Protocol):
     def spend(
         self,
         budget_id: str,
-        query: Any,
+        query: Charge,
         *,
         key: str,
         principal: str = "",
         request: dict[str, Any] | None = None,
     ) -> SpendOutcome:
-        """Check and spend in one durable transaction (see module docstring)."""
+        """Check and spend in one durable transaction (see module docstring). ``query`` is
+        a typed charge; a dict raises :class:`~dpsieve.errors.ChargeTypeError`, nothing
+        spent."""
         ...
 
     def record_answer(self, budget_id: str, key: str, answer: dict[str, Any]) -> dict[str, Any]:
@@ -281,8 +284,9 @@ def fingerprint(request: dict[str, Any]) -> str:
     return hashlib.sha256(canonical_json(request).encode()).hexdigest()
 
 
-def query_to_dict(query: Any) -> dict[str, Any]:
-    """A JSON-ready description of a query (a PLD or a privacy description)."""
+def query_to_dict(query: Charge) -> dict[str, Any]:
+    """A JSON-ready description of a query (a PLD or a privacy description): the audit
+    log's request when the caller gives none (a PLD in full, as before)."""
     to_dict = getattr(query, "to_dict", None)
     if callable(to_dict):
         d = to_dict()

@@ -14,6 +14,7 @@ from typing import Any
 from dpsieve._memo import Memo
 from dpsieve.errors import LedgerError
 from dpsieve.filters.base import Decision, PrivacyFilter
+from dpsieve.filters.charge import Charge, check_charge
 from dpsieve.ledger.base import (
     AuditEvent,
     BudgetNotFoundError,
@@ -120,12 +121,14 @@ class MemoryStore:
     def spend(
         self,
         budget_id: str,
-        query: Any,
+        query: Charge,
         *,
         key: str,
         principal: str = "",
         request: dict[str, Any] | None = None,
     ) -> SpendOutcome:
+        # typed only (a dict is a ChargeTypeError naming 'query'), before any lookup
+        query = check_charge(query, "query", f"{type(self).__name__}.spend")
         req = _json_safe(request if request is not None else {"query": query_to_dict(query)})
         fp = fingerprint(req)
         with self._lock:
