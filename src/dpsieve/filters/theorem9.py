@@ -29,7 +29,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
 
 from dpsieve._rounding import rel_up
 from dpsieve._validation import check_in_open, check_int, check_positive
@@ -58,6 +57,9 @@ def rr_compose_delta(e: float, count: int, eps: float) -> float:
     b1 = min(count, math.ceil(count * p + 40.0 * sd + 40.0))
     if b0 > b1:
         return 1e-300
+    from scipy import stats  # imported here: scipy.stats costs ~1 s to import, and every
+    # ledger import reaches this module
+
     bs = np.arange(b0, b1 + 1, dtype=np.float64)
     logpmf = stats.binom.logpmf(bs, count, p)
     loss = e * (2.0 * bs - count)

@@ -243,7 +243,6 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
     else:
         sel += [f"{_q(c)} AS k{j}" for j, c in enumerate(spec.group_by)]
         gcols = [f"k{j}" for j in range(len(spec.group_by))]
-    row_ms = spec.row_measures
     for n, m in enumerate(spec.measures):
         if isinstance(m, ValueSum | BucketCount):
             sel.append(f"{_row_expr(m, types, prm, joins, n)} AS _m{n}")
@@ -281,9 +280,14 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
         cells = (f"SELECT * EXCLUDE (_e{j}) REPLACE ({_mix(f'xor(_hg, _e{j})')} AS _hg) "
                  f"FROM ({cells})")
     a0 = _mix("xor(_hu, " + prm.add(k0, "UBIGINT") + ")")
-    cells = (f"SELECT *, {_mix('xor(_a0, _hg)')} AS _p0 FROM (SELECT *, {a0} AS _a0 FROM ("
-             f"{cells}))")
-    kept = (f"SELECT * FROM _c QUALIFY row_number() OVER (PARTITION BY _u ORDER BY _p0, _hg)"
+    # the window spills under a small memory limit: it carries only what later steps read
+    # (h(u) for the L-inf priorities, h(g) unless it is the public key's index _g)
+    row_ms = spec.row_measures
+    drop = ["_a0"] + ([] if row_ms else ["_hu"]) + (["_hg"] if public and not row_ms else [])
+    tie = "_g" if "_hg" in drop else "_hg"  # _hg = CAST(_g AS UBIGINT), _g >= 0: same order
+    cells = (f"SELECT * EXCLUDE ({', '.join(drop)}), {_mix('xor(_a0, _hg)')} AS _p0 FROM "
+             f"(SELECT *, {a0} AS _a0 FROM ({cells}))")
+    kept = (f"SELECT * FROM _c QUALIFY row_number() OVER (PARTITION BY _u ORDER BY _p0, {tie})"
             f" <= {spec.max_groups}")
     L = spec.max_rows
     for n, m in enumerate(spec.measures):
