@@ -333,13 +333,14 @@ def test_key_selection_on_a_pure_budget_is_refused_naming_the_delta() -> None:
     assert s.remaining() == before
 
 
-def test_key_selection_refused_by_an_eps_delta_budget_says_why() -> None:
-    """An (eps, delta) budget whose split was chosen without a delta part (its first query
-    was pure) refuses key selection: the refusal says the budget's split is the reason and
-    how to keep a delta part (it said 'this budget has no delta', of a budget with one);
-    an approximate-zCDP charge is pointed to pure privacy."""
+def test_key_selection_after_a_pure_query_on_an_eps_delta_budget() -> None:
+    """Issue 12 gap A. An (eps, delta) budget whose first query was pure keeps a delta part
+    (a tenth of delta, docs/proofs/mixed.md §6), so a later DP key selection is admitted
+    (it was refused forever: the split was chosen without one); a selection whose delta
+    exceeds the part left is refused naming both, with nothing spent; an approximate-zCDP
+    charge is pointed to pure privacy."""
     from dpsieve.accounting.events import ApproxDP
-    from dpsieve.errors import IncompatiblePrivacyError
+    from dpsieve.errors import BudgetExceededError, IncompatiblePrivacyError
 
     s = Session(_frame(), budget=ApproxDP(4.0, 1e-5), privacy_unit="pid")
     s.run({"type": "query", "privacy": {"type": "pure", "eps": 0.5},
@@ -348,14 +349,19 @@ def test_key_selection_refused_by_an_eps_delta_budget_says_why() -> None:
     plan = {"type": "query", "privacy": {"type": "pure", "eps": 0.5},
             "aggregations": [{"type": "count", "per": "unit"}], "group_by": ["ward"],
             "select": {"delta": 1e-7}, "contribution": {"max_groups": 2}}
-    before = s.remaining()
-    with pytest.raises(IncompatiblePrivacyError) as e:
-        s.run(plan)
-    assert "split" in str(e.value)
-    assert "typical" in str(e.value)
-    assert s.remaining() == before
+    s.run(plan)
+    left = s.remaining()
+    assert left["pure_eps"] == 3.0
+    assert 8.9e-7 < left["delta_part"] < 1e-6  # 1e-6 kept, 1e-7 of it paid
+    before = len(s.store.history(s.budget_id))
+    with pytest.raises(BudgetExceededError) as e:
+        s.run({**plan, "select": {"delta": 2e-6}})
+    assert "delta 2e-06 is more than the budget's delta part left (9e-07)" in str(e.value)
+    assert "Nothing was spent" in str(e.value)
+    assert s.remaining() == left
+    assert len(s.store.history(s.budget_id)) == before
     fresh = Session(_frame(), budget=ApproxDP(4.0, 1e-5), privacy_unit="pid")
-    with pytest.raises(IncompatiblePrivacyError) as e:
+    with pytest.raises(IncompatiblePrivacyError) as e2:
         fresh.run({**plan, "privacy": {"type": "zcdp", "rho": 0.05}})
-    assert "ask for pure (eps) privacy" in str(e.value)
+    assert "ask for pure (eps) privacy" in str(e2.value)
     assert fresh.store.history(fresh.budget_id) == []
