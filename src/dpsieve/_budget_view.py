@@ -6,9 +6,12 @@ Used by the session, the service and the CLI (orchestration only: the numbers co
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpsieve.errors import BudgetExceededError, DPError, IncompatiblePrivacyError
+
+if TYPE_CHECKING:
+    from dpsieve.filters.base import BudgetLeft
 
 __all__ = [
     "KIND_NAMES",
@@ -71,17 +74,14 @@ def describe_request(spec: dict[str, Any]) -> str:
     return t
 
 
-def charged_of(cost: dict[str, Any]) -> Any:
-    """The privacy a stored decision charged, as a description (None for a PLD/unknown)."""
-    from dpsieve.accounting.events import description_from_dict
+def charged_of(cost: Any) -> Any:
+    """The privacy a decision charged, as a description (None for a PLD/unknown): a typed
+    :class:`~dpsieve.filters.base.Cost`, or the JSON of one read from an audit payload."""
+    from dpsieve.filters.base import Cost
 
-    q = cost.get("query") if isinstance(cost, dict) else None
-    if not isinstance(q, dict) or q.get("type") in (None, "pld"):
-        return None
-    try:
-        return description_from_dict(q)
-    except (KeyError, TypeError, ValueError):
-        return None
+    if isinstance(cost, Cost):
+        return cost.charged()
+    return Cost(cost).charged() if isinstance(cost, dict) else None
 
 
 def _filters(store: Any, budget_id: str) -> tuple[Any, Any]:
@@ -142,7 +142,7 @@ def check_fits(flt: Any, cost: Any, requested: dict[str, Any],
 
 
 def refused(store: Any, budget_id: str, cost: Any, requested: dict[str, Any],
-            remaining: dict[str, Any]) -> DPError:
+            remaining: BudgetLeft) -> DPError:
     """The error for a refused query: :class:`IncompatiblePrivacyError` when no budget of
     this kind could ever pay for it, else a plain-words :class:`BudgetExceededError` with
     the cost asked and what is left."""

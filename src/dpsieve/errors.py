@@ -91,7 +91,9 @@ class ChargeTypeError(ValidationError, TypeError):
 
 
 class BudgetExceededError(DPError):
-    """A privacy spend was refused; carries the remaining budget and the request.
+    """A privacy spend was refused; carries the remaining budget (a Session's refusal:
+    the decision's typed :class:`~dpsieve.filters.base.BudgetLeft`, ``to_dict()`` for
+    JSON) and the request.
 
     ``summary`` (optional) is the budget left in plain words and numbers
     (:class:`dpsieve.filters.summary.BudgetSummary` as a dict).

@@ -60,6 +60,7 @@ from dpsieve.accounting.events import (
     description_from_dict,
 )
 from dpsieve.errors import UnsupportedError, ValidationError
+from dpsieve.filters.base import BudgetLeft, Cost
 
 if TYPE_CHECKING:
     from dpsieve.filters.base import PrivacyFilter
@@ -94,12 +95,14 @@ ROBUST_EPS_MARGIN = 1e-12
 
 @dataclass(frozen=True, slots=True)
 class QueryResult:
-    """A released answer with its noise description, its cost and the budget left."""
+    """A released answer with its noise description, its cost and the budget left
+    (``cost`` and ``remaining`` typed, as the decision states them; ``to_dict()`` is the
+    JSON the service and CLI send)."""
 
     value: Any
     noise: dict[str, Any]
-    cost: dict[str, Any]
-    remaining: dict[str, Any]
+    cost: Cost
+    remaining: BudgetLeft
     key: str
     replayed: bool = False
     query: dict[str, Any] = field(default_factory=dict)
@@ -125,8 +128,8 @@ class QueryResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "value": self.value, "noise": self.noise, "interval": self.interval,
-            "details": self.details, "cost": self.cost,
-            "remaining": self.remaining, "key": self.key, "replayed": self.replayed,
+            "details": self.details, "cost": self.cost.to_dict(),
+            "remaining": self.remaining.to_dict(), "key": self.key, "replayed": self.replayed,
             "query": self.query, "budget": self.budget,
         }
 

@@ -36,8 +36,8 @@ class FakePureFilter:
         c = self._cost(query)
         ok = self.spent + c <= self.budget
         left = self.budget - self.spent - (c if ok else 0)
-        return Decision(ok, "admitted" if ok else "refused: budget exceeded",
-                        {"eps": str(left)}, {"eps": str(c)})
+        return Decision.of(ok, "admitted" if ok else "refused: budget exceeded",
+                           {"eps": str(left)}, {"eps": str(c)})
 
     def try_spend(self, query: Any) -> Decision:
         d = self.dry_run(query)

@@ -32,7 +32,7 @@ def show(
         "(default: like the last admitted query)."),
 ) -> None:
     """The budget left of each data set in plain words, and how many queries were admitted."""
-    from dpsieve._budget_view import PAGE_CAP, charged_of, store_summary
+    from dpsieve._budget_view import PAGE_CAP, store_summary
     from dpsieve.errors import DPError
     from dpsieve.ledger import open_store
     from dpsieve.session import parse_description
@@ -50,7 +50,7 @@ def show(
         for n in names:
             try:
                 hist = store.history(n)
-                q = asked if asked is not None else (charged_of(hist[-1].cost) if hist else None)
+                q = asked if asked is not None else (hist[-1].cost.charged() if hist else None)
                 summary = store_summary(store, n, like=q, cap=PAGE_CAP)
                 rows.append({"dataset": n, "remaining": store.load_filter(n).remaining(),
                              "initial": store.initial_filter(n).remaining(),

@@ -49,7 +49,8 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
             try:
                 yield session.run(spec, key=f"cli/{k}" if k else None).to_dict()
             except BudgetExceededError as e:
-                yield {"refused": str(e), "remaining": e.remaining, "summary": e.summary}
+                left = e.remaining.to_dict() if hasattr(e.remaining, "to_dict") else e.remaining
+                yield {"refused": str(e), "remaining": left, "summary": e.summary}
             except IncompatiblePrivacyError as e:  # as the service's 422: more budget won't help
                 yield {"error": "incompatible_privacy", "message": str(e), "fits": e.fits}
             except ValidationError as e:  # this query is refused before any spend; go on

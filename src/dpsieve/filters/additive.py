@@ -87,7 +87,7 @@ def zcdp_rho_for(eps: float, delta: float) -> float:
 
 
 def _refuse(reason: str, remaining: dict[str, Any], cost: dict[str, Any]) -> Decision:
-    return Decision(admitted=False, reason=reason, remaining=remaining, cost=cost)
+    return Decision.of(admitted=False, reason=reason, remaining=remaining, cost=cost)
 
 
 class _ScalarFilter(FilterBase):
@@ -159,7 +159,7 @@ class _ScalarFilter(FilterBase):
         left = self._budget - new_spent
         state = {"budget": frac_to_json(self._budget), "spent": frac_to_json(new_spent)}
         rem = {self.CURRENCY: float_down(left), "exact": frac_to_json(left)}
-        return Decision(
+        return Decision.of(
             True, f"admitted; {self.CURRENCY} left {float_down(left)!r}", rem, cost
         ), state
 
@@ -268,7 +268,7 @@ class ApproxZCDPFilter(FilterBase):
             return _refuse("rho or delta would exceed the budget", self.remaining(), cost), None
         state = dict(self._state(), spent_rho=frac_to_json(srho), spent_delta=frac_to_json(sdel))
         rem = {"rho": float_down(self._rho - srho), "delta": float_down(self._delta - sdel)}
-        return Decision(True, "admitted", rem, cost), state
+        return Decision.of(True, "admitted", rem, cost), state
 
 
 class RDPFilter(FilterBase):
@@ -372,4 +372,4 @@ class RDPFilter(FilterBase):
             "orders": list(self._orders),
             "rdp": [float_down(b - s) for b, s in zip(self._budgets, new, strict=True)],
         }
-        return Decision(True, "admitted", rem, cost), state
+        return Decision.of(True, "admitted", rem, cost), state

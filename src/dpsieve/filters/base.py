@@ -18,34 +18,114 @@ Contract (checked by the conformance suite in ``tests/filters``):
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
+from dpsieve.accounting.events import PrivacyDescription, description_from_dict
 from dpsieve.filters.charge import Charge
 
-__all__ = ["Charge", "Decision", "PrivacyFilter"]
+__all__ = ["BudgetLeft", "Charge", "Cost", "Decision", "PrivacyFilter"]
+
+
+class _Frozen(Mapping[str, Any]):
+    """An immutable view of a filter's JSON-ready numbers (read like a mapping)."""
+
+    __slots__ = ("_values",)
+    _values: Mapping[str, Any]
+
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        object.__setattr__(self, "_values", MappingProxyType(dict(values or {})))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Frozen) and type(other) is type(self) and dict(
+            self._values) == dict(other._values)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({dict(self._values)!r})"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready dict (a new one each call), exactly what decisions always carried."""
+        return dict(self._values)
+
+
+class BudgetLeft(_Frozen):
+    """The budget left after a decision (after the spend when admitted, unchanged when
+    refused) in the filter's own public numbers: ``eps`` (pure DP), ``rho`` (zCDP),
+    ``mu`` (GDP), a mixed budget's parts, a training budget's units, ... Immutable; not
+    equal to a dict (compare ``to_dict()``)."""
+
+    __slots__ = ()
+
+
+class Cost(_Frozen):
+    """What a query was charged as: the filter's numbers (``mu``, ``pure_eps``, ``route``,
+    ...) and, under ``query``, the charge's JSON description
+    (:func:`dpsieve.filters.charge.charge_to_dict`). Immutable; not equal to a dict."""
+
+    __slots__ = ()
+
+    def charged(self) -> PrivacyDescription | None:
+        """The privacy description the query was charged as, or ``None`` (a PLD, a
+        training step, a cost without a query)."""
+        q = self._values.get("query")
+        if not isinstance(q, dict) or q.get("type") in (None, "pld"):
+            return None
+        try:
+            return description_from_dict(q)
+        except (KeyError, TypeError, ValueError):
+            return None
 
 
 @dataclass(frozen=True, slots=True)
 class Decision:
     """The outcome of offering one query to a filter.
 
-    ``remaining`` describes the budget left after the decision (after the spend when
-    admitted, unchanged when refused) as a JSON-ready dict; ``cost`` describes what the
-    query was charged as (JSON-ready); ``reason`` is a sentence a person can read.
+    ``remaining`` (:class:`BudgetLeft`) is the budget left after the decision, ``cost``
+    (:class:`Cost`) what the query was charged as, both typed and immutable; ``reason`` is
+    a sentence a person can read. ``to_dict()`` is the JSON a ledger stores and the
+    service sends (unchanged), :meth:`from_dict` its inverse.
     """
 
     admitted: bool
     reason: str
-    remaining: dict[str, Any] = field(default_factory=dict)
-    cost: dict[str, Any] = field(default_factory=dict)
+    remaining: BudgetLeft = field(default_factory=BudgetLeft)
+    cost: Cost = field(default_factory=Cost)
+
+    @classmethod
+    def of(cls, admitted: bool, reason: str, remaining: Mapping[str, Any] | None = None,
+           cost: Mapping[str, Any] | None = None) -> Decision:
+        """A decision from a filter's JSON-ready numbers (how the filters build theirs)."""
+        return cls(admitted, reason, remaining if isinstance(remaining, BudgetLeft)
+                   else BudgetLeft(remaining), cost if isinstance(cost, Cost) else Cost(cost))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Decision:
+        """Inverse of :meth:`to_dict` (a decision a ledger stored)."""
+        return cls(bool(d["admitted"]), str(d["reason"]), BudgetLeft(d["remaining"]),
+                   Cost(d["cost"]))
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "admitted": self.admitted,
             "reason": self.reason,
-            "remaining": self.remaining,
-            "cost": self.cost,
+            "remaining": self.remaining.to_dict(),
+            "cost": self.cost.to_dict(),
         }
 
 

@@ -198,13 +198,14 @@ class NaiveGDPFilter(FilterBase):
         nu = naive_gdp_cost(q)
         cost = {"mu": nu, "query": query_to_dict(q)}
         if not math.isfinite(nu):
-            return Decision(False, "the query has no GDP bound" + delta_refusal(q, "GDP"),
+            return Decision.of(False, "the query has no GDP bound" + delta_refusal(q, "GDP"),
                             self.remaining(), cost), None
         new = self._spent2 + Fraction(nu) ** 2
         if new > self._mu2:
-            return Decision(False, "GDP budget exceeded", self.remaining(), cost), None
+            return Decision.of(False, "GDP budget exceeded", self.remaining(), cost), None
         rem = {"mu": sqrt_down(self._mu2 - new)}
-        return Decision(True, "admitted", rem, cost), dict(self._state(), spent2=frac_to_json(new))
+        return (Decision.of(True, "admitted", rem, cost),
+                dict(self._state(), spent2=frac_to_json(new)))
 
 
 class GDPResidueFilter(FilterBase):
@@ -256,14 +257,14 @@ class GDPResidueFilter(FilterBase):
         after = -1.0 if left is None else sqrt_down(left)
         cost = {"mu_before": before, "mu_after": after, "query": query_to_dict(q)}
         if left is None:
-            return Decision(
+            return Decision.of(
                 False,
                 "no residue: the query is not dominated by the GDP budget"
                 + delta_refusal(q, "GDP"),
                 self.remaining(),
                 cost,
             ), None
-        return Decision(True, f"admitted; budget G_{after!r}", {"mu": after}, cost), {
+        return Decision.of(True, f"admitted; budget G_{after!r}", {"mu": after}, cost), {
             "mu2": frac_to_json(left)
         }
 
@@ -300,13 +301,13 @@ class ApproxGDPResidueFilter(FilterBase):
         qd = query_to_dict(q)
         sa = symmetric_atoms(q)
         if sa is None:
-            return Decision(
+            return Decision.of(
                 False, "the query has no approximate-GDP form", self.remaining(), {"query": qd}
             ), None
         atoms, g = sa
         d = atoms.p_inf
         if d >= 1.0 or d > self._delta:
-            return Decision(
+            return Decision.of(
                 False,
                 "the query's delta exceeds the delta budget",
                 self.remaining(),
@@ -318,11 +319,11 @@ class ApproxGDPResidueFilter(FilterBase):
         new_delta = _delta_residue(self._delta, d)
         cost = {"delta": d, "mu_after": new_mu, "query": qd}
         if new_mu < 0 or new_delta < 0:
-            return Decision(
+            return Decision.of(
                 False, "no residue within the approximate-GDP budget", self.remaining(), cost
             ), None
         st = {"mu": new_mu, "delta": new_delta}
-        return Decision(True, "admitted", dict(st), cost), st
+        return Decision.of(True, "admitted", dict(st), cost), st
 
 
 def _delta_residue(delta: float, d: float) -> float:

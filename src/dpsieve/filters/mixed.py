@@ -390,7 +390,7 @@ class MixedFilter(FilterBase):
             probe._set_split(a, "first query", [query_to_dict(q)], d)
             decision, new = probe._decide_split(q)
             if not decision.admitted:  # stay undecided: a refusal changes nothing
-                return Decision(False, decision.reason, self.remaining(), decision.cost), None
+                return Decision.of(False, decision.reason, self.remaining(), decision.cost), None
             return decision, new
         return self._decide_split(q)
 
@@ -406,7 +406,7 @@ class MixedFilter(FilterBase):
         gauss_left = self._gauss_residue(q)
         cost: dict[str, Any] = {"query": qd, "pure_eps": e}
         if pure_left < 0 and gauss_left is None:
-            return Decision(False, self._refusal(e), self.remaining(), cost), None
+            return Decision.of(False, self._refusal(e), self.remaining(), cost), None
         if gauss_left is not None and (pure_left < 0 or not self._pure_leaves_more(
                 pure_left, gauss_left)):
             route, pure, mu2 = "gaussian", self._pure, gauss_left
@@ -416,7 +416,7 @@ class MixedFilter(FilterBase):
         rem = self._remaining_of(pure, mu2, self._dpart)
         cost.update(route=route, pure_before=float(self._pure), pure_after=float(pure),
                     mu_before=sqrt_down(self._mu2), mu_after=rem["mu"])
-        return Decision(True, f"admitted, charged to the {route} part", rem, cost), st
+        return Decision.of(True, f"admitted, charged to the {route} part", rem, cost), st
 
     def _decide_delta(self, q: ApproxDP, dq: float) -> tuple[Decision, dict[str, Any] | None]:
         """An (e, dq) query, dq > 0: R_{0,dq} paid by the delta part (exactly: the part
@@ -435,15 +435,15 @@ class MixedFilter(FilterBase):
             reason = (f"refused: the query's delta {dq:.4g} is paid from the budget's delta "
                       f"part R_(0,d) (R_a (+) G_mu has no mass at +inf), and {why}")
             cost = {"query": query_to_dict(q), "pure_eps": None, "delta": dq}
-            return Decision(False, reason, self.remaining(), cost), None
+            return Decision.of(False, reason, self.remaining(), cost), None
         decision, st = self._decide_split(PureDP(q.eps, q.neighbouring))
         cost = dict(decision.cost or {}, query=query_to_dict(q), delta=dq)
         if st is None:
-            return Decision(False, decision.reason, self.remaining(), cost), None
+            return Decision.of(False, decision.reason, self.remaining(), cost), None
         st["dpart"] = frac_to_json(left)
         rem = dict(decision.remaining, delta_part=float(left))
         cost.update(delta_part_before=float(self._dpart), delta_part_after=float(left))
-        return Decision(True, decision.reason + " and the delta part", rem, cost), st
+        return Decision.of(True, decision.reason + " and the delta part", rem, cost), st
 
     def _pure_leaves_more(self, pure_left: Fraction, gauss_left: Fraction) -> bool:
         """Whether the pure route leaves at least as much eps at the target's delta.

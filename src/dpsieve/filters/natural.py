@@ -85,22 +85,23 @@ class NaturalGDPFilter(FilterBase):
         if is_pld(q) and q.probs.size == 1 and q.offset == 0 and q.inf_mass == 0.0:
             q = GDP(float(q.mu))  # a PLD that is exactly G_mu (no discrete part)
         if not isinstance(q, GDP):
-            return Decision(
+            return Decision.of(
                 False,
                 "the natural GDP filter is valid only for GDP queries (paper, Thm. 8)",
                 self.remaining(),
                 {"query": qd},
             ), None
         if not math.isfinite(q.mu):
-            return Decision(
+            return Decision.of(
                 False, "GDP(inf) exceeds any budget", self.remaining(), {"query": qd}
             ), None
         new = self._sum2 + Fraction(q.mu) ** 2
         cost = {"mu": q.mu, "query": qd}
         if new > self._mu2:
-            return Decision(False, "composed GDP exceeds the budget", self.remaining(), cost), None
+            return (Decision.of(False, "composed GDP exceeds the budget", self.remaining(),
+                                cost), None)
         rem = {"mu": sqrt_down(self._mu2 - new)}
-        return Decision(True, "admitted", rem, cost), dict(self._state(), sum2=frac_to_json(new))
+        return Decision.of(True, "admitted", rem, cost), dict(self._state(), sum2=frac_to_json(new))
 
 
 class NaturalZeroDeltaFilter(FilterBase):
@@ -149,7 +150,7 @@ class NaturalZeroDeltaFilter(FilterBase):
         elif isinstance(q, ApproxDP) and q.eps == 0.0:
             d = float(q.delta)
         else:
-            return Decision(
+            return Decision.of(
                 False,
                 "the natural (0,delta) filter is valid only for (0, delta) queries (Thm. 8)",
                 self.remaining(),
@@ -159,11 +160,11 @@ class NaturalZeroDeltaFilter(FilterBase):
         spent = float_up(s + fd - s * fd)  # 1 - (1 - s)(1 - d), rounded up
         cost = {"delta": d, "query": qd}
         if spent > self._delta:
-            return Decision(
+            return Decision.of(
                 False, "composed delta exceeds the budget", self.remaining(), cost
             ), None
         st = {"delta": self._delta, "spent": spent}
-        return Decision(True, "admitted", {"delta_spent": spent, "delta": self._delta}, cost), st
+        return Decision.of(True, "admitted", {"delta_spent": spent, "delta": self._delta}, cost), st
 
 
 class NaturalApproxFilter(FilterBase):
@@ -320,21 +321,21 @@ class NaturalApproxFilter(FilterBase):
         q = as_query(query)
         qd = query_to_dict(q)
         if not isinstance(q, PureDP | ApproxDP):
-            return Decision(
+            return Decision.of(
                 False, "only pure/approximate DP queries", self.remaining(), {"query": qd}
             ), None
         if len(self._queries) >= self._rounds:
-            return Decision(False, "declared rounds used", self.remaining(), {"query": qd}), None
+            return Decision.of(False, "declared rounds used", self.remaining(), {"query": qd}), None
         new = self._composed().compose(_curve_of(q))
         if len(new.alphas) > MAX_SEGMENTS:
-            return Decision(
+            return Decision.of(
                 False, "composition too large to track exactly", self.remaining(), {"query": qd}
             ), None
         x = Fraction(math.nextafter(math.exp(self._eps), 0.0))  # below e^eps: h larger
         d_new = new.hockey_stick_exact(x)
         cost = {"delta_at_eps": float(d_new), "query": qd}
         if d_new > Fraction(self._delta):
-            return Decision(
+            return Decision.of(
                 False, "composed delta(eps) exceeds delta", self.remaining(), cost
             ), None
         st = dict(self._state(), queries=[*self._queries, qd])
@@ -343,7 +344,7 @@ class NaturalApproxFilter(FilterBase):
             "rounds_left": self._rounds - len(self._queries) - 1,
             "guarantee": self.guarantee(),
         }
-        return Decision(True, "admitted (guarantee: Theorem 9, not the budget)", rem, cost), st
+        return Decision.of(True, "admitted (guarantee: Theorem 9, not the budget)", rem, cost), st
 
 
 @functools.lru_cache(maxsize=32)

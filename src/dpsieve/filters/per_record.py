@@ -211,17 +211,17 @@ class _PerRecord(FilterBase):
     def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         pub = {"records": self.records, "steps": self._steps}
         if not isinstance(query, RecordStep):
-            return Decision(False, "per-record filters take RecordStep queries", pub, {}), None
+            return Decision.of(False, "per-record filters take RecordStep queries", pub, {}), None
         if query.expected_step is not None and query.expected_step != self._steps:
-            return Decision(False, "the filter moved on (expected_step differs)", pub,
+            return Decision.of(False, "the filter moved on (expected_step differs)", pub,
                             query.to_dict()), None
         if query.norms.size != self.records:
-            return Decision(False, f"this filter holds {self.records} records", pub,
+            return Decision.of(False, f"this filter holds {self.records} records", pub,
                             query.to_dict()), None
         _, new = self._plan(query)
         state = self._state_with(new, self._steps + 1)
         rem = {"records": self.records, "steps": self._steps + 1}
-        return Decision(True, "step charged to the records whose budget covers it", rem,
+        return Decision.of(True, "step charged to the records whose budget covers it", rem,
                         query.to_dict()), state
 
     def _state_with(self, spent: FloatArray, steps: int) -> dict[str, Any]:

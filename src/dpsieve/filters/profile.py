@@ -256,11 +256,11 @@ class AdditiveProfileFilter(FilterBase):
         t9 = self.constants
         qd = query_to_dict(q)
         if self._count >= t9.k:
-            return Decision(False, "k rounds used", self.remaining(), {"query": qd}), None
+            return Decision.of(False, "k rounds used", self.remaining(), {"query": qd}), None
         try:
             prof = discretized_profile(q, t9.eps_grid)
         except UnsupportedError as err:
-            return Decision(False, str(err), self.remaining(), {"query": qd}), None
+            return Decision.of(False, str(err), self.remaining(), {"query": qd}), None
         new = [s + p for s, p in zip(self._spent, prof, strict=True)]
         cost = {
             "profile": [float_up(p) for p in prof],
@@ -268,10 +268,10 @@ class AdditiveProfileFilter(FilterBase):
             "query": qd,
         }
         if any(v > Fraction(b) for v, b in zip(new, t9.ell, strict=True)):
-            return Decision(False, "a bucket would go negative", self.remaining(), cost), None
+            return Decision.of(False, "a bucket would go negative", self.remaining(), cost), None
         state = dict(self._state(), spent=[frac_to_json(v) for v in new], count=self._count + 1)
         rem = {
             "buckets": [float(Fraction(b) - v) for b, v in zip(t9.ell, new, strict=True)],
             "rounds_left": t9.k - self._count - 1,
         }
-        return Decision(True, "admitted", rem, cost), state
+        return Decision.of(True, "admitted", rem, cost), state

@@ -129,7 +129,7 @@ class ResidueFilter(FilterBase):
         if new is None:
             built_in = {"pure_dp": "pure-DP", "gdp_naive": "GDP", "gdp_residue": "GDP"}
             why = delta_refusal(q, built_in[self._rule]) if self._rule in built_in else ""
-            return Decision(False, "no residue for this query" + why, self.remaining(),
+            return Decision.of(False, "no residue for this query" + why, self.remaining(),
                             cost), None
         st = {"budget": new.to_dict(), "rule": self._rule}
-        return Decision(True, "admitted", new.to_dict(), cost), st
+        return Decision.of(True, "admitted", new.to_dict(), cost), st

@@ -287,13 +287,13 @@ class TrainingFilter(FilterBase):
     def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         if not isinstance(query, DPSGDStep):
             return (
-                Decision(False, "the training filter admits DP-SGD steps only (DPSGDStep)",
+                Decision.of(False, "the training filter admits DP-SGD steps only (DPSGDStep)",
                          self.remaining(), {"query": _describe(query)}),
                 None,
             )
         if query.sampling != "poisson" or query.rate == 1.0:
             return (
-                Decision(False, "full-batch steps: use a GDP filter (exact for Gaussians)",
+                Decision.of(False, "full-batch steps: use a GDP filter (exact for Gaussians)",
                          self.remaining(), {"query": query.to_dict()}),
                 None,
             )
@@ -302,12 +302,12 @@ class TrainingFilter(FilterBase):
         cost: dict[str, Any] = {"query": query.to_dict(), "kind": list(kind)}
         paid = _pay(st, kind)
         if paid is None:
-            return Decision(False, "no budget left for this step", self.remaining(), cost), None
+            return Decision.of(False, "no budget left for this step", self.remaining(), cost), None
         cost.update(paid)
         st["steps"] += 1
         new = TrainingFilter.__new__(TrainingFilter)
         new._state_d = st
-        return Decision(True, "admitted", new.remaining(), cost), st
+        return Decision.of(True, "admitted", new.remaining(), cost), st
 
 
 def _pay(st: dict[str, Any], kind: _Kind) -> dict[str, Any] | None:

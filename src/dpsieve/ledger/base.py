@@ -34,7 +34,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from dpsieve._memo import Memo
 from dpsieve.errors import LedgerError
-from dpsieve.filters.base import Decision, PrivacyFilter
+from dpsieve.filters.base import BudgetLeft, Cost, Decision, PrivacyFilter
 from dpsieve.filters.charge import Charge
 
 __all__ = [
@@ -116,14 +116,15 @@ class SpendRecord:
 
     ``seq`` is the budget's own sequence number (1, 2, ... in admission order), never a
     number shared across budgets: gaps in a shared counter would reveal activity on data
-    sets the reader cannot see (issue 11 defect 5).
+    sets the reader cannot see (issue 11 defect 5). ``cost`` and ``remaining`` are the
+    decision's typed values (their ``to_dict()`` is the stored JSON).
     """
 
     seq: int
     key: str
     principal: str
-    cost: dict[str, Any]
-    remaining: dict[str, Any]
+    cost: Cost
+    remaining: BudgetLeft
     request: dict[str, Any]
     created_at: str
     answered: bool

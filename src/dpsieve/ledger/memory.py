@@ -13,7 +13,7 @@ from typing import Any
 
 from dpsieve._memo import Memo
 from dpsieve.errors import LedgerError
-from dpsieve.filters.base import Decision, PrivacyFilter
+from dpsieve.filters.base import BudgetLeft, Cost, Decision, PrivacyFilter
 from dpsieve.filters.charge import Charge, check_charge
 from dpsieve.ledger.base import (
     AuditEvent,
@@ -154,8 +154,8 @@ class MemoryStore:
                     seq=self._seq,
                     key=key,
                     principal=principal,
-                    cost=_json_safe(decision.cost),
-                    remaining=_json_safe(decision.remaining),
+                    cost=Cost(_json_safe(decision.cost.to_dict())),
+                    remaining=BudgetLeft(_json_safe(decision.remaining.to_dict())),
                     request=req,
                     created_at=utcnow(),
                     answered=False,

@@ -22,7 +22,7 @@ from typing import Any
 
 from dpsieve._memo import Memo
 from dpsieve.errors import LedgerError
-from dpsieve.filters.base import Decision, PrivacyFilter
+from dpsieve.filters.base import BudgetLeft, Cost, Decision, PrivacyFilter
 from dpsieve.filters.charge import Charge, check_charge
 from dpsieve.ledger.base import (
     AuditEvent,
@@ -313,7 +313,8 @@ class SQLStore(ABC):
         out = []
         for n, (_, key, principal, dec, req, created, answer) in enumerate(rows, start=1):
             d = json.loads(dec)  # n: the budget's own sequence (the audit seq is global)
-            out.append(SpendRecord(n, str(key), str(principal), d["cost"], d["remaining"],
+            out.append(SpendRecord(n, str(key), str(principal), Cost(d["cost"]),
+                                   BudgetLeft(d["remaining"]),
                                    json.loads(req), str(created), answer is not None))
         return out
 
@@ -407,4 +408,4 @@ class SQLStore(ABC):
 
 def _decision(text: str) -> Decision:
     d = json.loads(text)
-    return Decision(bool(d["admitted"]), str(d["reason"]), d["remaining"], d["cost"])
+    return Decision.from_dict(d)

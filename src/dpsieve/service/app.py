@@ -377,7 +377,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
             raise HTTPException(409, f"The data set {name!r} has no budget yet.")
         steps: list[dict[str, Any]] = [{"step": 0, "cost": None,
                   "remaining": st.initial_filter(name).remaining()}]
-        steps += [{"step": i + 1, "cost": r.cost, "remaining": r.remaining}
+        steps += [{"step": i + 1, "cost": r.cost.to_dict(), "remaining": r.remaining.to_dict()}
                   for i, r in enumerate(st.history(name))]
         kind = str(getattr(st.initial_filter(name), "kind", ""))
         for s in steps:

@@ -53,10 +53,11 @@ def budget_view(st: BudgetStore, name: str, p: Principal, like: Any = None) -> d
     hist = st.history(name)
     rows = []
     for r in hist:
-        charged = charged_of(r.cost)
-        eps_left, delta = step_eps(kind, r.remaining)
+        charged = r.cost.charged()
+        remaining = r.remaining.to_dict()
+        eps_left, delta = step_eps(kind, remaining)
         row: dict[str, Any] = {
-            "seq": r.seq, "cost": r.cost, "remaining": r.remaining,
+            "seq": r.seq, "cost": r.cost.to_dict(), "remaining": remaining,
             "created_at": r.created_at, "eps_left": eps_left, "delta": delta,
             "charged": None if charged is None else describe_query(charged),
         }
@@ -67,7 +68,7 @@ def budget_view(st: BudgetStore, name: str, p: Principal, like: Any = None) -> d
             row["description"] = "a query by another analyst"
         rows.append(row)
     if like is None:
-        like = charged_of(hist[-1].cost) if hist else None
+        like = hist[-1].cost.charged() if hist else None
     summary = budget_summary(current, initial, like=like, cap=PAGE_CAP)
     return {
         "remaining": current.remaining(), "admitted": len(hist),

@@ -51,9 +51,15 @@ def _error(status: int, code: str, message: str, *, headers: dict[str, str] | No
                         headers=headers)
 
 
+def _plain(v: Any) -> Any:
+    """A typed budget value as its JSON (``to_dict()``), anything else as it is."""
+    to_dict = getattr(v, "to_dict", None)
+    return to_dict() if callable(to_dict) else v
+
+
 def _dp_error(_: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, BudgetExceededError):
-        return _error(409, "budget_exceeded", str(exc), remaining=exc.remaining,
+        return _error(409, "budget_exceeded", str(exc), remaining=_plain(exc.remaining),
                       requested=exc.requested, summary=exc.summary)
     if isinstance(exc, IncompatiblePrivacyError):  # more budget would not help: 422
         return _error(422, "incompatible_privacy", str(exc), fits=exc.fits,
