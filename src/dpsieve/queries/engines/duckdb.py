@@ -226,7 +226,15 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
         uc = _q(spec.unit)
         sel.append(f"{uc} AS _u")
         where.append(f"{uc} IS NOT NULL")
-    if public and spec.group_by:
+    lo = _key_range(spec, types)
+    if lo is not None:  # keys lo, lo + 1, ...: a range test, not a join (same rows, same ids)
+        assert spec.keys is not None
+        c = _q(spec.group_by[0])
+        where.append(f"{c} BETWEEN {prm.add(lo, 'BIGINT')} AND "
+                     f"{prm.add(lo + len(spec.keys) - 1, 'BIGINT')}")
+        sel.append(f"CAST(CAST({c} AS HUGEINT) - {prm.add(lo, 'BIGINT')} AS BIGINT) AS _g")
+        gcols = ["_g"]
+    elif public and spec.group_by:
         assert spec.keys is not None
         kcols = []
         for j, c in enumerate(spec.group_by):
@@ -323,6 +331,22 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
         f"{'_rs' if m in row_ms else '_m'}._o{n}" for n, m in enumerate(spec.measures)]
     sql = f"WITH {', '.join(ctes)} SELECT {', '.join(pick)} FROM _m LEFT JOIN _rs ON {gj}"
     return sql, prm.values
+
+
+def _key_range(spec: BoundingSpec, types: dict[str, ColumnType]) -> int | None:
+    """``lo`` when the public keys are one integer column's values ``lo, lo + 1, ...`` in
+    this order (key ``i`` is ``lo + i``, so its id is the value minus ``lo``), else None."""
+    if spec.keys is None or len(spec.group_by) != 1 or not spec.keys:
+        return None
+    if types[spec.group_by[0]] != ColumnType.INTEGER:
+        return None
+    vals = [v for k in spec.keys if type(v := k[0]) is int]
+    if len(vals) != len(spec.keys):
+        return None
+    lo = vals[0]
+    if lo < -(2**63) or lo + len(vals) - 1 >= 2**63:
+        return None
+    return lo if all(v == lo + i for i, v in enumerate(vals)) else None
 
 
 def _group_hash(spec: BoundingSpec, types: dict[str, ColumnType]) -> str:
