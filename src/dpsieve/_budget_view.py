@@ -154,7 +154,7 @@ def refused(store: Any, budget_id: str, cost: Any, requested: dict[str, Any],
     except IncompatiblePrivacyError as e:
         return e
     s = store_summary(store, budget_id, like=cost, cap=QUERY_CAP)
-    part = remaining.get("delta_part") if isinstance(remaining, dict) else None
+    part = remaining.get("delta_part")
     dq = getattr(cost, "delta", 0.0)
     why = ""
     if isinstance(part, float) and dq > part:  # an (eps, delta) budget's delta part is short
