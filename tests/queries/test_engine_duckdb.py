@@ -226,3 +226,21 @@ def test_integer_key_ranges_match_the_reference(keys: tuple[int, ...]) -> None:
     want = ReferenceEngine(rows, cols).aggregate(spec)
     got = eng.aggregate(spec)
     assert got.same_as(want), (want.sorted(), got.sorted())
+
+
+@pytest.mark.parametrize("sql_type", ["UBIGINT", "HUGEINT", "INTEGER"])
+def test_integer_key_range_on_wide_columns(sql_type: str) -> None:
+    """The range test runs before the key's cast to BIGINT: values outside BIGINT (an
+    unsigned or 128-bit column) are dropped, never an error after the spend."""
+    con = duckdb.connect()
+    con.execute(f'CREATE TABLE t ("u" BIGINT, "k" {sql_type})')
+    big = {"UBIGINT": 2**64 - 1, "HUGEINT": 2**100, "INTEGER": 2**31 - 1}[sql_type]
+    con.executemany("INSERT INTO t VALUES (?, ?)",
+                    [[1, 0], [1, 1], [2, big], [3, 2], [3, None], [4, 1]])
+    for lo in (0, 1):
+        spec = BoundingSpec((RowCount("n", Level.ROW),), ("k",),
+                            tuple((k,) for k in range(lo, 3)), (), "u", 2, 3, 9)
+        got = DuckDBEngine(connection=con, table="t").aggregate(spec)
+        rows = [{"u": u, "k": k} for u, k in [(1, 0), (1, 1), (3, 2), (4, 1)]]
+        cols = (Column("u", ColumnType.INTEGER), Column("k", ColumnType.INTEGER))
+        assert got.same_as(ReferenceEngine(rows, cols).aggregate(spec))

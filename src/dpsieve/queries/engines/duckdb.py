@@ -232,7 +232,9 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
         c = _q(spec.group_by[0])
         where.append(f"{c} BETWEEN {prm.add(lo, 'BIGINT')} AND "
                      f"{prm.add(lo + len(spec.keys) - 1, 'BIGINT')}")
-        sel.append(f"CAST(CAST({c} AS HUGEINT) - {prm.add(lo, 'BIGINT')} AS BIGINT) AS _g")
+        # the range test runs before the projection, so the value fits BIGINT here
+        sel.append(f"CAST({c} AS BIGINT) AS _g" if lo == 0 else
+                   f"(CAST({c} AS BIGINT) - {prm.add(lo, 'BIGINT')}) AS _g")
         gcols = ["_g"]
     elif public and spec.group_by:
         assert spec.keys is not None
