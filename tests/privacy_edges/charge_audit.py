@@ -14,16 +14,32 @@ far apart and the test finds an event separating them. A crash or refusal is an 
 too: a run that fails on ``D`` more often than on ``D2`` releases that (issue 10, defect 3).
 
 **How the event is chosen.** A pilot sample (not used in the test) picks ``E`` among:
-"the run failed" (error, refusal, or no value), and "the answer projected on the pilot's
-direction of change exceeds t" for t at the midpoint and at pilot quantiles. Then fresh
-samples give one-sided Clopper-Pearson bounds ``lo`` on ``P[E | A]`` and ``hi`` on
-``P[E | B]``, each at level ``alpha / 2``.
+"the run failed" (error, refusal, or no value), and "a statistic of the answer exceeds t"
+for t at the midpoint and at pilot quantiles, for three statistics fitted on the pilot
+(:func:`_statistics`): the projection on the direction of change of the means; the
+Gaussian likelihood ratio (that direction weighted by the inverse variances); and the
+**Laplace likelihood ratio** ``sum_i w_i clip((x_i - c_i) / d_i, 0, 1)`` with ``c_i`` the
+B-side median, ``d_i`` the median shift and ``w_i = |d_i| / b_i`` (``b_i`` the mean absolute
+deviation), which is the privacy loss of independent Laplace noise on every coordinate. The
+likelihood ratios add up every coordinate the neighbour moves -- e.g. all the groups a
+privacy unit touches -- each with the weight its noise gives it, so a user-level release
+whose noise is too small for its L0 groups shows in one number (the audit's power on
+user-level plans: tests/privacy_edges/test_edges_audit_power.py). Among the events, the
+pilot picks the one whose Clopper-Pearson excess *at the test's sample size* (pilot rates
+scaled to ``samples`` runs) is largest: an event that looks extreme on a small pilot but is
+too rare to be bounded at ``samples`` runs is not preferred. Then fresh samples give
+one-sided Clopper-Pearson bounds ``lo`` on ``P[E | A]`` and ``hi`` on ``P[E | B]``, each at
+level ``alpha / 2``.
 
 **False alarms.** If the entry point is truly as private as it charges, the audit fails
 with probability at most ``alpha`` (the two bounds hold together with probability
 ``>= 1 - alpha``; on that event ``lo - e^eps hi <= P[E|A] - e^eps P[E|B] <= delta_c(eps)``
 for every eps; the event was fixed before the test samples were drawn). ``ALPHA`` below is
-the rate per audit; the suite's rate is at most the number of audits times that.
+the rate per audit; the suite's rate is at most the number of audits times that. The same
+argument at every level gives the verdict's **p-value** (:attr:`Verdict.p_value`: the
+least ``alpha`` at which the chosen event's test fails): under a correct charge,
+``P[p_value <= a] <= a`` for every ``a``. None of this depends on the statistics fitted on
+the pilot being right: a poor fit costs power, never the false-alarm rate.
 """
 
 from __future__ import annotations
@@ -126,25 +142,82 @@ class Sample:
 Event = Callable[[list[float] | None], bool]
 
 
-def _candidate_events(a: Sample, b: Sample) -> list[tuple[str, Event]]:
-    events: list[tuple[str, Event]] = [("failed", lambda r: r is None)]
-    ra = [r for r in a.rows if r is not None]
-    rb = [r for r in b.rows if r is not None]
-    if not ra or not rb or len({len(r) for r in ra + rb}) != 1:
-        return events
-    xa, xb = np.array(ra), np.array(rb)
+#: A statistic of released rows: (runs x coordinates) -> one number per run.
+Statistic = Callable[[np.ndarray], np.ndarray]
+#: Rows the pilot's resampling model draws per side to rate the candidate events.
+MODEL_DRAWS = 20_000
+
+
+def _statistics(xa: np.ndarray, xb: np.ndarray) -> list[tuple[str, Statistic]]:
+    """Statistics fitted on the pilot rows (runs x coordinates) of the two sides: large on
+    A, small on B (module docstring). Any function of the pilot keeps the audit valid."""
     u = xa.mean(axis=0) - xb.mean(axis=0)
     if not np.any(u != 0) or not np.all(np.isfinite(u)):
         u = np.ones(xa.shape[1])
     u = u / np.max(np.abs(u))
-    pa, pb = xa @ u, xb @ u
-    pooled = np.concatenate([pa, pb])
-    ts = {float((pa.mean() + pb.mean()) / 2)}
-    ts |= {float(np.quantile(pooled, q)) for q in (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95)}
-    for t in sorted(ts):
-        def above(r: list[float] | None, t: float = t, u: Any = u) -> bool:
-            return r is not None and float(np.dot(r, u)) > t
-        events.append((f"projection > {t:.6g}", above))
+    out: list[tuple[str, Statistic]] = [("projection", lambda x, u=u: x @ u)]
+    var = (xa.var(axis=0) + xb.var(axis=0)) / 2
+    diff = xa.mean(axis=0) - xb.mean(axis=0)
+    if np.all(np.isfinite(var)) and np.all(var > 0) and np.any(diff != 0):
+        g = diff / var
+        g = g / np.max(np.abs(g))
+        out.append(("gaussian LR", lambda x, g=g: x @ g))
+    c, ca = np.median(xb, axis=0), np.median(xa, axis=0)
+    d = ca - c
+    b = (np.mean(np.abs(xa - ca), axis=0) + np.mean(np.abs(xb - c), axis=0)) / 2
+    live = (d != 0) & (b > 0) & np.isfinite(d) & np.isfinite(b)
+    if np.any(live):
+        c, d, w = c[live], d[live], np.abs(d[live]) / b[live]
+
+        def laplace(x: np.ndarray, live: Any = live, c: Any = c, d: Any = d,
+                    w: Any = w) -> np.ndarray:
+            return np.clip((x[:, live] - c) / d, 0.0, 1.0) @ w
+        out.append(("laplace LR", laplace))
+    return out
+
+
+def _model(xa: np.ndarray, xb: np.ndarray, draws: int, seed: int
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """Rows resampled from the pilot to rate events more smoothly than the pilot's own
+    counts: each coordinate is its side's median plus a residual drawn from both sides'
+    residuals of that coordinate, independently across coordinates (as the noise is). Used
+    only to choose the event: a poor model costs power, never validity."""
+    rng = np.random.default_rng(seed)
+    ca, cb = np.median(xa, axis=0), np.median(xb, axis=0)
+    res = np.concatenate([xa - ca, xb - cb])
+    idx = rng.integers(0, res.shape[0], (2, draws, res.shape[1]))
+    cols = np.arange(res.shape[1])
+    return ca + res[idx[0], cols], cb + res[idx[1], cols]
+
+
+def _candidate_events(a: Sample, b: Sample) -> list[tuple[str, Event, float, float]]:
+    """Events with their rates on A and B as estimated from the pilot."""
+    ok_a = [r is not None for r in a.rows]
+    ok_b = [r is not None for r in b.rows]
+    fa, fb = 1 - float(np.mean(ok_a)), 1 - float(np.mean(ok_b))
+    events: list[tuple[str, Event, float, float]] = [("failed", lambda r: r is None, fa, fb)]
+    ra = [r for r in a.rows if r is not None]
+    rb = [r for r in b.rows if r is not None]
+    if not ra or not rb or len({len(r) for r in ra + rb}) != 1:
+        return events
+    xa, xb = np.array(ra, dtype=np.float64), np.array(rb, dtype=np.float64)
+    if not (np.all(np.isfinite(xa)) and np.all(np.isfinite(xb))):
+        return events
+    ma, mb = _model(xa, xb, MODEL_DRAWS, seed=len(ra) * 7919 + len(rb))
+    qs = np.concatenate([[0.001, 0.005], np.linspace(0.01, 0.99, 99), [0.995, 0.999]])
+    for name, stat in _statistics(xa, xb):
+        sa, sb = np.sort(stat(ma)), np.sort(stat(mb))
+        pooled = np.concatenate([sa, sb, stat(xa), stat(xb)])
+        ts = set(np.quantile(pooled, qs).tolist())
+        ts.add(float((sa.mean() + sb.mean()) / 2))
+        for t in sorted(ts):
+            # P[stat > t] in the model, times the pilot's rate of runs that gave a value
+            qa = (1 - fa) * (1 - np.searchsorted(sa, t, side="right") / sa.size)
+            qb = (1 - fb) * (1 - np.searchsorted(sb, t, side="right") / sb.size)
+
+            def above(r: list[float] | None, t: float = t, f: Statistic = stat) -> bool:
+                return r is not None and float(f(np.asarray([r], dtype=np.float64))[0]) > t
+            events.append((f"{name} > {t:.6g}", above, float(qa), float(qb)))
     return events
 
 
@@ -159,12 +232,59 @@ def _violation(pa: float, pb: float, prof: Callable[[float], float],
     return best, at
 
 
+def _violations(pa: np.ndarray, pb: np.ndarray, prof: Callable[[float], float],
+                grid: Sequence[float]) -> np.ndarray:
+    """:func:`_violation` for arrays of rates (elementwise)."""
+    return np.max([pa - math.exp(e) * pb - prof(e) for e in grid], axis=0)
+
+
+def _cp_lowers(k: np.ndarray, n: int, level: float) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        lo = stats.beta.ppf(level, np.maximum(k, 1), n - k + 1)
+    return np.where(k <= 0, 0.0, lo)
+
+
+def _cp_uppers(k: np.ndarray, n: int, level: float) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        hi = stats.beta.ppf(1 - level, k + 1, np.maximum(n - k, 1))
+    return np.where(k >= n, 1.0, hi)
+
+
 def _cp_lower(k: int, n: int, level: float) -> float:
     return 0.0 if k == 0 else float(stats.beta.ppf(level, k, n - k + 1))
 
 
 def _cp_upper(k: int, n: int, level: float) -> float:
     return 1.0 if k == n else float(stats.beta.ppf(1 - level, k + 1, n - k))
+
+
+def _excess(k1: int, n1: int, k2: int, n2: int, alpha: float,
+            prof: Callable[[float], float], grid: Sequence[float]
+            ) -> tuple[float, float, float, float]:
+    """(excess, eps, lo, hi) of the test at level ``alpha`` on counts k1/n1 (A), k2/n2 (B)."""
+    lo = _cp_lower(k1, n1, alpha / 2)
+    hi = _cp_upper(k2, n2, alpha / 2)
+    excess, eps = _violation(lo, hi, prof, grid)
+    return excess, eps, lo, hi
+
+
+def p_value(k1: int, n1: int, k2: int, n2: int, prof: Callable[[float], float],
+            grid: Sequence[float]) -> float:
+    """The least level ``a`` at which the test on these counts fails (1 if it never does),
+    found by bisection on log10(a) down to 1e-30 (reported as 1e-30 below that); rounded
+    up (a larger p-value is the cautious statement of a detection)."""
+    if _excess(k1, n1, k2, n2, 1.0, prof, grid)[0] <= 0:
+        return 1.0
+    lo, hi = -30.0, 0.0  # log10: fails at 10^hi, not known to fail at 10^lo
+    if _excess(k1, n1, k2, n2, 10.0**lo, prof, grid)[0] > 0:
+        return 10.0**lo
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        if _excess(k1, n1, k2, n2, 10.0**mid, prof, grid)[0] > 0:
+            hi = mid
+        else:
+            lo = mid
+    return float(10.0**hi)
 
 
 @dataclass(frozen=True)
@@ -180,12 +300,17 @@ class Verdict:
     excess: float  # lower - e^eps upper - allowed (> 0: failed)
     cost: dict[str, Any]
     samples: int
+    alpha: float = ALPHA
+    p_value: float = 1.0  # the least alpha at which this event's test fails
+    rates: tuple[float, float] = (math.nan, math.nan)  # observed P[E|A], P[E|B]
 
     def __str__(self) -> str:
         return (f"{'passed' if self.passed else 'FAILED'}: event '{self.event}', "
+                f"observed {self.rates[0]:.4g} vs {self.rates[1]:.4g}, "
                 f"P[E|A] >= {self.lower:.4g}, P[E|B] <= {self.upper:.4g}, eps = {self.eps}, "
                 f"delta allowed by {self.cost} = {self.allowed:.3g}, excess {self.excess:.3g} "
-                f"({self.samples} runs a side, alpha = {ALPHA})")
+                f"({self.samples} runs a side, alpha = {self.alpha}, "
+                f"p-value {self.p_value:.3g})")
 
 
 def audit(run_a: Callable[[int], Sample], run_b: Callable[[int], Sample], *,
@@ -193,7 +318,8 @@ def audit(run_a: Callable[[int], Sample], run_b: Callable[[int], Sample], *,
     """Audit one query on a neighbouring pair: ``run_a(k)`` / ``run_b(k)`` run it k times.
 
     The charge is the largest the ledger recorded for the pilot and test runs (they must
-    agree: a query whose charge varies is a failure of its own)."""
+    agree: a query whose charge varies is a failure of its own). False alarms: at most
+    ``alpha`` (module docstring)."""
     pilot = pilot if pilot is not None else max(20, samples // 3)
     pa_, pb_ = run_a(pilot), run_b(pilot)
     ta, tb = run_a(samples), run_b(samples)
@@ -204,26 +330,33 @@ def audit(run_a: Callable[[int], Sample], run_b: Callable[[int], Sample], *,
     assert len(keyed) == 1, f"the same query was charged differently: {list(keyed)}"
     cost = costs[0]
     prof, grid = profile(cost), charge_eps_grid(cost)
-    # choose the event and its direction on the pilot only
-    best: tuple[float, str, Event, bool] | None = None
-    for name, ev in _candidate_events(pa_, pb_):
-        qa = np.mean([ev(r) for r in pa_.rows])
-        qb = np.mean([ev(r) for r in pb_.rows])
-        for flip in (False, True):
-            for comp in (False, True):
-                x, y = (qb, qa) if flip else (qa, qb)
-                if comp:
-                    x, y = 1 - x, 1 - y
-                v = _violation(float(x), float(y), prof, grid)[0]
-                if best is None or v > best[0]:
-                    label = ("not " if comp else "") + name + (" (D2 vs D)" if flip else "")
-                    best = (v, label, (lambda r, ev=ev, c=comp: ev(r) != c), flip)
+    # choose the event and its direction on the pilot only: the largest excess the test
+    # would show at `samples` runs if its rates were the pilot's (ties: the larger raw gap)
+    cands = _candidate_events(pa_, pb_)
+    qa = np.array([c[2] for c in cands])
+    qb = np.array([c[3] for c in cands])
+    best: tuple[float, float, str, Event, bool] | None = None
+    for flip in (False, True):
+        for comp in (False, True):
+            x, y = (qb, qa) if flip else (qa, qb)
+            if comp:
+                x, y = 1 - x, 1 - y
+            raw = _violations(x, y, prof, grid)
+            k1, k2 = np.rint(x * samples), np.rint(y * samples)
+            scaled = _violations(_cp_lowers(k1, samples, alpha / 2),
+                                 _cp_uppers(k2, samples, alpha / 2), prof, grid)
+            i = int(np.lexsort((raw, scaled))[-1])
+            if best is None or (scaled[i], raw[i]) > (best[0], best[1]):
+                name, ev = cands[i][0], cands[i][1]
+                label = ("not " if comp else "") + name + (" (D2 vs D)" if flip else "")
+                best = (float(scaled[i]), float(raw[i]), label,
+                        (lambda r, ev=ev, c=comp: ev(r) != c), flip)
     assert best is not None
-    _, label, ev, flip = best
+    _, _, label, ev, flip = best
     first, second = (tb, ta) if flip else (ta, tb)
     k1 = sum(ev(r) for r in first.rows)
     k2 = sum(ev(r) for r in second.rows)
-    lo = _cp_lower(k1, len(first.rows), alpha / 2)
-    hi = _cp_upper(k2, len(second.rows), alpha / 2)
-    excess, eps = _violation(lo, hi, prof, grid)
-    return Verdict(excess <= 0, label, eps, lo, hi, prof(eps), excess, cost, samples)
+    n1, n2 = len(first.rows), len(second.rows)
+    excess, eps, lo, hi = _excess(k1, n1, k2, n2, alpha, prof, grid)
+    return Verdict(excess <= 0, label, eps, lo, hi, prof(eps), excess, cost, samples, alpha,
+                   p_value(k1, n1, k2, n2, prof, grid), (k1 / n1, k2 / n2))

@@ -70,10 +70,13 @@ def _robust_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def _unit_pair() -> tuple[pd.DataFrame, pd.DataFrame]:
     """User-level neighbours: D2 adds one whole privacy unit with 12 extreme rows in each of
-    the three cities (bounding keeps L0 = 2 of its groups and L-inf = 3 rows of each)."""
+    two cities, so that bounding (L0 = 2, L-inf = 3) keeps the most a unit can give in
+    every run (rows in a third city would let the L0 sample pick 2 of 3 at random: a
+    mixture, less distinguishable, and the audit's power diluted). The background units
+    (two rows each) are inside the bounds: bounding leaves them whole."""
     d = _base()
     d.insert(0, "pid", np.arange(len(d)) // 2)  # two rows per unit
-    extra = pd.DataFrame([{"pid": 999, **EXTREME, "city": c} for c in "abc"
+    extra = pd.DataFrame([{"pid": 999, **EXTREME, "city": c} for c in "ab"
                           for _ in range(12)])
     return d, pd.concat([d, extra], ignore_index=True)
 
@@ -164,7 +167,8 @@ CASES = [
                                          {"type": "mean", "column": "x", "lower": 0,
                                           "upper": 10}],
                group_by=["city"], keys=[["a"], ["b"]])),
-    # user-level: a whole privacy unit added, its contribution bounded (L0 = 2, L-inf = 3)
+    # user-level: a whole privacy unit added, its contribution bounded (L0 = 2, L-inf = 3);
+    # the audit's power on such plans: test_edges_audit_power.py
     Case("plan-unit-pure", _budget("pure", AR),
          _plan({"type": "count"}, extra=[{"type": "sum", "column": "x", "lower": 0,
                                           "upper": 10, "per": "unit"}],
