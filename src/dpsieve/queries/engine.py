@@ -7,7 +7,8 @@ group. It never sees a privacy parameter, never adds noise, and nothing but the
 per-group aggregates leaves it. Everything about privacy (sensitivities, noise, charges)
 is decided above it, from the spec's public parameters, before the engine runs.
 
-An engine implements two methods (:class:`Engine`):
+An engine implements two methods (:class:`Engine`), and may stream observed groups
+(:class:`StreamingEngine`, used by DP key selection through :func:`aggregate_batches`):
 
 * ``columns()`` -- the table's column names and public types, from its metadata (never
   from values);
@@ -15,7 +16,10 @@ An engine implements two methods (:class:`Engine`):
   docs/queries-engines.md ("The semantics of a BoundingSpec"); the pure-Python reference
   :class:`dpsieve.queries.engines.reference.ReferenceEngine` is the executable statement of
   that definition, and the conformance suite ``tests/queries/engine_conformance.py`` checks
-  an engine against it on random specs and tables.
+  an engine against it on random specs and tables;
+* optionally ``aggregate_batches(spec, size)`` -- the same aggregates of an observed-keys
+  spec, as batches of at most ``size`` groups, fetched one at a time, so that DP key
+  selection holds one batch and the groups it kept, not every observed group.
 
 All arithmetic is on integers (per-row values are snapped to a power-of-two lattice
 before they are summed), so engines agree bit for bit whatever their summation order; the
@@ -26,7 +30,7 @@ random choices of contribution bounding come from the keyed mixer of
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, TypeAlias, runtime_checkable
@@ -35,9 +39,11 @@ import numpy as np
 import numpy.typing as npt
 
 from dpsieve._validation import check_int, fail
+from dpsieve.errors import UnsupportedError
 from dpsieve.queries.schema import Column, KeyValue
 
 __all__ = [
+    "SELECTION_BATCH",
     "Aggregates",
     "Bins",
     "BoundingSpec",
@@ -48,11 +54,17 @@ __all__ = [
     "Op",
     "Predicate",
     "RowCount",
+    "StreamingEngine",
     "ValueSum",
+    "aggregate_batches",
     "snap",
 ]
 
 I64 = npt.NDArray[np.int64]
+
+#: Observed groups per batch when DP key selection streams them from an engine
+#: (:func:`aggregate_batches`): Python holds at most one batch plus the groups kept.
+SELECTION_BATCH = 1 << 16
 
 
 class Level(StrEnum):
@@ -264,6 +276,40 @@ class Aggregates:
                           None if self.units is None else np.asarray(self.units)[idx],
                           self.engine)
 
+    def take(self, idx: I64) -> Aggregates:
+        """The groups ``idx`` (in that order), as new arrays (a batch taken from is not
+        kept alive by the result; its keys are shared, being immutable tuples)."""
+        idx = np.asarray(idx, dtype=np.int64)
+        return Aggregates(tuple(self.keys[i] for i in idx.tolist()),
+                          {k: np.array(np.asarray(v)[idx]) for k, v in self.values.items()},
+                          None if self.units is None else np.array(np.asarray(self.units)[idx]),
+                          self.engine)
+
+    def slices(self, size: int) -> Iterator[Aggregates]:
+        """Consecutive batches of at most ``size`` groups (every group in one batch, in
+        order); none for zero groups."""
+        check_int("size", size, "Aggregates.slices", minimum=1)
+        for lo in range(0, len(self.keys), size):
+            yield self.take(np.arange(lo, min(lo + size, len(self.keys)), dtype=np.int64))
+
+    @staticmethod
+    def concat(spec: BoundingSpec, parts: Sequence[Aggregates], engine: str = ""
+               ) -> Aggregates:
+        """The groups of ``parts`` in order, as one :class:`Aggregates` of ``spec``'s
+        measures (zero groups, with arrays of the right shapes, when there are none)."""
+        if not parts:
+            values = {m.name: np.zeros((0, m.buckets) if isinstance(m, BucketCount) else 0,
+                                       dtype=np.int64) for m in spec.measures}
+            units = None if spec.keys is not None else np.zeros(0, dtype=np.int64)
+            return Aggregates((), values, units, engine)
+        keys = tuple(k for p in parts for k in p.keys)
+        values = {m.name: np.concatenate([np.asarray(p.values[m.name]) for p in parts])
+                  for m in spec.measures}
+        us = [p.units for p in parts]
+        units = None if any(u is None for u in us) else np.concatenate(
+            [np.asarray(u, dtype=np.int64) for u in us if u is not None])
+        return Aggregates(keys, values, units, engine or parts[0].engine)
+
     def same_as(self, other: Aggregates) -> bool:
         """Identical groups (in canonical order), measures and unit counts."""
         a, b = self.sorted(), other.sorted()
@@ -298,3 +344,33 @@ class Engine(Protocol):
     def aggregate(self, spec: BoundingSpec) -> Aggregates:
         """The bounded per-group aggregates of ``spec`` (docs/queries-engines.md)."""
         ...
+
+
+@runtime_checkable
+class StreamingEngine(Engine, Protocol):
+    """An engine that can hand back observed groups in batches (DP key selection)."""
+
+    def aggregate_batches(self, spec: BoundingSpec, size: int) -> Iterator[Aggregates]:
+        """The aggregates of an observed-keys ``spec`` (``keys=None``) as batches of at
+        most ``size`` groups: every group in exactly one batch, with the values
+        :meth:`Engine.aggregate` gives it; the next batch is fetched only when asked for,
+        so the caller holds one batch at a time."""
+        ...
+
+
+def aggregate_batches(engine: Engine, spec: BoundingSpec, size: int = SELECTION_BATCH
+                      ) -> Iterator[Aggregates]:
+    """The aggregates of ``spec`` in batches of at most ``size`` groups: the engine's own
+    stream when it has one (:class:`StreamingEngine`), else its :meth:`Engine.aggregate`
+    cut into slices (the same groups and values; memory as for ``aggregate``)."""
+    check_int("size", size, "aggregate_batches", minimum=1)
+    if isinstance(engine, StreamingEngine):
+        for batch in engine.aggregate_batches(spec, size):
+            if len(batch.keys) > size:  # an engine's bug; the count is private: not said
+                raise UnsupportedError(
+                    f"The {engine.name!r} engine's aggregate_batches returned a batch of "
+                    f"more than the {size} groups asked for (its contract: at most size).")
+            yield batch
+            del batch  # not held while the next batch is fetched
+        return
+    yield from engine.aggregate(spec).slices(size)

@@ -166,7 +166,7 @@ def _bounds(a: Sum | Mean | Variance | Quantile, col: Column, owner: str) -> tup
 def _column_of(name: str) -> Exact:
     def get(aggs: Aggregates) -> npt.NDArray[Any]:
         v = np.asarray(aggs.values[name], dtype=np.int64)
-        return v.reshape(v.shape[0], -1)
+        return v if v.ndim == 2 else v.reshape(-1, 1)  # (groups, 1); reshape(0, -1) fails
     return get
 
 
@@ -358,7 +358,7 @@ def _linear(a: Linear, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> KindPl
 
     def exact(aggs: Aggregates) -> npt.NDArray[Any]:
         h = np.asarray(aggs.values[hist], dtype=np.int64).astype(object)
-        return np.asarray(h.dot(w_obj.T), dtype=object).reshape(h.shape[0], -1)
+        return np.asarray(h.dot(w_obj.T), dtype=object).reshape(h.shape[0], len(wint))
 
     part = Part(Release(name, len(wint), gw, c), (BucketCount(hist, col.name, cats),), exact)
 

@@ -39,7 +39,16 @@ from dpsieve.errors import UnsupportedError
 from dpsieve.mechanisms import DiscreteGaussianMechanism, DiscreteLaplaceMechanism
 from dpsieve.mechanisms._random import as_source
 from dpsieve.queries.calibrate import Calibrated, calibrate, sensitivity
-from dpsieve.queries.engine import BoundingSpec, Engine, Op, Predicate, RowCount
+from dpsieve.queries.engine import (
+    SELECTION_BATCH,
+    Aggregates,
+    BoundingSpec,
+    Engine,
+    Op,
+    Predicate,
+    RowCount,
+    aggregate_batches,
+)
 from dpsieve.queries.kinds import KINDS, Ctx, KindPlan, Part, label_of
 from dpsieve.queries.plan import Query
 from dpsieve.queries.result import Answer, GroupAnswer, Noise, dgauss_noise, dlap_noise
@@ -83,6 +92,23 @@ class Selection:
     threshold: int
     delta: float
     charge: PrivacyDescription
+
+    def keep(self, batch: Aggregates, rng: np.random.Generator | None = None
+             ) -> Aggregates | None:
+        """The groups of ``batch`` whose unit count plus fresh noise (one draw per group,
+        in the batch's order) reaches the threshold, as new arrays; ``None`` if none.
+        Thresholding batch after batch is the same mechanism as thresholding all groups
+        at once: each group's decision reads its own count and its own noise only."""
+        if batch.units is None:
+            raise UnsupportedError(f"The {batch.engine!r} engine returned observed groups "
+                                   "without their unit counts (Aggregates.units).")
+        units = np.asarray(batch.units, dtype=np.int64)
+        if units.size == 0:
+            return None
+        noisy = units + np.asarray(self.mechanism.sample(units.size, rng),
+                                   dtype=np.int64).reshape(-1)
+        chosen = np.nonzero(noisy >= self.threshold)[0]
+        return batch.take(chosen) if chosen.size else None
 
     def noise(self) -> Noise:
         m = self.mechanism
@@ -135,24 +161,37 @@ class Prepared:
     labels: tuple[str, ...]
 
     def run(self, engine: Engine, rng: np.random.Generator | None = None,
-            seed: int | None = None) -> Answer:
+            seed: int | None = None, *, batch: int = SELECTION_BATCH) -> Answer:
         """Aggregate on ``engine``, add noise, finish. The sampling key is fresh from the
-        secure source (or from ``rng`` in simulations) unless ``seed`` is given."""
+        secure source (or from ``rng`` in simulations) unless ``seed`` is given.
+
+        With DP key selection the observed groups are streamed in batches of at most
+        ``batch`` groups (:func:`~dpsieve.queries.engine.aggregate_batches`), each
+        thresholded before the next is fetched (:meth:`Selection.keep`), so only one batch
+        and the groups kept are held; the selection is the same mechanism as on all groups
+        at once (docs/proofs/queries.md §5: each group's noise is drawn independently)."""
         if seed is None:
             seed = int(as_source(rng, "run").words(1)[0])
-        aggs = engine.aggregate(replace(self.spec, seed=seed))
-        keys = list(aggs.keys)
+        spec = replace(self.spec, seed=seed)
         sel_info: dict[str, Any] | None = None
-        idx = np.arange(len(keys))
         sel = self.charge.selection
-        if sel is not None:
-            units = np.asarray(aggs.units if aggs.units is not None else [], dtype=np.int64)
-            noisy = units + np.asarray(sel.mechanism.sample(len(units), rng),
-                                       dtype=np.int64).reshape(-1)
-            order = sorted(range(len(keys)), key=lambda i: _key_order(keys[i]))
-            idx = np.asarray([i for i in order if noisy[i] >= sel.threshold], dtype=np.int64)
+        if sel is None:
+            aggs = engine.aggregate(spec)
+            idx = np.arange(len(aggs.keys))
+        else:
+            kept: list[Aggregates] = []
+            for got in aggregate_batches(engine, spec, batch):
+                chosen = sel.keep(got, rng)
+                del got  # only the groups kept are held while the next batch is fetched
+                if chosen is not None:
+                    kept.append(chosen)
+            aggs = Aggregates.concat(spec, kept, engine.name)
+            del kept
+            order = sorted(range(len(aggs.keys)), key=lambda i: _key_order(aggs.keys[i]))
+            idx = np.asarray(order, dtype=np.int64)
             sel_info = {"threshold": sel.threshold, "noise": sel.noise().to_dict(),
                         "delta": sel.delta, "selected": int(idx.size)}
+        keys = list(aggs.keys)
         noisy_parts: dict[str, Any] = {}
         cal: dict[str, Calibrated] = {}
         for c, part in zip(self.charge.parts, (p for k in self.plans for p in k.parts),

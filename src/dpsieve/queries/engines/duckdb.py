@@ -15,14 +15,14 @@ import os
 import re
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from dpsieve._validation import fail
+from dpsieve._validation import check_int, fail
 from dpsieve.errors import NumericalError
 from dpsieve.queries._mix import C1, C2, MASK64, NULL_CODE, sampling_keys
 from dpsieve.queries.engine import (
@@ -571,17 +571,19 @@ class DuckDBEngine:
 
     @contextmanager
     def _session(self, memory_limit: str | None = None
-                 ) -> Iterator[tuple[Callable[[str, dict[str, Any]], list[tuple[Any, ...]]],
+                 ) -> Iterator[tuple[Callable[[str, dict[str, Any]], Any],
                                      list[tuple[Any, ...]], str]]:
-        """``(run(sql, params), described, source)`` on one connection: the given one, a
-        cursor of the kept database (``keep_open``), or one opened for this call (always,
+        """``(execute(sql, params), described, source)`` on one connection: the given one,
+        a cursor of the kept database (``keep_open``), or one opened for this call (always,
         under ``memory_limit``, when that is given: a file engine's larger retry limit).
+        ``execute`` returns the DuckDB result (``fetchall``, or ``fetchmany`` to stream it;
+        DuckDB runs the aggregation when executing, and hands its rows out as fetched).
         ``described`` is DuckDB's DESCRIBE of the table, ``source`` the table the SQL reads
         (:meth:`_source`)."""
         if self._connection is not None:
-            def run_given(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-                return self._run_on(self._connection, sql, params)
-            described = run_given(f"DESCRIBE SELECT * FROM {self._reader}", {})
+            def run_given(sql: str, params: dict[str, Any]) -> Any:
+                return self._connection.execute(sql, params)
+            described = run_given(f"DESCRIBE SELECT * FROM {self._reader}", {}).fetchall()
             yield run_given, described, self._source(described)
             return
         if self._keep_open and memory_limit is None:
@@ -589,17 +591,17 @@ class DuckDBEngine:
             with self._lock:  # a connection is used by one thread at a time: a cursor each
                 cur = kept.con.cursor()
             try:
-                def run_kept(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-                    return self._run_on(cur, sql, {**params, **kept.params})
+                def run_kept(sql: str, params: dict[str, Any]) -> Any:
+                    return cur.execute(sql, {**params, **kept.params})
                 yield run_kept, kept.described, kept.source
             finally:
                 cur.close()
             return
         con, extra, tmp = self._open(memory_limit)
         try:
-            def run(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
-                return self._run_on(con, sql, {**params, **extra})
-            described = run(f"DESCRIBE SELECT * FROM {self._reader}", {})
+            def run(sql: str, params: dict[str, Any]) -> Any:
+                return con.execute(sql, {**params, **extra})
+            described = run(f"DESCRIBE SELECT * FROM {self._reader}", {}).fetchall()
             yield run, described, self._source(described)
         finally:
             con.close()
@@ -638,6 +640,53 @@ class DuckDBEngine:
         with self._session() as (_, described, source):
             return compile_sql(spec, self._columns_of(described), source)
 
+    def aggregate_batches(self, spec: BoundingSpec, size: int) -> Iterator[Aggregates]:
+        """The aggregates of ``spec`` as batches of at most ``size`` groups
+        (:class:`~dpsieve.queries.engine.StreamingEngine`): the SQL of :meth:`aggregate`,
+        its rows fetched ``size`` at a time (DuckDB ``fetchmany``), each batch built only
+        when the caller asks for it, so Python never holds more than one batch of the
+        result. A kept table held as numpy columns (at most ``copy_max_bytes``) and public
+        keys are aggregated at once and cut into batches. The retry under a larger memory
+        limit of :meth:`aggregate` applies while the first batch is fetched (DuckDB runs the
+        aggregation then); running out of memory later fails the call, as any engine error
+        after the spend."""
+        check_int("size", size, "DuckDBEngine.aggregate_batches", minimum=1)
+        if spec.keys is not None or (self._keep_open and self._load().arrays is not None):
+            yield from self.aggregate(spec).slices(size)
+            return
+        import duckdb
+
+        retry = self._retry_limit if self._path is not None else None
+        first = retry if retry is not None and spec.unit is not None and spec.row_measures \
+            else None
+        stream = self._batches_sql(spec, first, size)
+        try:
+            try:
+                head = next(stream, None)  # executes the query: where memory runs out
+            except duckdb.OutOfMemoryException:
+                if retry is None or first is not None:
+                    raise
+                stream = self._batches_sql(spec, retry, size)  # the same SQL, more memory
+                head = next(stream, None)
+            if head is None:
+                return
+            yield head
+            del head
+            yield from stream
+        finally:
+            stream.close()
+
+    def _batches_sql(self, spec: BoundingSpec, memory_limit: str | None, size: int
+                     ) -> Generator[Aggregates, None, None]:
+        with self._session(memory_limit) as (execute, described, source):
+            sql, params = compile_sql(spec, self._columns_of(described), source)
+            result = execute(sql, params)
+            while rows := result.fetchmany(size):
+                batch = _collect(spec, rows, self.name)
+                del rows  # not held while the next rows are fetched
+                yield batch
+                del batch
+
     def aggregate(self, spec: BoundingSpec) -> Aggregates:
         if self._keep_open:
             kept = self._load()
@@ -660,9 +709,9 @@ class DuckDBEngine:
         return self._aggregate_sql(spec, retry)
 
     def _aggregate_sql(self, spec: BoundingSpec, memory_limit: str | None) -> Aggregates:
-        with self._session(memory_limit) as (run, described, source):  # one connection
+        with self._session(memory_limit) as (execute, described, source):  # one connection
             sql, params = compile_sql(spec, self._columns_of(described), source)
-            rows = run(sql, params)
+            rows = execute(sql, params).fetchall()
         return _collect(spec, rows, self.name)
 
 

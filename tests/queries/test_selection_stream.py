@@ -1,0 +1,330 @@
+"""DP key selection streams the observed groups (issue 12 gap B): the engine hands them back
+in batches and each batch is thresholded before the next is fetched, so Python holds one
+batch plus the groups kept, not every observed group. The selection is the same mechanism:
+with one batch the answer is bit for bit the one of thresholding all groups at once, and
+with many it is that answer for the same per-group noise (each group's decision reads its
+own count and its own draw only)."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from dpsieve.accounting.events import Neighbouring
+from dpsieve.queries import Schema
+from dpsieve.queries.engine import (
+    Aggregates,
+    BoundingSpec,
+    StreamingEngine,
+    aggregate_batches,
+)
+from dpsieve.queries.engines import duckdb as duckdb_module
+from dpsieve.queries.engines.duckdb import DuckDBEngine
+from dpsieve.queries.engines.frames import PandasEngine
+from dpsieve.queries.plan import from_spec
+from dpsieve.queries.prepare import Prepared, prepare
+from dpsieve.queries.result import Answer, GroupAnswer
+
+SCHEMA = Schema.of([("pid", "integer"), ("city", "string"), ("cost", "float")], "pid")
+BIG = ("big0", "big1", "big2", "big3")
+
+
+def _frame(small: int = 3000, big_units: int = 300, mid: int = 0) -> pd.DataFrame:
+    """``small`` groups of one unit each (none survives the threshold but with probability
+    ~delta), ``mid`` groups of 16 units (at delta = 1e-2's threshold: half survive) and
+    four groups of ``big_units`` units (all survive: the thresholds are 16 and 44)."""
+    cities = ([f"c{i:05d}" for i in range(small)] + [f"m{i:03d}" for i in range(mid)
+                                                     for _ in range(16)]
+              + [c for c in BIG for _ in range(big_units)])
+    n = len(cities)
+    return pd.DataFrame({"pid": np.arange(n, dtype=np.int64), "city": cities,
+                         "cost": (np.arange(n) % 17).astype(np.float64)})
+
+
+def _prepared(delta: float = 1e-6) -> Prepared:
+    spec = {"type": "query", "privacy": {"type": "pure", "eps": 1.0},
+            "aggregations": [{"type": "count", "per": "unit"},
+                             {"type": "sum", "column": "cost", "lower": 0, "upper": 20,
+                              "per": "unit"}],
+            "group_by": ["city"], "select": {"delta": delta},
+            "contribution": {"max_groups": 1, "max_rows": 2}}
+    return prepare(from_spec(spec), SCHEMA, Neighbouring.ADD_REMOVE)
+
+
+class CountingEngine:
+    """A streaming engine over another engine's aggregates (computed engine side) that
+    counts, each time the next batch is asked for, how many groups of the batches it
+    already handed out are still alive in the caller (weak references to their arrays)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = "counting"
+        self.held_at_fetch: list[int] = []
+        self.batches = 0
+
+    def columns(self) -> Any:
+        return self.inner.columns()
+
+    def aggregate(self, spec: BoundingSpec) -> Aggregates:
+        return self.inner.aggregate(spec)  # type: ignore[no-any-return]
+
+    def aggregate_batches(self, spec: BoundingSpec, size: int) -> Iterator[Aggregates]:
+        whole = self.inner.aggregate(spec)  # the engine's side (DuckDB's memory)
+        alive: list[tuple[list[weakref.ref[Any]], int]] = []  # per batch: its arrays
+        for lo in range(0, len(whole.keys), size):
+            self.held_at_fetch.append(sum(n for refs, n in alive
+                                          if any(r() is not None for r in refs)))
+            batch = whole.take(np.arange(lo, min(lo + size, len(whole.keys))))
+            alive.append(([weakref.ref(a) for a in [batch.units, *batch.values.values()]],
+                          len(batch.keys)))
+            self.batches += 1
+            yield batch
+            del batch
+
+
+class ListEngine:
+    """Not streaming: DP key selection falls back to slices of ``aggregate`` (all groups
+    held), which the same counting shows."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name = "list"
+        self.whole: weakref.ref[Any] | None = None
+
+    def columns(self) -> Any:
+        return self.inner.columns()
+
+    def aggregate(self, spec: BoundingSpec) -> Aggregates:
+        out: Aggregates = self.inner.aggregate(spec)
+        self.whole = weakref.ref(out.units)
+        return out
+
+
+def _old_run(p: Prepared, engine: Any, rng: np.random.Generator, seed: int,
+             noise_batches: int | None = None) -> Answer:
+    """The selection as it ran before streaming (every group at once, commit dc75064's
+    Prepared.run), verbatim but for ``noise_batches``: draw the selection noise in chunks
+    of that many groups (the draws a streamed run makes), still thresholding all at once."""
+    from dpsieve.queries.calibrate import Calibrated
+    from dpsieve.queries.prepare import _key_order
+
+    aggs = engine.aggregate(replace(p.spec, seed=seed))
+    keys = list(aggs.keys)
+    sel = p.charge.selection
+    assert sel is not None
+    units = np.asarray(aggs.units, dtype=np.int64)
+    n = len(units)
+    step = n if noise_batches is None else noise_batches
+    draws = [np.asarray(sel.mechanism.sample(min(step, n - lo), rng), dtype=np.int64)
+             .reshape(-1) for lo in range(0, n, max(step, 1))]
+    noisy = units + (np.concatenate(draws) if draws else np.zeros(0, dtype=np.int64))
+    order = sorted(range(len(keys)), key=lambda i: _key_order(keys[i]))
+    idx = np.asarray([i for i in order if noisy[i] >= sel.threshold], dtype=np.int64)
+    sel_info = {"threshold": sel.threshold, "noise": sel.noise().to_dict(),
+                "delta": sel.delta, "selected": int(idx.size)}
+    noisy_parts: dict[str, Any] = {}
+    cal: dict[str, Calibrated] = {}
+    for c, part in zip(p.charge.parts, (q for k in p.plans for q in k.parts), strict=True):
+        exact = part.exact(aggs)
+        noisy_parts[part.release.name] = c.draw(exact[idx], rng)
+        cal[part.release.name] = c
+    groups = [GroupAnswer(tuple(keys[i]), tuple(k.finish(noisy_parts, cal, j)
+                                                for k in p.plans))
+              for j, i in enumerate(idx.tolist())]
+    noise = {lab: {q.release.name: cal[q.release.name].noise() for q in k.parts}
+             for lab, k in zip(p.labels, p.plans, strict=True)}
+    details = {q.release.name: cal[q.release.name].details() for k in p.plans for q in k.parts}
+    return Answer(p.labels, tuple(groups), noise, sel_info, details)
+
+
+def test_a_selection_holds_one_batch_and_the_groups_it_kept() -> None:
+    p = _prepared()
+    engine = CountingEngine(PandasEngine(_frame()))
+    assert isinstance(engine, StreamingEngine)
+    answer = p.run(engine, np.random.default_rng(1), seed=7, batch=100)
+    assert engine.batches == 31  # 3004 observed groups, 100 at a time
+    assert len(engine.held_at_fetch) == 31
+    # when each batch is fetched, no group of an earlier batch is alive: the caller holds
+    # that batch (<= 100 groups) and the selected ones (copies) only
+    assert engine.held_at_fetch == [0] * 31
+    assert {g.key[0] for g in answer.groups} == set(BIG)
+    assert answer.selection is not None
+    assert answer.selection["selected"] == 4
+
+
+def test_the_count_detects_a_caller_holding_every_group() -> None:
+    """The same measure on the fallback (an engine without aggregate_batches): the whole
+    aggregates stay alive until the selection is done (so the measure above can fail)."""
+    p = _prepared()
+    engine = ListEngine(PandasEngine(_frame(small=300)))
+    seen: list[bool] = []
+    it = aggregate_batches(engine, replace(p.spec, seed=3), 50)  # type: ignore[arg-type]
+    for _ in it:
+        assert engine.whole is not None
+        seen.append(engine.whole() is not None)
+    assert len(seen) == 7
+    assert all(seen)
+    counting = CountingEngine(PandasEngine(_frame(small=300)))
+    held = []
+    for b in aggregate_batches(counting, replace(p.spec, seed=3), 50):
+        held.append(b)  # a caller that keeps its batches is seen
+    assert counting.held_at_fetch[-1] == 300
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_one_batch_is_the_old_selection_bit_for_bit(seed: int) -> None:
+    p = _prepared(delta=1e-2)  # about half the mid groups pass
+    inner = PandasEngine(_frame(small=400, mid=60))
+    new = p.run(CountingEngine(inner), np.random.default_rng(seed), seed=11, batch=10**6)
+    old = _old_run(p, inner, np.random.default_rng(seed), 11)
+    assert new.to_dict() == old.to_dict()
+    assert 4 + 10 < len(new.groups) < 4 + 50
+
+
+@pytest.mark.parametrize(("seed", "batch"), [(0, 1), (1, 7), (2, 100), (3, 463)])
+def test_many_batches_are_the_old_selection_for_the_same_draws(seed: int, batch: int) -> None:
+    """Streamed in batches, the answer is the all-at-once selection given the same noise
+    per group (drawn batch by batch): the same groups, the same noisy answers."""
+    p = _prepared(delta=1e-2)
+    inner = PandasEngine(_frame(small=400, mid=60))
+    new = p.run(CountingEngine(inner), np.random.default_rng(seed), seed=5, batch=batch)
+    old = _old_run(p, inner, np.random.default_rng(seed), 5, noise_batches=batch)
+    assert new.to_dict() == old.to_dict()
+    assert 4 + 10 < len(new.groups) < 4 + 50
+    fallback = p.run(inner, np.random.default_rng(seed), seed=5, batch=batch)  # slices
+    assert fallback.to_dict() == old.to_dict()
+
+
+def test_nothing_selected_and_no_groups_at_all() -> None:
+    p = _prepared()
+    none = p.run(CountingEngine(PandasEngine(_frame(small=50, big_units=0))),
+                 np.random.default_rng(0), seed=1, batch=8)
+    assert none.groups == ()
+    assert none.selection is not None
+    assert none.selection["selected"] == 0
+    empty = _frame(small=0, big_units=0)
+    got = p.run(CountingEngine(PandasEngine(empty)), np.random.default_rng(0), seed=1)
+    assert got.groups == ()
+
+
+def test_an_engine_breaking_the_batch_contract_is_refused_without_counts() -> None:
+    class Greedy(CountingEngine):
+        def aggregate_batches(self, spec: BoundingSpec, size: int) -> Iterator[Aggregates]:
+            yield self.inner.aggregate(spec)
+
+    from dpsieve.errors import UnsupportedError
+
+    with pytest.raises(UnsupportedError, match="more than the 10 groups") as e:
+        _prepared().run(Greedy(PandasEngine(_frame(small=30))), np.random.default_rng(0),
+                        seed=1, batch=10)
+    assert "34" not in str(e.value)  # the number of observed groups is private
+
+
+@pytest.fixture
+def parquet(tmp_path: Any) -> Any:
+    path = tmp_path / "many.parquet"
+    _frame(small=2500).to_parquet(path)
+    return path
+
+
+@pytest.mark.parametrize("keep_open", [False, True])
+def test_duckdb_fetches_the_groups_a_batch_at_a_time(parquet: Any, keep_open: bool,
+                                                     monkeypatch: Any) -> None:
+    """The DuckDB engine's batches come from fetchmany: _collect never sees more than a
+    batch of rows, and the next rows are fetched only when the next batch is asked for;
+    the batches hold the same groups and values as aggregate()."""
+    p = _prepared()
+    spec = replace(p.spec, seed=9)
+    engine = DuckDBEngine(parquet, keep_open=keep_open, copy_max_bytes=0)
+    want = engine.aggregate(spec)
+    sizes: list[int] = []
+    real = duckdb_module._collect
+
+    def spy(spec: BoundingSpec, rows: list[tuple[Any, ...]], name: str) -> Aggregates:
+        sizes.append(len(rows))
+        return real(spec, rows, name)
+    monkeypatch.setattr(duckdb_module, "_collect", spy)
+    it = aggregate_batches(engine, spec, 300)
+    first = next(it)
+    assert sizes == [300]  # one batch fetched, not the 2504 groups
+    rest = list(it)
+    assert max(sizes) <= 300
+    assert sum(sizes) == len(want.keys) == 2504
+    got = Aggregates.concat(spec, [first, *rest])
+    assert got.same_as(want)
+    answer = p.run(engine, np.random.default_rng(2), seed=9, batch=300)
+    assert {g.key[0] for g in answer.groups} == set(BIG)
+
+
+def test_duckdb_in_memory_copy_and_public_keys_are_cut_into_batches(parquet: Any) -> None:
+    p = _prepared()
+    spec = replace(p.spec, seed=9)
+    kept = DuckDBEngine(parquet, keep_open=True)  # small file: held as numpy columns
+    got = list(kept.aggregate_batches(spec, 1000))
+    assert [len(b.keys) for b in got] == [1000, 1000, 504]
+    assert Aggregates.concat(spec, got).same_as(DuckDBEngine(parquet).aggregate(spec))
+    public = replace(spec, keys=(("big0",), ("nowhere",)))
+    parts = list(DuckDBEngine(parquet).aggregate_batches(public, 1))
+    assert [b.keys for b in parts] == [(("big0",),), (("nowhere",),)]
+
+
+def test_duckdb_retries_a_stream_that_runs_out_of_memory_before_its_first_batch(
+        parquet: Any, monkeypatch: Any) -> None:
+    """Out of memory while the query runs (before the first batch: nothing was handed out,
+    no noise drawn): the same SQL again under the retry limit, the same groups."""
+    monkeypatch.delenv(duckdb_module.MEMORY_LIMIT_ENV, raising=False)
+    p = _prepared()
+    spec = replace(p.spec, seed=9)
+    engine = DuckDBEngine(parquet)
+    want = engine.aggregate(spec)
+    limits: list[str | None] = []
+    real = DuckDBEngine._batches_sql
+
+    def first_fails(self: DuckDBEngine, spec: BoundingSpec, memory_limit: str | None,
+                    size: int) -> Iterator[Aggregates]:
+        limits.append(memory_limit)
+        if len(limits) == 1:
+            raise duckdb.OutOfMemoryException("out of memory (test)")
+        yield from real(self, spec, memory_limit, size)
+    monkeypatch.setattr(DuckDBEngine, "_batches_sql", first_fails)
+    got = list(engine.aggregate_batches(spec, 500))
+    assert limits == [None, engine._retry_limit]
+    assert engine._retry_limit is not None
+    assert Aggregates.concat(spec, got).same_as(want)
+
+
+ALL_KINDS: list[dict[str, Any]] = [
+    {"type": "count"}, {"type": "count", "per": "unit"},
+    {"type": "sum", "column": "cost", "lower": 0, "upper": 20},
+    {"type": "sum", "column": "cost", "lower": 0, "upper": 20, "per": "unit"},
+    {"type": "mean", "column": "cost", "lower": 0, "upper": 20},
+    {"type": "variance", "column": "cost", "lower": 0, "upper": 20},
+    {"type": "quantile", "column": "cost", "lower": 0, "upper": 20, "bins": 8},
+    {"type": "histogram", "column": "city", "categories": ["a", "b"]},
+    {"type": "linear", "column": "city", "categories": ["a", "b"],
+     "workload": [[1, 0.5], [2, -3]]},
+]
+
+
+@pytest.mark.parametrize("agg", ALL_KINDS, ids=lambda a: f"{a['type']}-{a.get('per', 'row')}")
+def test_no_observed_group_answers_no_group_for_every_kind(agg: dict[str, Any]) -> None:
+    """A selection that observes no group at all (a WHERE no row passes, charged before the
+    engine runs) answered with a ValueError after the spend (reshape of a (0,) array to
+    (0, -1), kinds._column_of and the linear workload): now an answer with no groups."""
+    spec = {"type": "query", "privacy": {"type": "pure", "eps": 1.0}, "aggregations": [agg],
+            "group_by": ["city"], "select": {"delta": 1e-6},
+            "where": [{"column": "cost", "op": ">", "value": 100.0}],
+            "contribution": {"max_groups": 1, "max_rows": 2}}
+    p = prepare(from_spec(spec), SCHEMA, Neighbouring.ADD_REMOVE)
+    for engine in (PandasEngine(_frame(small=20)), CountingEngine(PandasEngine(_frame(20)))):
+        got = p.run(engine, np.random.default_rng(0), seed=1, batch=8)
+        assert got.groups == ()
+        assert got.selection is not None
+        assert got.selection["selected"] == 0
