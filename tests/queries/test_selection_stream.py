@@ -328,3 +328,30 @@ def test_no_observed_group_answers_no_group_for_every_kind(agg: dict[str, Any]) 
         assert got.groups == ()
         assert got.selection is not None
         assert got.selection["selected"] == 0
+
+
+def test_a_session_query_streams_its_selection(tmp_path: Any, monkeypatch: Any) -> None:
+    """End to end: a Session over a Parquet file (DuckDB, SQL path) runs a DP key selection
+    through the stream; with SELECTION_BATCH at 200 (read when the query runs) DuckDB's rows
+    reach Python 200 at a time, and the big groups are answered."""
+    from dpsieve.accounting.events import ApproxDP
+    from dpsieve.queries import engine as engine_module
+    from dpsieve.session import Session
+
+    path = tmp_path / "s.parquet"
+    _frame(small=1500, big_units=300).to_parquet(path)
+    monkeypatch.setattr(engine_module, "SELECTION_BATCH", 200)
+    sizes: list[int] = []
+    real = duckdb_module._collect
+
+    def spy(spec: BoundingSpec, rows: list[tuple[Any, ...]], name: str) -> Aggregates:
+        sizes.append(len(rows))
+        return real(spec, rows, name)
+    monkeypatch.setattr(duckdb_module, "_collect", spy)
+    s = Session(str(path), budget=ApproxDP(4.0, 1e-5), privacy_unit="pid")
+    r = s.run({"type": "query", "privacy": {"type": "pure", "eps": 1.0},
+               "aggregations": [{"type": "count", "per": "unit"}], "group_by": ["city"],
+               "select": {"delta": 1e-7}, "contribution": {"max_groups": 1}})
+    assert sum(sizes) == 1504
+    assert max(sizes) == 200
+    assert {tuple(g["key"]) for g in r.value["groups"]} == {(c,) for c in BIG}

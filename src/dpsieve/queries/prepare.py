@@ -38,9 +38,9 @@ from dpsieve.accounting.pld import PLD
 from dpsieve.errors import UnsupportedError
 from dpsieve.mechanisms import DiscreteGaussianMechanism, DiscreteLaplaceMechanism
 from dpsieve.mechanisms._random import as_source
+from dpsieve.queries import engine as engine_module
 from dpsieve.queries.calibrate import Calibrated, calibrate, sensitivity
 from dpsieve.queries.engine import (
-    SELECTION_BATCH,
     Aggregates,
     BoundingSpec,
     Engine,
@@ -161,12 +161,13 @@ class Prepared:
     labels: tuple[str, ...]
 
     def run(self, engine: Engine, rng: np.random.Generator | None = None,
-            seed: int | None = None, *, batch: int = SELECTION_BATCH) -> Answer:
+            seed: int | None = None, *, batch: int | None = None) -> Answer:
         """Aggregate on ``engine``, add noise, finish. The sampling key is fresh from the
         secure source (or from ``rng`` in simulations) unless ``seed`` is given.
 
         With DP key selection the observed groups are streamed in batches of at most
-        ``batch`` groups (:func:`~dpsieve.queries.engine.aggregate_batches`), each
+        ``batch`` groups (default :data:`~dpsieve.queries.engine.SELECTION_BATCH`, read
+        at the call) (:func:`~dpsieve.queries.engine.aggregate_batches`), each
         thresholded before the next is fetched (:meth:`Selection.keep`), so only one batch
         and the groups kept are held; the selection is the same mechanism as on all groups
         at once (docs/proofs/queries.md §5: each group's noise is drawn independently)."""
@@ -180,7 +181,8 @@ class Prepared:
             idx = np.arange(len(aggs.keys))
         else:
             kept: list[Aggregates] = []
-            for got in aggregate_batches(engine, spec, batch):
+            size = engine_module.SELECTION_BATCH if batch is None else batch
+            for got in aggregate_batches(engine, spec, size):
                 chosen = sel.keep(got, rng)
                 del got  # only the groups kept are held while the next batch is fetched
                 if chosen is not None:
