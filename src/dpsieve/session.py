@@ -47,6 +47,12 @@ from dpsieve._session_release import (
     ReleaseLimits,
     _release_plan,
 )
+from dpsieve._session_request import (
+    LEGACY,
+    ROBUST_TYPES,
+    Request,
+    request_from_spec,
+)
 from dpsieve._validation import check_positive, fail, fail_private
 from dpsieve.accounting.events import (
     GDP,
@@ -83,12 +89,6 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 #: A pandas DataFrame (pandas ships no type stubs here).
 Frame = Any
-QUERY_TYPES = (
-    "count", "histogram", "linear", "mean", "release", "robust_mean", "robust_median", "sum",
-)
-#: The one-aggregation shapes of earlier versions: run as one-aggregation plans.
-LEGACY = ("count", "sum", "mean", "histogram", "linear")
-ROBUST_TYPES = ("robust_mean", "robust_median")
 #: Upward relative margin on a robust estimator's eps, covering its own ulp rounding.
 ROBUST_EPS_MARGIN = 1e-12
 
@@ -337,10 +337,10 @@ def data_row_count(path: str | Path) -> int:
     return int(row[0]) if row else 0
 
 
-def _privacy(p: Any, nb: Neighbouring, robust: bool = False,
+def _privacy(p: PrivacyDescription, nb: Neighbouring, robust: bool = False,
              release: bool = False) -> PrivacyDescription:
-    if isinstance(p, dict):
-        p = parse_description({"neighbouring": nb.value, **p})
+    """The session's policy for release and robust queries' privacy (typed: mapped from
+    JSON by :func:`~dpsieve._session_request.request_from_spec`)."""
     if release:
         if nb != Neighbouring.REPLACE_ONE:
             raise fail("privacy", "release query", "spent under replace-one neighbours: the "
@@ -578,50 +578,46 @@ class Session:
         return engine_for(self._data, self._table, self._memory_limit)
 
     def run(self, spec: dict[str, Any] | Query, *, key: str | None = None) -> QueryResult:
-        """Run a query given as a JSON-ready dict (the form the service and CLI use) or a
-        typed plan."""
-        from dpsieve._session_query import is_plan
+        """Run a query given as a JSON-ready dict (the library's dict entry point) or a
+        typed plan: mapped once, at this edge (:func:`~dpsieve._session_request.
+        request_from_spec`), then :meth:`execute`."""
+        return self.execute(request_from_spec(spec, self.neighbouring), key=key)
 
-        if is_plan(spec):
-            return self._run_plan(spec, key)
-        if not isinstance(spec, dict) or spec.get("type") not in QUERY_TYPES:
-            raise fail("type", "query", f"'query' or one of {', '.join(QUERY_TYPES)}",
-                       spec.get("type") if isinstance(spec, dict) else spec)
-        if spec["type"] in LEGACY:
-            return self._run_plan(spec, key, legacy=spec["type"])
+    def execute(self, request: Request, *, key: str | None = None) -> QueryResult:
+        """Run a typed :class:`~dpsieve._session_request.Request` (the service and the CLI
+        map their JSON to one, once): checked, charged once, then run."""
+        t = request.kind
+        if request.plan is not None:
+            return self._run_plan(request.plan, request.public, key,
+                                  legacy=t if t in LEGACY else None)
         if self.privacy_unit is not None:
-            raise fail("type", spec["type"], "a query plan ({'type': 'query', ...}) or one of "
+            raise fail("type", t, "a query plan ({'type': 'query', ...}) or one of "
                        f"{', '.join(LEGACY)}: this data set's privacy unit is "
-                       f"{self.privacy_unit!r}, and {spec['type']} queries protect one row, "
-                       "not all rows of a unit", spec["type"])
-        _rows_loadable(self._data, spec["type"])  # before the spend, from the type only
-        p = _privacy(spec.get("privacy"), self.neighbouring, spec["type"] in ROBUST_TYPES,
-                     spec["type"] == "release")
+                       f"{self.privacy_unit!r}, and {t} queries protect one row, "
+                       "not all rows of a unit", t)
+        _rows_loadable(self._data, t)  # before the spend, from the type only
+        p = _privacy(request.privacy, self.neighbouring, t in ROBUST_TYPES, t == "release")
+        spec = {**request.params, "type": t}
         cost, plan = self._plan(spec, p)  # public parameters only: no value is read
-        public = {**spec, "privacy": p.to_dict()}
 
         def compute() -> dict[str, Any]:
             value, noise = plan(self.frame())
             return {"value": value, "noise": noise}
-        return self._charged(cost, public, p.to_dict(), compute, key)
+        return self._charged(cost, request.public, p.to_dict(), compute, key)
 
-    def _run_plan(self, spec: Any, key: str | None, legacy: str | None = None
-                  ) -> QueryResult:
+    def _run_plan(self, q: Query, public: dict[str, Any], key: str | None,
+                  legacy: str | None = None) -> QueryResult:
         """A plan: prepared (every check, the charge) from public values, then charged once,
         then run on the engine; only per-group aggregates leave it. ``legacy``: a
         one-aggregation shape of earlier versions, answered in its earlier form
         (:func:`dpsieve._session_query.legacy_stored`)."""
-        from dpsieve._session_query import is_file, legacy_stored, plan_of
+        from dpsieve._session_query import is_file, legacy_stored
         from dpsieve.queries.engines.duckdb import default_memory_limit
-        from dpsieve.queries.plan import query_to_dict
         from dpsieve.queries.prepare import prepare
 
-        q = plan_of(spec, self.neighbouring.value)
         prepared = prepare(q, self.schema(), self.neighbouring)
         if self._memory_limit is None and self._engine is None and is_file(self._data):
             default_memory_limit()  # a bad DPSIEVE_DUCKDB_MEMORY_LIMIT: refused before the spend
-        public = query_to_dict(q) if legacy is None else {**spec,
-                                                          "privacy": q.privacy.to_dict()}
         rng = self._rng
 
         def compute() -> dict[str, Any]:

@@ -18,6 +18,7 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
     """Each query's answer, refusal or error, as soon as it is known (a generator: an
     answer already paid for is printed before a later query can fail)."""
     from dpsieve._datasets import session_for
+    from dpsieve._session_request import request_from_spec
     from dpsieve.errors import (
         BudgetExceededError,
         DPError,
@@ -44,10 +45,12 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
         # plans and the one-aggregation shapes run inside the engine (DuckDB for a file),
         # checked against the registered public schema and its privacy unit
         session = session_for(src, data, store, dataset, "cli", None, load_frame)
+
         for i, spec in _progress(specs):
             k = f"{key}-{i}" if key and len(specs) > 1 else key
             try:
-                yield session.run(spec, key=f"cli/{k}" if k else None).to_dict()
+                typed = request_from_spec(spec, session.neighbouring)  # JSON mapped once
+                yield session.execute(typed, key=f"cli/{k}" if k else None).to_dict()
             except BudgetExceededError as e:
                 left = e.remaining.to_dict() if hasattr(e.remaining, "to_dict") else e.remaining
                 yield {"refused": str(e), "remaining": left, "summary": e.summary}

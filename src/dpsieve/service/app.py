@@ -50,7 +50,6 @@ from dpsieve.session import (
     data_columns,
     filter_for_budget,
     load_frame,
-    parse_description,
 )
 
 __all__ = ["PAGE_HEADERS", "QUERY_PATH", "create_app"]
@@ -194,10 +193,8 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
             return {}
 
     def budget_filter(body: BudgetIn) -> tuple[Any, Any]:
-        desc = parse_description(body.description(), "budget")
-        typical = body.typical_list()
-        ts = None if typical is None else [parse_description(t, "typical") for t in typical]
-        flt = filter_for_budget(desc, typical=ts)
+        desc = body.budget()  # JSON to typed values, once (service.schemas)
+        flt = filter_for_budget(desc, typical=body.typicals())
         try:  # a budget the filter cannot state (e.g. GDP mu = 1e308 overflows) is refused
             flt.remaining()
             flt.to_json()
@@ -409,7 +406,8 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         token = spend_key.set(getattr(request.state, "key_hash", None)
                               if p.role != "owner" else None)
         try:
-            return {"dataset": name, **session.run(body.spec(), key=key).to_dict()}
+            typed = body.request(session.neighbouring)  # JSON to typed values, once
+            return {"dataset": name, **session.execute(typed, key=key).to_dict()}
         finally:
             spend_key.reset(token)
 

@@ -13,6 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 from dpsieve._budget_view import PAGE_CAP, charged_of, describe_request
+from dpsieve.accounting.events import PrivacyDescription
 from dpsieve.filters.summary import budget_summary, describe_query, display_delta, eps_of
 from dpsieve.ledger.base import BudgetStore, Principal
 
@@ -28,21 +29,20 @@ def _sees(p: Principal, who: str) -> bool:
     return p.role == "owner" or who == p.name
 
 
-def like_privacy(text: str, neighbouring: str) -> Any:
+def like_privacy(text: str, neighbouring: str) -> PrivacyDescription:
     """The ``like`` parameter (a JSON privacy, e.g. {"type": "pure", "eps": 0.1}) as a
     description under the data set's relation; a ValidationError (422) otherwise."""
     import json
 
     from dpsieve._validation import fail
     from dpsieve.service.schemas import PrivacyIn
-    from dpsieve.session import parse_description
 
     try:
-        d = PrivacyIn.model_validate(json.loads(text)).model_dump(exclude_none=True)
+        m = PrivacyIn.model_validate(json.loads(text))
     except ValueError:
         raise fail("like", "budget", 'a JSON privacy such as {"type": "pure", "eps": 0.1}',
                    text) from None
-    return parse_description({"neighbouring": neighbouring, **d}, "like")
+    return m.description(neighbouring, "like")  # JSON to a typed value, once
 
 
 def budget_view(st: BudgetStore, name: str, p: Principal, like: Any = None) -> dict[str, Any]:

@@ -3,11 +3,17 @@
 Types are strict (issue 11 defect 4): a number is a JSON number (``true`` and ``"0.5"`` are
 refused, not read as 1.0 and 0.5), an integer a JSON integer; floats are finite (NaN and
 infinities are refused with 422), strings and lists bounded, unknown fields refused.
+
+This is where the service's JSON becomes typed values, once: :meth:`PrivacyIn.description`
+and :meth:`BudgetIn.budget` build privacy descriptions from the validated fields, and
+``QueryIn.request`` / ``PlanIn.request`` the typed
+:class:`~dpsieve._session_request.Request` the session executes (its plan read by
+:func:`dpsieve.queries.plan.from_spec`). Nothing below the service sees the request JSON.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -19,6 +25,21 @@ from pydantic import (
     StrictStr,
     model_validator,
 )
+
+from dpsieve._validation import fail
+from dpsieve.accounting.events import (
+    GDP,
+    RDP,
+    ZCDP,
+    ApproxDP,
+    ApproxZCDP,
+    Neighbouring,
+    PrivacyDescription,
+    PureDP,
+)
+
+if TYPE_CHECKING:
+    from dpsieve._session_request import Request
 
 __all__ = ["AnalystIn", "BudgetIn", "ColumnIn", "DatasetIn", "GrantIn", "PlanIn", "PrivacyIn",
            "QueryBody", "QueryIn", "SchemaIn"]
@@ -35,6 +56,28 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
 
 
+#: The fields each description type needs, in its constructor's order.
+_NEEDS = {"pure": ("eps",), "approx": ("eps", "delta"), "zcdp": ("rho",),
+          "approx_zcdp": ("rho", "delta"), "gdp": ("mu",), "rdp": ("orders", "values")}
+_MAKE: dict[str, Any] = {"pure": PureDP, "approx": ApproxDP, "zcdp": ZCDP,
+                         "approx_zcdp": ApproxZCDP, "gdp": GDP, "rdp": RDP}
+
+
+def _describe(m: BaseModel, kind: str, neighbouring: str, name: str) -> PrivacyDescription:
+    """The description a validated model states (its constructor checks the ranges); a
+    missing field is a ValidationError naming ``name`` (as description_from_dict's
+    KeyError was). Fields another type takes are ignored, as before."""
+    args: list[Any] = []
+    for f in _NEEDS[kind]:
+        v = getattr(m, f)
+        if v is None:
+            raise fail(name, "query", f"a complete privacy description (missing or bad {f!r})",
+                       m.model_dump(exclude_none=True))
+        args.append(tuple(v) if isinstance(v, list) else v)
+    d: PrivacyDescription = _MAKE[kind](*args, Neighbouring(neighbouring))
+    return d
+
+
 class PrivacyIn(_Strict):
     """The privacy a query spends: ``{"type": "gdp", "mu": 0.1}``, or pure/eps, zcdp/rho."""
 
@@ -43,6 +86,10 @@ class PrivacyIn(_Strict):
     delta: Finite | None = None
     mu: Finite | None = None
     rho: Finite | None = None
+
+    def description(self, neighbouring: str, name: str = "privacy") -> PrivacyDescription:
+        """The privacy description, under the data set's ``neighouring`` relation."""
+        return _describe(self, self.type, neighbouring, name)
 
 
 class QueryIn(_Strict):
@@ -89,6 +136,19 @@ class QueryIn(_Strict):
         out["privacy"] = self.privacy.model_dump(exclude_none=True)
         return out
 
+    def request(self, neighbouring: Neighbouring) -> Request:
+        """The typed request (privacy built here; the plan of a one-aggregation shape read
+        by ``from_spec``), what the session executes."""
+        return _request(self, neighbouring)
+
+
+def _request(body: QueryIn | PlanIn, neighbouring: Neighbouring) -> Request:
+    from dpsieve._session_request import request_from_spec
+
+    spec = body.model_dump(exclude_none=True, exclude={"privacy"})
+    spec["privacy"] = body.privacy.description(neighbouring.value)
+    return request_from_spec(spec, neighbouring)
+
 
 _SHAPES = ("count", "sum", "mean", "histogram", "linear")
 #: A group key's value (``null``: the missing-value group).
@@ -120,6 +180,10 @@ class PlanIn(_Strict):
         out = self.model_dump(exclude_none=True)
         out["privacy"] = self.privacy.model_dump(exclude_none=True)
         return out
+
+    def request(self, neighbouring: Neighbouring) -> Request:
+        """The typed request: the privacy built here, the plan read by ``from_spec``."""
+        return _request(self, neighbouring)
 
 
 #: The body of ``POST /v1/datasets/{name}/queries``: a plan or a one-query shape.
@@ -164,6 +228,17 @@ class BudgetIn(_Strict):
         items = self.typical if isinstance(self.typical, list) else [self.typical]
         return [{"neighbouring": self.neighbouring, **t.model_dump(exclude_none=True)}
                 for t in items]
+
+    def budget(self) -> PrivacyDescription:
+        """The budget as a privacy description (built from the validated fields)."""
+        return _describe(self, self.type, self.neighbouring, "budget")
+
+    def typicals(self) -> list[PrivacyDescription] | None:
+        """The typical queries as descriptions, under the budget's relation."""
+        if self.typical is None:
+            return None
+        items = self.typical if isinstance(self.typical, list) else [self.typical]
+        return [t.description(self.neighbouring, "typical") for t in items]
 
 
 class DatasetIn(_Strict):
