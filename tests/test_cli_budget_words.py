@@ -113,7 +113,8 @@ def test_query_batch_prints_every_answer_paid_for(tmp_path: Path) -> None:
     assert "value" in out[0]
     assert "value" in out[3]
     assert out[1]["error"] == "incompatible_privacy"
-    # approx fits too: every split keeps a delta part (docs/proofs/mixed.md §6)
+    # approx fits too: the split chosen at the first (pure) query keeps a delta part
+    # (docs/proofs/mixed.md §6; it was ["pure"])
     assert out[1]["fits"] == ["pure", "approx"]
     assert "Nothing was spent" in out[1]["message"]
     assert "value" not in out[2]  # a mean without bounds is refused, uncharged

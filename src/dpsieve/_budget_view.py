@@ -126,10 +126,12 @@ def check_fits(flt: Any, cost: Any, requested: dict[str, Any],
             # an (eps, delta) budget has a delta: say why it cannot pay this one
             why = (f"its delta ({cost.delta:.3g}, e.g. from DP key selection) is paid from "
                    "a delta part of an (eps, delta) budget's split, and this budget's split "
-                   "has none (it was stored before every split kept one, or fixed with "
-                   "delta_part=0); a new budget keeps a tenth of its delta, and one declared "
-                   "with a typical (eps, delta) query, e.g. typical={'type': 'approx', "
-                   "'eps': ..., 'delta': ...}, keeps what that query needs (docs/queries.md)")
+                   "has none (it was declared for typical queries without a delta, or "
+                   "stored before a split chosen at the first query kept one); a budget "
+                   "opened without a typical query keeps a tenth of its delta, and one "
+                   "declared with a typical (eps, delta) query, e.g. typical={'type': "
+                   "'approx', 'eps': ..., 'delta': ...}, keeps what that query needs "
+                   "(docs/queries.md)")
         elif getattr(flt, "kind", "") == "mixed":
             why += (": an (eps, delta) budget pays a query's delta for (eps, delta) charges "
                     "only; ask for pure (eps) privacy, which DP key selection charges as "
@@ -160,8 +162,9 @@ def refused(store: Any, budget_id: str, cost: Any, requested: dict[str, Any],
     if isinstance(part, float) and dq > part:  # an (eps, delta) budget's delta part is short
         why = (f" Its delta {dq:.3g} is more than the budget's delta part left ({part:.3g}),"
                " which pays the delta of (eps, delta) queries such as DP key selection: ask "
-               "for a smaller delta (a budget keeps a tenth of its delta for them unless a "
-               "typical (eps, delta) query declared when it was opened asked for more).")
+               "for a smaller delta (a budget opened without a typical query keeps a tenth "
+               "of its delta for them; one declared with a typical (eps, delta) query keeps "
+               "what that query needs).")
     return BudgetExceededError(
         f"Refused: this query asks for {describe_query(cost)}, more than the budget has "
         f"left: {s.text}.{why} Nothing was spent.",

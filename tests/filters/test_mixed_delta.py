@@ -94,18 +94,22 @@ def test_state_round_trips_and_tampered_delta_parts_are_refused() -> None:
     d["state"]["split"]["dpart"] = "1/1000"  # delta part > delta: not inside the target
     with pytest.raises(ValidationError, match="dpart"):
         filter_from_json(json.dumps(d))
-    g = json.loads(MixedFilter(2.0, 1e-5, pure=1, delta_part=0).to_json())
+    g = json.loads(MixedFilter(2.0, 1e-5, pure=1).to_json())
     g["state"]["dpart"] = "0/1"  # no delta part in the split: none in the state
     with pytest.raises(ValidationError, match="dpart"):
         filter_from_json(json.dumps(g))
 
 
 def test_a_split_without_delta_part_refuses_and_changes_nothing() -> None:
-    """delta_part=0, or a state stored before every split kept a delta part (the field
-    absent): refused, the state byte for byte, and the reason says how to get one."""
-    old = json.loads(MixedFilter(4.0, 1e-5, typical=PureDP(0.5)).to_json())
-    del old["state"]["dpart"], old["state"]["split"]["dpart"]  # as stored before
-    for f in (MixedFilter(4.0, 1e-5, pure=4, delta_part=0), filter_from_json(json.dumps(old))):
+    """A split declared for queries without a delta (typical=, pure=), or a first-query
+    state stored before such splits kept a delta part (the field absent): refused, the
+    state byte for byte, and the reason says how to get one."""
+    old = MixedFilter(4.0, 1e-5)
+    assert old.try_spend(PureDP(0.5)).admitted
+    stored = json.loads(old.to_json())
+    del stored["state"]["dpart"], stored["state"]["split"]["dpart"]  # as stored before
+    for f in (MixedFilter(4.0, 1e-5, typical=PureDP(0.5)), MixedFilter(4.0, 1e-5, pure=4),
+              filter_from_json(json.dumps(stored))):
         before = f.to_json()
         d = f.try_spend(SEL)
         assert not d.admitted
@@ -115,26 +119,29 @@ def test_a_split_without_delta_part_refuses_and_changes_nothing() -> None:
         assert "dpart" not in json.loads(before)["state"]  # old states are unchanged
 
 
-def test_pure_workloads_keep_the_pure_part_and_a_default_delta_part() -> None:
-    """The pure part chosen for a pure workload is as before (0.5 x 4 fits 2.0); the delta
-    part is the default (it was 0, which refused every later DP key selection)."""
-    a, d = choose_split_parts(2.0, 1e-6, [PureDP(0.5)])
-    assert a == Fraction(2)
-    assert d == default_delta_part(1e-6)
-    assert d == Fraction(float(Fraction(1e-6) / 10))  # delta / 10, rounded down to a float
-    assert d <= Fraction(1e-6) / 10
+def test_declared_pure_workloads_choose_the_same_split_as_before() -> None:
+    """A declared typical workload gets its split as before (issue 15's capacity: no
+    delta part for a pure workload); the split chosen at a first query keeps delta/10."""
+    assert choose_split_parts(2.0, 1e-6, [PureDP(0.5)]) == (Fraction(2), Fraction(0))
+    dmin = default_delta_part(1e-6)
+    assert dmin == Fraction(float(Fraction(1e-6) / 10))  # delta / 10 rounded down to a float
+    assert dmin <= Fraction(1e-6) / 10
+    a, d = choose_split_parts(2.0, 1e-6, [PureDP(0.5)], min_delta_part=dmin)
+    assert (a, d) == (Fraction(2), dmin)
+    with pytest.raises(ValidationError, match="min_delta_part"):
+        choose_split_parts(2.0, 1e-6, [PureDP(0.5)], min_delta_part=Fraction(1, 10))
 
 
-@pytest.mark.parametrize("first", [PureDP(0.5), GDP(0.3), None])
+@pytest.mark.parametrize("first", [PureDP(0.5), GDP(0.3), PureDP(0.05)])
 def test_a_pure_or_gaussian_first_query_leaves_room_for_key_selection(first: object) -> None:
     """Issue 12 gap A: the split chosen at a pure (or Gaussian) first query keeps delta/10,
     so a later selection charge ApproxDP(0.5, 1e-7) is admitted (it was refused forever);
     one whose delta exceeds the part left is refused with the reason and nothing spent."""
-    f = MixedFilter(4.0, 1e-5, typical=first) if first is not None else MixedFilter(4.0, 1e-5)
-    if first is None:  # undecided: the first query decides the split
-        assert f.try_spend(PureDP(0.5)).admitted
+    f = MixedFilter(4.0, 1e-5)  # undecided: the first query decides the split
+    assert f.try_spend(first).admitted
     split = f.split()
     assert split is not None
+    assert split["chosen"] == "first query"
     d0 = Fraction(split["dpart"])
     assert d0 == default_delta_part(1e-5)
     assert _delta_of_budget(Fraction(split["pure"]), split["mu"], d0, 4.0) <= mpmath.mpf(1e-5)

@@ -133,9 +133,9 @@ def test_service_answers_and_refusals_in_plain_words(client: dict[str, Any]) -> 
         "type": "count", "privacy": {"type": "zcdp", "rho": 0.001}})
     assert r.status_code == 422
     assert r.json()["error"] == "incompatible_privacy"
-    # approx fits too: every split keeps a delta part (docs/proofs/mixed.md §6), also this
-    # one declared for pure queries (it was ["pure"]: no later (eps, delta) charge fitted)
-    assert r.json()["fits"] == ["pure", "approx"]
+    # declared for pure queries (typical): no delta part, so no (eps, delta) charge fits
+    # (a budget opened without a typical query keeps one: docs/proofs/mixed.md §6)
+    assert r.json()["fits"] == ["pure"]
 
 
 def test_budget_endpoint_summary_history_refusals(client: dict[str, Any]) -> None:

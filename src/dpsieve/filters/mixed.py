@@ -12,17 +12,19 @@ is charged where it costs least:
 * when both are possible, to the one that leaves the larger eps at the target's delta
   (ties go to the pure part, which is exact).
 
-**A delta part** R_{0,d} is in every split, B = R_a (+) G_mu (+) R_{0,d}: at least
-:data:`DEFAULT_DELTA_SHARE` of the target's delta (so a budget whose first query was pure
-still admits DP key selection later), more when the typical (or first) query has a delta
-> 0 (an (eps, delta) query such as DP key selection's charge):
+**A delta part** R_{0,d} joins the budget, B = R_a (+) G_mu (+) R_{0,d}, when the typical
+(or first) query has a delta > 0 (an (eps, delta) query such as DP key selection's charge),
+and in every split chosen at the first query (no typical declared): there at least
+:data:`DEFAULT_DELTA_SHARE` of the target's delta, so a budget whose first query was pure
+still admits DP key selection later. A declared split (``typical=``, ``pure=``) is as
+declared: a delta part only if its workload has a delta (or ``delta_part=`` is given).
+``ApproxDP(e, dq)``:
 ``ApproxDP(e, dq)`` is R_e (+) R_{0,dq} exactly (the PLD of R_{e,dq} is that composition),
 so it pays dq from the delta part (R_{0,d'} (+) R_{0,dq} = R_{0,d} for
 1 - d = (1 - d')(1 - dq); d' rounded down) and R_e by either route above. The split is
 inside the target when d + (1 - d) h_{R_a (+) G_mu}(e^eps) <= delta, i.e. R_a (+) G_mu is
-(eps, (delta - d)/(1 - d))-DP. A budget without a delta part (``delta_part=0``, or a state
-stored before every split kept one) refuses delta > 0 queries: R_a (+) G_mu has no mass at
-+inf, and L <= U (+) ... with L's mass dq at +inf needs one.
+(eps, (delta - d)/(1 - d))-DP. A budget without a delta part refuses delta > 0 queries:
+R_a (+) G_mu has no mass at +inf, and L <= U (+) ... with L's mass dq at +inf needs one.
 
 Each choice satisfies the residue condition U(B, L) (+) L <= B, so the filter is valid
 for fully adaptive queries (paper, Thm. 1); docs/proofs/mixed.md gives the proof and the
@@ -59,12 +61,14 @@ __all__ = ["DEFAULT_DELTA_SHARE", "MixedFilter", "choose_split", "choose_split_p
 
 #: Admissions simulated per candidate split when choosing it (more is not needed to rank).
 SPLIT_CAP = 200
-#: The smallest delta part of a split, as a share of the target's delta (docs/proofs/mixed.md
-#: §6): it keeps DP key selection possible on a budget whose first query was pure, and costs
+#: The smallest delta part of a split chosen at the first query (no typical declared), as a
+#: share of the target's delta (docs/proofs/mixed.md §6): it keeps DP key selection possible
+#: on a budget whose first query was pure, and costs
 #: the Gaussian part 0.4-2 % of its mu (1-4 % of the Gaussian queries it admits) for eps in
 #: [0.1, 3] and delta in [1e-8, 1e-3]; a tenth of delta pays selections at delta / 10 each.
 DEFAULT_DELTA_SHARE = Fraction(1, 10)
-_SPLITS: dict[tuple[float, float, tuple[str, ...], int], tuple[Fraction, Fraction]] = {}
+_SPLITS: dict[tuple[float, float, tuple[str, ...], int, Fraction],
+              tuple[Fraction, Fraction]] = {}
 
 
 @functools.lru_cache(maxsize=512)
@@ -89,8 +93,8 @@ def _float_down(x: Fraction) -> Fraction:
 
 
 def default_delta_part(delta: float) -> Fraction:
-    """The delta part every split keeps at least: ``DEFAULT_DELTA_SHARE * delta`` rounded down
-    to a float (smaller only leaves more to the Gaussian part; any d in [0, delta] is sound)."""
+    """The delta part a split chosen at the first query keeps at least: ``DEFAULT_DELTA_SHARE
+    * delta`` rounded down to a float (any d in [0, delta] is sound: Lemma 8)."""
     return _float_down(Fraction(delta) * DEFAULT_DELTA_SHARE)
 
 
@@ -178,7 +182,8 @@ def choose_split(
 
 
 def choose_split_parts(
-    eps: float, delta: float, typical: Sequence[Any], *, cap: int = SPLIT_CAP
+    eps: float, delta: float, typical: Sequence[Any], *, cap: int = SPLIT_CAP,
+    min_delta_part: Fraction = Fraction(0),
 ) -> tuple[Fraction, Fraction]:
     """(a, d): the pure part and the delta part of the split that admits most of
     ``typical`` (offered cyclically).
@@ -186,11 +191,12 @@ def choose_split_parts(
     Candidates for a: a = 0 (all Gaussian), a = eps (all pure), for each pure query size e
     in the workload (the eps of an (eps, delta) query counts) the largest multiple of e
     that fits (the same pure count with a Gaussian part left over), and eps/2 when the
-    workload is not one query. Candidates for d: the default part d_min =
-    :func:`default_delta_part` (kept by every split, so that DP key selection stays
-    possible after pure or Gaussian queries); for each query's dq, also delta (no Gaussian
-    part), delta/2, and what the composition of floor(eps/e) such queries needs,
-    1 - (1 - dq)^k, when below delta, each raised to d_min if smaller. Each pair is
+    workload is not one query. Candidates for d: d_min = ``min_delta_part`` (0, or
+    :func:`default_delta_part` for the split chosen at the first query, so that DP key
+    selection stays possible after pure or Gaussian queries), dropped if 0 when a query
+    has a delta; for each query's dq, delta (no Gaussian part), delta/2, and what the
+    composition of floor(eps/e) such queries needs, 1 - (1 - dq)^k, when below delta,
+    each raised to d_min if smaller. Each pair is
     simulated with the filter itself (up to ``cap`` admissions: enough to rank, since a
     pure part only wins for queries the additive filter admits a few dozen times); the most
     admissions win, ties to the larger Gaussian part. The choice affects utility, never
@@ -201,13 +207,16 @@ def choose_split_parts(
         raise fail("typical", "choose_split", "a non-empty list of queries", typical)
     from dpsieve.filters.capacity import count_admitted, query_key
 
-    ckey = (eps, delta, tuple(query_key(q) for q in qs), cap)
+    dmin = Fraction(min_delta_part)
+    if not 0 <= dmin <= Fraction(delta):
+        raise fail("min_delta_part", "choose_split", f"a number in [0, delta = {delta!r}]",
+                   min_delta_part)
+    ckey = (eps, delta, tuple(query_key(q) for q in qs), cap, dmin)
     hit = _SPLITS.get(ckey)
     if hit is not None:
         return hit
     top = Fraction(eps)
     cands: set[Fraction] = {Fraction(0), top}
-    dmin = default_delta_part(delta)
     dcands: set[Fraction] = {dmin}
     for q in qs:
         e = _eps_part(q)
@@ -216,7 +225,7 @@ def choose_split_parts(
             cands.add(k * Fraction(e))
         dq = _delta_of(q)
         if 0 < dq <= delta:
-            dcands |= {Fraction(delta), max(Fraction(delta) / 2, dmin)}
+            dcands = (dcands - {Fraction(0)}) | {Fraction(delta), max(Fraction(delta) / 2, dmin)}
             # (e may be None, 0, above eps or inf -- ApproxDP(inf, dq) is a valid query
             # that no split admits: then one query, k = 1)
             k = math.floor(top / Fraction(e)) if e is not None and 0 < e < math.inf else 1
@@ -249,10 +258,10 @@ class MixedFilter(FilterBase):
 
     ``MixedFilter(eps, delta, typical=q)`` chooses the split for queries like ``q`` (a
     privacy description or PLD, or a list of them); ``pure=a`` fixes the pure part (and
-    ``delta_part=d`` the delta part that pays (eps, delta) queries: by default
-    :func:`default_delta_part`, ``delta_part=0`` for none); with neither, the split is
-    chosen at the first admitted query. Every chosen split keeps at least the default
-    delta part, so DP key selection stays possible whatever the first query was.
+    ``delta_part=d`` the delta part that pays (eps, delta) queries; none by default); with
+    neither, the split is chosen at the first admitted query, and keeps at least
+    :func:`default_delta_part` (a tenth of delta), so DP key selection stays possible
+    whatever the first query was.
     """
 
     KIND = "mixed"
@@ -281,8 +290,7 @@ class MixedFilter(FilterBase):
         if pure is not None:
             if not (Fraction(pure) >= 0):
                 raise fail("pure", "MixedFilter", "a number >= 0", pure)
-            d = (default_delta_part(self._delta) if delta_part is None
-                 else Fraction(delta_part))
+            d = Fraction(0) if delta_part is None else Fraction(delta_part)
             if not 0 <= d <= Fraction(self._delta):
                 raise fail("delta_part", "MixedFilter", f"a number in [0, delta = "
                            f"{self._delta!r}]", delta_part)
@@ -386,7 +394,8 @@ class MixedFilter(FilterBase):
         q = as_query(query)
         if self._split is None:
             probe = MixedFilter(self._eps, self._delta)
-            a, d = choose_split_parts(self._eps, self._delta, [q])
+            a, d = choose_split_parts(self._eps, self._delta, [q],
+                                      min_delta_part=default_delta_part(self._delta))
             probe._set_split(a, "first query", [query_to_dict(q)], d)
             decision, new = probe._decide_split(q)
             if not decision.admitted:  # stay undecided: a refusal changes nothing
@@ -423,15 +432,16 @@ class MixedFilter(FilterBase):
         left is rounded down), R_e routed as PureDP(e) (docs/proofs/mixed.md §6)."""
         left = pay_delta(self._dpart, dq)
         if left is None:
-            why = ("the budget has no delta part: its split was fixed without one "
-                   "(delta_part=0, or stored before every split kept one); a new budget, "
-                   "or one declared with a typical query with a delta, e.g. "
-                   "typical=ApproxDP(e, d), has one"
+            why = ("the budget has no delta part: its split was declared for queries "
+                   "without a delta (typical= or pure=), or stored before a split chosen "
+                   "at the first query kept one; a budget declared with a typical query "
+                   "with a delta, e.g. typical=ApproxDP(e, d), or one without a declaration,"
+                   " has one"
                    if "dpart" not in (self._split or {}) else
                    f"the delta part left ({float(self._dpart):.4g}) is smaller (a split "
-                   f"keeps {float(DEFAULT_DELTA_SHARE):g} of the target's delta for it "
-                   "unless a typical query with a delta asked for more: declare one, e.g. "
-                   "typical=ApproxDP(e, d), or ask for a smaller delta)")
+                   f"chosen at the first query keeps {float(DEFAULT_DELTA_SHARE):g} of the "
+                   "target's delta for it unless that query had a delta: declare a typical "
+                   "query with one, e.g. typical=ApproxDP(e, d), or ask for a smaller delta)")
             reason = (f"refused: the query's delta {dq:.4g} is paid from the budget's delta "
                       f"part R_(0,d) (R_a (+) G_mu has no mass at +inf), and {why}")
             cost = {"query": query_to_dict(q), "pure_eps": None, "delta": dq}
