@@ -246,7 +246,7 @@ def _cp_lowers(k: np.ndarray, n: int, level: float) -> np.ndarray:
 
 def _cp_uppers(k: np.ndarray, n: int, level: float) -> np.ndarray:
     with np.errstate(all="ignore"):
-        hi = stats.beta.ppf(1 - level, k + 1, np.maximum(n - k, 1))
+        hi = stats.beta.isf(level, k + 1, np.maximum(n - k, 1))
     return np.where(k >= n, 1.0, hi)
 
 
@@ -255,7 +255,7 @@ def _cp_lower(k: int, n: int, level: float) -> float:
 
 
 def _cp_upper(k: int, n: int, level: float) -> float:
-    return 1.0 if k == n else float(stats.beta.ppf(1 - level, k + 1, n - k))
+    return 1.0 if k == n else float(stats.beta.isf(level, k + 1, n - k))
 
 
 def _excess(k1: int, n1: int, k2: int, n2: int, alpha: float,
