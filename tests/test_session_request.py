@@ -10,6 +10,7 @@ reach only filters and ledgers, are compared in tests/filters/test_charge.py.
 
 from __future__ import annotations
 
+import inspect
 import json
 import typing
 from typing import Any
@@ -22,12 +23,15 @@ from pydantic import TypeAdapter
 from dpsieve._session_request import Request, request_from_spec
 from dpsieve.accounting.events import GDP, ZCDP, ApproxDP, Neighbouring, PureDP
 from dpsieve.errors import ValidationError
+from dpsieve.filters import MixedFilter
 from dpsieve.filters.base import BudgetLeft, Cost, Decision, PrivacyFilter
-from dpsieve.filters.charge import Charge
+from dpsieve.filters.capacity import count_admitted
+from dpsieve.filters.charge import Charge, PrivacyCharge, Workload
+from dpsieve.filters.summary import budget_summary
 from dpsieve.ledger.base import BudgetStore, SpendRecord
 from dpsieve.queries.plan import from_spec
 from dpsieve.service.schemas import BudgetIn, PrivacyIn, QueryBody
-from dpsieve.session import QueryResult, Session
+from dpsieve.session import QueryResult, Session, filter_for_budget
 
 AR = Neighbouring.ADD_REMOVE
 
@@ -125,8 +129,14 @@ def test_a_request_keeps_the_recorded_json() -> None:
     assert r.public == {"type": "count", "privacy": PureDP(0.25).to_dict()}
 
 
-def _hints(obj: Any) -> dict[str, Any]:
-    return typing.get_type_hints(obj, vars(__import__(obj.__module__, fromlist=["_"])))
+def _hint(obj: Any, name: str) -> Any:
+    """The annotation of ``name`` (a field or a parameter), evaluated in its module."""
+    ns = vars(__import__(obj.__module__, fromlist=["_"]))
+    ann = typing.get_type_hints(obj, ns) if isinstance(obj, type) else None
+    if ann is not None:
+        return ann[name]
+    raw = inspect.signature(obj).parameters[name].annotation
+    return eval(raw, ns) if isinstance(raw, str) else raw
 
 
 @pytest.mark.parametrize(("obj", "name", "want"), [
@@ -140,6 +150,10 @@ def _hints(obj: Any) -> dict[str, Any]:
     (QueryResult, "cost", Cost),
     (QueryResult, "remaining", BudgetLeft),
     (Session.execute, "request", Request),
+    (count_admitted, "workload", Workload),
+    (budget_summary, "like", PrivacyCharge | None),
+    (MixedFilter.__init__, "typical", Workload | None),
+    (filter_for_budget, "typical", Workload | None),
 ])
 def test_privacy_values_cross_layers_typed(obj: Any, name: str, want: object) -> None:
-    assert _hints(obj)[name] == want
+    assert _hint(obj, name) == want

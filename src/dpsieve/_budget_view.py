@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dpsieve.accounting.events import ApproxDP, ApproxZCDP
 from dpsieve.errors import BudgetExceededError, DPError, IncompatiblePrivacyError
 
 if TYPE_CHECKING:
+    from dpsieve.accounting.events import PrivacyDescription
     from dpsieve.filters.base import BudgetLeft
+    from dpsieve.filters.charge import PrivacyCharge
+    from dpsieve.filters.summary import BudgetSummary
 
 __all__ = [
     "KIND_NAMES",
@@ -74,7 +78,7 @@ def describe_request(spec: dict[str, Any]) -> str:
     return t
 
 
-def charged_of(cost: Any) -> Any:
+def charged_of(cost: Any) -> PrivacyDescription | None:
     """The privacy a decision charged, as a description (None for a PLD/unknown): a typed
     :class:`~dpsieve.filters.base.Cost`, or the JSON of one read from an audit payload."""
     from dpsieve.filters.base import Cost
@@ -90,8 +94,8 @@ def _filters(store: Any, budget_id: str) -> tuple[Any, Any]:
     return load_filters(store, budget_id)
 
 
-def store_summary(store: Any, budget_id: str, *, like: Any = None,
-                  cap: int | None = None) -> Any:
+def store_summary(store: Any, budget_id: str, *, like: PrivacyCharge | None = None,
+                  cap: int | None = None) -> BudgetSummary:
     """:func:`dpsieve.filters.summary.budget_summary` of a budget in a ledger."""
     from dpsieve.filters.summary import budget_summary
 
@@ -100,7 +104,7 @@ def store_summary(store: Any, budget_id: str, *, like: Any = None,
     return budget_summary(current, initial, like=like, **kw)
 
 
-def check_fits(flt: Any, cost: Any, requested: dict[str, Any],
+def check_fits(flt: Any, cost: PrivacyDescription, requested: dict[str, Any],
                offered: tuple[str, ...] | None = None) -> None:
     """Raise :class:`IncompatiblePrivacyError` if ``flt`` can never admit ``cost``.
 
@@ -119,12 +123,13 @@ def check_fits(flt: Any, cost: Any, requested: dict[str, Any],
         asked += f" query, charged as {TYPE_NAMES.get(str(charged), str(charged))},"
     else:
         asked += " query"
-    if getattr(cost, "delta", 0.0) > 0 and charged in ("approx", "approx_zcdp"):
-        why = (f"its delta ({cost.delta:.3g}, e.g. from DP key selection) may lose all "
+    dq = cost.delta if isinstance(cost, ApproxDP | ApproxZCDP) else 0.0
+    if dq > 0 and charged in ("approx", "approx_zcdp"):
+        why = (f"its delta ({dq:.3g}, e.g. from DP key selection) may lose all "
                "privacy with that probability, and this budget has no delta to pay it")
         if getattr(flt, "kind", "") == "mixed" and charged == "approx":
             # an (eps, delta) budget has a delta: say why it cannot pay this one
-            why = (f"its delta ({cost.delta:.3g}, e.g. from DP key selection) is paid from "
+            why = (f"its delta ({dq:.3g}, e.g. from DP key selection) is paid from "
                    "a delta part of an (eps, delta) budget's split, and this budget's split "
                    "has none (it was declared for typical queries without a delta, or "
                    "stored before a split chosen at the first query kept one); a budget "
@@ -143,7 +148,7 @@ def check_fits(flt: Any, cost: Any, requested: dict[str, Any],
         fits=fits, requested=requested)
 
 
-def refused(store: Any, budget_id: str, cost: Any, requested: dict[str, Any],
+def refused(store: Any, budget_id: str, cost: PrivacyDescription, requested: dict[str, Any],
             remaining: BudgetLeft) -> DPError:
     """The error for a refused query: :class:`IncompatiblePrivacyError` when no budget of
     this kind could ever pay for it, else a plain-words :class:`BudgetExceededError` with
@@ -171,7 +176,7 @@ def refused(store: Any, budget_id: str, cost: Any, requested: dict[str, Any],
         remaining=remaining, requested=requested, summary=s.to_dict())
 
 
-def after_query(store: Any, budget_id: str, cost: Any) -> dict[str, Any]:
+def after_query(store: Any, budget_id: str, cost: PrivacyDescription) -> dict[str, Any]:
     """The budget summary shown with an answer ("about N more queries like this one")."""
     out: dict[str, Any] = store_summary(store, budget_id, like=cost, cap=QUERY_CAP).to_dict()
     return out

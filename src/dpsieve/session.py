@@ -67,9 +67,11 @@ from dpsieve.accounting.events import (
 )
 from dpsieve.errors import UnsupportedError, ValidationError
 from dpsieve.filters.base import BudgetLeft, Cost
+from dpsieve.filters.charge import Workload
 
 if TYPE_CHECKING:
     from dpsieve.filters.base import PrivacyFilter
+    from dpsieve.filters.summary import BudgetSummary
     from dpsieve.ledger.base import BudgetStore
     from dpsieve.queries.plan import Query
     from dpsieve.queries.result import Answer
@@ -87,6 +89,9 @@ __all__ = [
 ]
 
 FloatArray = npt.NDArray[np.float64]
+#: The privacy a library call spends: a description, or its JSON (a dict), which the
+#: session maps once, where it is given.
+PrivacyIn = PrivacyDescription | Mapping[str, Any]
 #: A pandas DataFrame (pandas ships no type stubs here).
 Frame = Any
 #: Upward relative margin on a robust estimator's eps, covering its own ulp rounding.
@@ -134,7 +139,8 @@ class QueryResult:
         }
 
 
-def filter_for_budget(budget: PrivacyDescription, *, typical: Any = None) -> PrivacyFilter:
+def filter_for_budget(budget: PrivacyDescription, *,
+                      typical: Workload | None = None) -> PrivacyFilter:
     """The valid, tight filter for a budget (docs/filters.md; Theorem 8 of the filters paper).
 
     ======================  ===============================================================
@@ -361,9 +367,9 @@ def _privacy(p: PrivacyDescription, nb: Neighbouring, robust: bool = False,
     raise fail("privacy", "query", "the privacy of a release or robust query", p)
 
 
-def _as_description(p: Any, nb: Neighbouring, name: str) -> PrivacyDescription:
+def _as_description(p: PrivacyIn, nb: Neighbouring, name: str) -> PrivacyDescription:
     """A privacy description (or its dict, under ``nb`` unless it says otherwise)."""
-    if isinstance(p, dict):
+    if isinstance(p, Mapping):
         p = parse_description({"neighbouring": nb.value, **p}, name)
     if not isinstance(p, PureDP | ApproxDP | GDP | ZCDP | ApproxZCDP | RDP):
         raise fail(name, "Session", "a privacy description such as PureDP(0.1)", p)
@@ -409,7 +415,7 @@ class Session:
         after_spend: Callable[[str], None] | None = None,
         columns: Sequence[str] | None = None,
         column_types: Mapping[str, str] | None = None,
-        typical: Any = None,
+        typical: PrivacyIn | Sequence[PrivacyIn] | None = None,
         row_count: Callable[[], int] | None = None,
         schema: Any = None,
         privacy_unit: str | None = None,
@@ -451,11 +457,13 @@ class Session:
         if typical is not None and budget is None:
             raise fail("typical", "Session", "given with 'budget' (it chooses the budget's "
                        "split)", typical)
+        typ: list[PrivacyDescription] | None = None
         if budget is not None and typical is not None:
-            typical = [_as_description(t, budget.neighbouring, "typical") for t in (
-                typical if isinstance(typical, list | tuple) else [typical])]
+            items = [typical] if isinstance(typical, Mapping) or not isinstance(
+                typical, Sequence) else list(typical)
+            typ = [_as_description(t, budget.neighbouring, "typical") for t in items]
         flt = filter if filter is not None else (
-            filter_for_budget(budget, typical=typical) if budget is not None else None)
+            filter_for_budget(budget, typical=typ) if budget is not None else None)
         exists = has_budget(self.store, budget_id)  # no filter parsed: the spend reads it
         if flt is not None and not exists:
             self.store.create_budget(budget_id, flt)
@@ -488,7 +496,8 @@ class Session:
         """The budget left (JSON-ready, as the filter states it)."""
         return self.store.load_filter(self.budget_id).remaining()
 
-    def budget(self, like: Any = None, *, cap: int | None = None) -> Any:
+    def budget(self, like: PrivacyIn | None = None, *, cap: int | None = None
+               ) -> BudgetSummary:
         """The budget left in plain words: eps at the target's delta, the fraction used and,
         for ``like`` (a privacy description), how many more such queries the filter admits,
         counted exactly by its own decisions (:class:`dpsieve.filters.summary.BudgetSummary`).
@@ -506,30 +515,30 @@ class Session:
         return self._frame
 
     # -- queries ------------------------------------------------------------------------
-    def count(self, *, privacy: Any, key: str | None = None) -> QueryResult:
+    def count(self, *, privacy: PrivacyIn, key: str | None = None) -> QueryResult:
         """Number of rows + noise. Delta_1 = Delta_2 = 1."""
         return self.run({"type": "count", "privacy": privacy}, key=key)
 
-    def sum(self, column: str, *, lower: float, upper: float, privacy: Any,
+    def sum(self, column: str, *, lower: float, upper: float, privacy: PrivacyIn,
             key: str | None = None) -> QueryResult:
         """Sum of the column clipped to [lower, upper] (missing values count as 0 clipped)."""
         return self.run({"type": "sum", "column": column, "lower": lower, "upper": upper,
                          "privacy": privacy}, key=key)
 
-    def mean(self, column: str, *, lower: float, upper: float, privacy: Any,
+    def mean(self, column: str, *, lower: float, upper: float, privacy: PrivacyIn,
              key: str | None = None) -> QueryResult:
         """Noisy clipped sum / noisy count, the privacy split evenly between the two."""
         return self.run({"type": "mean", "column": column, "lower": lower, "upper": upper,
                          "privacy": privacy}, key=key)
 
-    def histogram(self, column: str, *, categories: Sequence[Any], privacy: Any,
+    def histogram(self, column: str, *, categories: Sequence[Any], privacy: PrivacyIn,
                   key: str | None = None) -> QueryResult:
         """Counts of each public category (values outside them are not counted)."""
         return self.run({"type": "histogram", "column": column,
                          "categories": list(categories), "privacy": privacy}, key=key)
 
     def release(self, mechanism: str, *, columns: Sequence[str],
-                domain: dict[str, Sequence[Any]], n: int, privacy: Any,
+                domain: dict[str, Sequence[Any]], n: int, privacy: PrivacyIn,
                 workload: str = "marginals:1", rounds: int | None = None,
                 eta: float | None = None, gamma: float | None = None,
                 key: str | None = None) -> QueryResult:

@@ -20,14 +20,16 @@ import json
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from dpsieve._validation import fail
-from dpsieve.filters._queries import as_query, query_to_dict
+from dpsieve.accounting.pld import PLD
+from dpsieve.filters._queries import as_query
 from dpsieve.filters.additive import _ScalarFilter
+from dpsieve.filters.charge import PrivacyCharge, Workload
 
 __all__ = ["Capacity", "count_admitted", "query_key"]
 
@@ -51,22 +53,22 @@ class Capacity:
         return {"count": self.count, "at_least": self.at_least}
 
 
-def query_key(q: Any) -> str:
+def query_key(q: PrivacyCharge) -> str:
     """A key equal for equal queries (a description's dict; a PLD's content hash)."""
-    d = query_to_dict(q)
-    if d != {"type": "pld"}:
-        return json.dumps(d, sort_keys=True, default=repr)
+    if not isinstance(q, PLD):
+        return json.dumps(q.to_dict(), sort_keys=True, default=repr)
     h = hashlib.sha256(repr((q.grid, q.offset, q.inf_mass, q.mu, q.direction,
                              q.symmetric)).encode())
     h.update(q.probs.tobytes())
     return "pld:" + h.hexdigest()
 
 
-def count_admitted(flt: Any, workload: Any, *, cap: int = DEFAULT_CAP) -> Capacity:
+def count_admitted(flt: Any, workload: Workload, *, cap: int = DEFAULT_CAP) -> Capacity:
     """Exact number of further admissions of ``workload`` (see module docstring)."""
     if not (isinstance(cap, int) and cap >= 0):
         raise fail("cap", "count_admitted", "an int >= 0", cap)
-    qs = [as_query(q) for q in (workload if isinstance(workload, list | tuple) else [workload])]
+    items = list(workload) if isinstance(workload, Sequence) else [workload]
+    qs = [as_query(q) for q in items]
     if not qs:
         raise fail("workload", "count_admitted", "a query or a non-empty list of queries",
                    workload)
@@ -116,7 +118,7 @@ def _floor_div(left: Fraction, cost: Fraction) -> int | None:
     return math.floor(left / cost) if left >= 0 else 0
 
 
-def _closed_form(flt: Any, q: Any, cap: int) -> Capacity | None:
+def _closed_form(flt: Any, q: PrivacyCharge, cap: int) -> Capacity | None:
     """One-step counts for filters whose admission test is additive in exact arithmetic."""
     rule = _RULES.get(getattr(flt, "kind", ""))
     if rule is None:

@@ -15,7 +15,7 @@ logs (a PLD is described as ``{"type": "pld"}``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TypeAlias, TypeGuard
 
 from dpsieve.accounting.events import (
@@ -36,6 +36,7 @@ from dpsieve.mechanisms.subsampled import DPSGDStep
 __all__ = [
     "Charge",
     "PrivacyCharge",
+    "Workload",
     "charge_from_dict",
     "charge_to_dict",
     "check_charge",
@@ -46,6 +47,8 @@ __all__ = [
 PrivacyCharge: TypeAlias = PrivacyDescription | PLD
 #: Everything a filter or a ledger may be charged (training steps for the training filters).
 Charge: TypeAlias = PrivacyDescription | PLD | DPSGDStep | RecordStep
+#: One privacy charge or several, offered cyclically (a workload; a mixed budget's typical).
+Workload: TypeAlias = PrivacyCharge | Sequence[PrivacyCharge]
 
 _DESCRIPTIONS = (PureDP, ApproxDP, ZCDP, ApproxZCDP, GDP, RDP)
 _CHARGES = (*_DESCRIPTIONS, PLD, DPSGDStep, RecordStep)

@@ -54,6 +54,7 @@ from dpsieve.filters._common import FilterBase, StateReader, frac_from_json, fra
 from dpsieve.filters._mixed_math import delta_upper, epsilon_upper, mu_for
 from dpsieve.filters._queries import as_query, pure_eps_of, query_to_dict
 from dpsieve.filters.base import Charge, Decision
+from dpsieve.filters.charge import PrivacyCharge, Workload
 from dpsieve.filters.gdp import GDPResidueFilter, naive_gdp_cost, sqrt_down
 
 __all__ = ["DEFAULT_DELTA_SHARE", "MixedFilter", "choose_split", "choose_split_parts",
@@ -174,7 +175,7 @@ def _eps_part(q: Any) -> float | None:
 
 
 def choose_split(
-    eps: float, delta: float, typical: Sequence[Any], *, cap: int = SPLIT_CAP
+    eps: float, delta: float, typical: Sequence[PrivacyCharge], *, cap: int = SPLIT_CAP
 ) -> Fraction:
     """The pure part a of the split that admits most of ``typical`` (offered cyclically);
     :func:`choose_split_parts` gives the delta part too."""
@@ -182,7 +183,7 @@ def choose_split(
 
 
 def choose_split_parts(
-    eps: float, delta: float, typical: Sequence[Any], *, cap: int = SPLIT_CAP,
+    eps: float, delta: float, typical: Sequence[PrivacyCharge], *, cap: int = SPLIT_CAP,
     min_delta_part: Fraction = Fraction(0),
 ) -> tuple[Fraction, Fraction]:
     """(a, d): the pure part and the delta part of the split that admits most of
@@ -271,7 +272,7 @@ class MixedFilter(FilterBase):
         eps: float,
         delta: float,
         *,
-        typical: Any = None,
+        typical: Workload | None = None,
         pure: float | Fraction | None = None,
         delta_part: float | Fraction | None = None,
     ) -> None:
@@ -296,7 +297,7 @@ class MixedFilter(FilterBase):
                            f"{self._delta!r}]", delta_part)
             self._set_split(Fraction(pure), "given", dpart=d)
         elif typical is not None:
-            qs = list(typical) if isinstance(typical, list | tuple) else [typical]
+            qs = list(typical) if isinstance(typical, Sequence) else [typical]
             a, d = choose_split_parts(self._eps, self._delta, qs)
             self._set_split(a, "typical", [query_to_dict(as_query(q)) for q in qs], d)
 

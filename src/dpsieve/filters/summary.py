@@ -30,6 +30,7 @@ from dpsieve._rounding import round_up
 from dpsieve.accounting.events import GDP, ZCDP, ApproxDP, ApproxZCDP, PureDP
 from dpsieve.filters._queries import pure_eps_of, query_to_dict, rdp_of, symmetric_atoms, zcdp_of
 from dpsieve.filters.capacity import DEFAULT_CAP, Capacity, count_admitted
+from dpsieve.filters.charge import Charge, PrivacyCharge
 
 __all__ = [
     "DISPLAY_DELTA",
@@ -142,7 +143,7 @@ _KINDS: tuple[tuple[str, Any], ...] = (
 )
 
 
-def query_fits(flt: Any, query: Any) -> bool:
+def query_fits(flt: Any, query: PrivacyCharge) -> bool:
     """Whether ``flt`` can ever admit a query of this kind (however small).
 
     False means no budget left of this filter's kind could pay for it: the conversion the
@@ -232,7 +233,7 @@ def _eps_total(initial: Any, delta: float | None) -> float | None:
     return _TOTALS.get((text, delta), lambda: epsilon_left(initial, delta)[0])
 
 
-def describe_query(q: Any) -> str:
+def describe_query(q: Charge) -> str:
     """A query's privacy in a few words, e.g. "pure eps 0.5" or "GDP mu 0.3"."""
     d = query_to_dict(q)
     t = d.get("type")
@@ -304,7 +305,7 @@ def budget_summary(
     initial: Any | None = None,
     *,
     delta: float | None = None,
-    like: Any = None,
+    like: PrivacyCharge | None = None,
     cap: int = DEFAULT_CAP,
 ) -> BudgetSummary:
     """The budget of ``current`` in plain words (see module docstring).

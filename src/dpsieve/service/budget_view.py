@@ -45,7 +45,8 @@ def like_privacy(text: str, neighbouring: str) -> PrivacyDescription:
     return m.description(neighbouring, "like")  # JSON to a typed value, once
 
 
-def budget_view(st: BudgetStore, name: str, p: Principal, like: Any = None) -> dict[str, Any]:
+def budget_view(st: BudgetStore, name: str, p: Principal,
+                like: PrivacyDescription | None = None) -> dict[str, Any]:
     """remaining, admitted, summary, history (described) and refusals of one budget;
     "more queries like" ``like`` (default: the last admitted query's charge)."""
     current, initial = st.load_filter(name), st.initial_filter(name)
