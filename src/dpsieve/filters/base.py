@@ -18,9 +18,8 @@ Contract (checked by the conformance suite in ``tests/filters``):
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from dpsieve.accounting.events import PrivacyDescription, description_from_dict
@@ -29,14 +28,17 @@ from dpsieve.filters.charge import Charge
 __all__ = ["BudgetLeft", "Charge", "Cost", "Decision", "PrivacyFilter"]
 
 
-class _Frozen(Mapping[str, Any]):
-    """An immutable view of a filter's JSON-ready numbers (read like a mapping)."""
+class _Frozen:
+    """An immutable view of a filter's JSON-ready numbers, read like a mapping (``[key]``,
+    ``get``, ``in``, ``keys``/``items``/``values``, ``len``, iteration; ``dict(v)`` copies it).
+    Not a ``collections.abc.Mapping`` subclass: its ``isinstance`` checks cost a decision
+    about a microsecond each (filters build one per query)."""
 
     __slots__ = ("_values",)
-    _values: Mapping[str, Any]
+    _values: dict[str, Any]
 
-    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
-        object.__setattr__(self, "_values", MappingProxyType(dict(values or {})))
+    def __init__(self, values: Mapping[str, Any] | _Frozen | None = None) -> None:
+        object.__setattr__(self, "_values", dict(values) if values else {})
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is immutable")
@@ -44,20 +46,34 @@ class _Frozen(Mapping[str, Any]):
     def __getitem__(self, key: str) -> Any:
         return self._values[key]
 
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
     def __iter__(self) -> Iterator[str]:
         return iter(self._values)
 
     def __len__(self) -> int:
         return len(self._values)
 
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._values.get(key, default)
+
+    def keys(self) -> KeysView[str]:
+        return self._values.keys()
+
+    def items(self) -> ItemsView[str, Any]:
+        return self._values.items()
+
+    def values(self) -> ValuesView[Any]:
+        return self._values.values()
+
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Frozen) and type(other) is type(self) and dict(
-            self._values) == dict(other._values)
+        return type(other) is type(self) and self._values == other._values
 
     __hash__ = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({dict(self._values)!r})"
+        return f"{type(self).__name__}({self._values!r})"
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready dict (a new one each call), exactly what decisions always carried."""
@@ -108,11 +124,13 @@ class Decision:
     cost: Cost = field(default_factory=Cost)
 
     @classmethod
-    def of(cls, admitted: bool, reason: str, remaining: Mapping[str, Any] | None = None,
-           cost: Mapping[str, Any] | None = None) -> Decision:
+    def of(cls, admitted: bool, reason: str,
+           remaining: Mapping[str, Any] | BudgetLeft | None = None,
+           cost: Mapping[str, Any] | Cost | None = None) -> Decision:
         """A decision from a filter's JSON-ready numbers (how the filters build theirs)."""
-        return cls(admitted, reason, remaining if isinstance(remaining, BudgetLeft)
-                   else BudgetLeft(remaining), cost if isinstance(cost, Cost) else Cost(cost))
+        return cls(admitted, reason,
+                   remaining if type(remaining) is BudgetLeft else BudgetLeft(remaining),
+                   cost if type(cost) is Cost else Cost(cost))
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Decision:
