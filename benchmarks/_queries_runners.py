@@ -166,7 +166,30 @@ SELECT g, sum(least(n, {LINF})), sum(s) FROM kept GROUP BY g
 """
 
 
-def _handwritten(path: Path, memory_limit: str) -> list[tuple[Any, ...]]:
+#: The same bounding with dpsieve's arithmetic: each row's value clipped and rounded to the
+#: lattice of ``LATTICE`` (2^-14; DuckDB's ``round``, ties away from zero) and summed as
+#: integers, so the per-(unit, group) sum is exact and its clamp is the sensitivity (a
+#: floating-point sum is not: its rounding depends on the row order). dpsieve computes this.
+LATTICE = 2.0 ** -14
+HANDWRITTEN_LATTICE_SQL = f"""
+WITH cells AS (
+  SELECT unit, g, count(*) AS n,
+         least(greatest(sum(CAST(round(least(greatest(
+             CASE WHEN isnan(value) THEN 0 ELSE value END, -204800.0), 204800.0)
+             / {LATTICE!r}) AS BIGINT)), 0), {round(UNIT_SUM_UPPER / LATTICE)}) AS s,
+         hash(unit, g, $seed) AS h
+  FROM read_parquet($path)
+  WHERE unit IS NOT NULL AND g >= 0 AND g < {GROUPS}
+  GROUP BY unit, g),
+kept AS (
+  SELECT * FROM cells
+  QUALIFY row_number() OVER (PARTITION BY unit ORDER BY h, g) <= {L0})
+SELECT g, sum(least(n, {LINF})), sum(s) * {LATTICE!r} FROM kept GROUP BY g
+"""
+
+
+def _handwritten(path: Path, memory_limit: str, sql: str = HANDWRITTEN_SQL
+                 ) -> list[tuple[Any, ...]]:
     import duckdb
 
     with tempfile.TemporaryDirectory(prefix="qbench-sql-") as tmp:  # as DuckDBEngine does
@@ -175,7 +198,7 @@ def _handwritten(path: Path, memory_limit: str) -> list[tuple[Any, ...]]:
                                      "temp_directory": tmp})
         try:
             rows: list[tuple[Any, ...]] = con.execute(
-                HANDWRITTEN_SQL, {"path": str(path),
+                sql, {"path": str(path),
                                   "seed": int.from_bytes(os.urandom(4), "little")}).fetchall()
         finally:
             con.close()
@@ -188,6 +211,17 @@ def run_sql(path: Path) -> Result:
     _warm_imports()
     clock = Clock()
     rows = _handwritten(path, DUCKDB_MEMORY)
+    times = clock.read()
+    counts, sums = _dense(iter(rows))
+    return {**times, "count": counts, "sum": sums}
+
+
+def run_sql_lattice(path: Path) -> Result:
+    """``HANDWRITTEN_LATTICE_SQL`` (dpsieve's exact integer sums) under the settings of
+    ``run_sql``."""
+    _warm_imports()
+    clock = Clock()
+    rows = _handwritten(path, DUCKDB_MEMORY, HANDWRITTEN_LATTICE_SQL)
     times = clock.read()
     counts, sums = _dense(iter(rows))
     return {**times, "count": counts, "sum": sums}
@@ -441,6 +475,7 @@ RUNNERS: dict[str, Callable[[Path], Result]] = {
     "session-duckdb": run_session,
     "sql-duckdb": run_sql,
     "sql-duckdb-session-limits": run_sql_session_limits,
+    "sql-duckdb-lattice": run_sql_lattice,
     "opendp-polars": run_opendp,
     "pipelinedp-local": run_pipelinedp_local,
     "dpsieve-spark": run_spark,

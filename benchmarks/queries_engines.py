@@ -167,7 +167,8 @@ def part_duckdb(a: argparse.Namespace, out: list[str]) -> None:
 
     before = {MEMORY_LIMIT_ENV: a.memory_before} if a.memory_before else None
     res: dict[str, list[dict[str, Any]]] = {"dpsieve-duckdb": [], "session-duckdb": [],
-                                            "sql-duckdb": [], "sql-duckdb-session-limits": []}
+                                            "sql-duckdb": [], "sql-duckdb-lattice": [],
+                                            "sql-duckdb-session-limits": []}
     if before:
         res["session-before"] = []
     for _ in range(a.repeats):  # interleaved, so all see the same machine load
@@ -176,7 +177,10 @@ def part_duckdb(a: argparse.Namespace, out: list[str]) -> None:
                         else repeat(name, path, 1))
     med = {name: _merge(runs) for name, runs in res.items()}
     d, e, s = med["dpsieve-duckdb"], med["session-duckdb"], med["sql-duckdb"]
-    sl = med["sql-duckdb-session-limits"]
+    sl, lat = med["sql-duckdb-session-limits"], med["sql-duckdb-lattice"]
+    if max(abs(a - b) for a, b in zip(lat["sum"], t["bounded_sum"], strict=True)) > 1e-6 * max(
+            1.0, max(abs(b) for b in t["bounded_sum"])):
+        raise AssertionError("hand-written lattice SQL disagrees with the bounded truth")
     if s["count"] != t["bounded_count"] or sl["count"] != t["bounded_count"]:
         raise AssertionError("hand-written SQL disagrees with the bounded truth")
     out += ["| implementation | wall s, median (runs) | CPU s | peak memory MiB (max) | "
@@ -185,8 +189,8 @@ def part_duckdb(a: argparse.Namespace, out: list[str]) -> None:
                       f"{os.environ.get('QBENCH_DUCKDB_MEMORY', '600MB')}, 2 threads) + "
                       "exact noise)", d),
                      (f"dpsieve Session, its defaults ({_session_limit()})", e),
-                     *([(f"dpsieve Session, {MEMORY_LIMIT_ENV}={a.memory_before} (the "
-                         "earlier default)", med["session-before"])] if before else [])):
+                     *([(f"dpsieve Session, {MEMORY_LIMIT_ENV}={a.memory_before}",
+                         med["session-before"])] if before else [])):
         out.append(f"| {label} | {_secs(r)} | {_mib(r['peak_bytes'])} "
                    f"({_mib(r['max_peak_bytes'])}) | "
                    f"{rmse(r['count'], t['bounded_count']):.1f} | "
@@ -194,6 +198,10 @@ def part_duckdb(a: argparse.Namespace, out: list[str]) -> None:
     out += [f"| hand-written DuckDB SQL (no noise; memory_limit "
             f"{os.environ.get('QBENCH_DUCKDB_MEMORY', '600MB')}, 2 threads) | {_secs(s)} | "
             f"{_mib(s['peak_bytes'])} ({_mib(s['max_peak_bytes'])}) | 0 | 0 |",
+            f"| hand-written DuckDB SQL with dpsieve's exact integer sums (lattice 2^-14; "
+            f"no noise; memory_limit {os.environ.get('QBENCH_DUCKDB_MEMORY', '600MB')}, "
+            f"2 threads) | {_secs(lat)} | {_mib(lat['peak_bytes'])} "
+            f"({_mib(lat['max_peak_bytes'])}) | 0 | 0 |",
             f"| hand-written DuckDB SQL (no noise) under Session's memory policy "
             f"({_session_limit()}; on out-of-memory rerun under the retry limit: "
             f"{sum(1 for r in res['sql-duckdb-session-limits'] if r.get('retried'))} of "
@@ -207,6 +215,10 @@ def part_duckdb(a: argparse.Namespace, out: list[str]) -> None:
             f"**{r['cpu_seconds'] / s['cpu_seconds']:.2f}x** CPU (goal <= 1.2x); "
             f"<= 15 s {'met' if r['seconds'] <= 15 else 'MISSED'}, <= 1 GB peak "
             f"{'met' if r['max_peak_bytes'] <= 2**30 else 'MISSED'}.")
+    for label, r in (("DuckDBEngine", d), ("Session", e)):
+        out.append(f"- {label} / hand-written with the same integer arithmetic: "
+                   f"**{r['seconds'] / lat['seconds']:.2f}x** wall, "
+                   f"**{r['cpu_seconds'] / lat['cpu_seconds']:.2f}x** CPU (goal <= 1.2x).")
     out.append(f"- Session / hand-written under the same memory policy (like for like): "
                f"**{e['seconds'] / sl['seconds']:.2f}x** wall, "
                f"**{e['cpu_seconds'] / sl['cpu_seconds']:.2f}x** CPU (goal <= 1.2x).")
