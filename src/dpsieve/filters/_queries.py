@@ -150,7 +150,7 @@ def rr_rdp_up(eps: float, alpha: float) -> Fraction:
     return best if up is None else min(best, up)
 
 
-def pure_eps_of(q: Any) -> float | None:
+def pure_eps_of(q: Charge) -> float | None:
     """Smallest eps with q <= R_eps that q states (``None``: not pure DP)."""
     if isinstance(q, PureDP):
         return float(q.eps)
@@ -175,7 +175,7 @@ def _finite(x: float) -> Fraction | None:
     return Fraction(x) if math.isfinite(x) else None
 
 
-def zcdp_of(q: Any) -> tuple[Fraction, Fraction] | None:
+def zcdp_of(q: Charge) -> tuple[Fraction, Fraction] | None:
     """(rho, delta), exact: q is delta-approximately rho-zCDP (``None``: no finite rho follows).
 
     Every value is an exact rational (squares of floats are not rounded), so a positive
@@ -208,7 +208,7 @@ def zcdp_of(q: Any) -> tuple[Fraction, Fraction] | None:
     return None
 
 
-def rdp_of(q: Any, alpha: float) -> Fraction | None:
+def rdp_of(q: Charge, alpha: float) -> Fraction | None:
     """An upper bound on the order-alpha RDP of q, exact (``None`` if none follows).
 
     Non-negative always, and positive whenever the query's parameter is: a query with a
@@ -314,7 +314,7 @@ def rr_atoms(eps: float, delta: float = 0.0) -> Atoms:
     return Atoms(np.array([-eps, eps], dtype=np.float64), np.array([q, p]), delta)
 
 
-def symmetric_atoms(q: Any) -> tuple[Atoms, float] | None:
+def symmetric_atoms(q: Charge) -> tuple[Atoms, float] | None:
     """(atoms, q_mu): a symmetric PLD D (+) G_{q_mu} dominating q, for the GDP residue check.
 
     Pure and approximate DP queries are charged as R_{eps,delta} (their tight dominating
@@ -338,7 +338,7 @@ def symmetric_atoms(q: Any) -> tuple[Atoms, float] | None:
     return None
 
 
-def delta_refusal(q: Any, budget: str) -> str:
+def delta_refusal(q: Charge, budget: str) -> str:
     """Why a ``budget`` (pure, zCDP, RDP, GDP) can never admit ``q`` if it has a delta > 0
     (an ``ApproxDP``/``ApproxZCDP`` query, e.g. DP key selection's charge), else "".
 

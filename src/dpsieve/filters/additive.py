@@ -120,7 +120,7 @@ class _ScalarFilter(FilterBase):
         left = self._budget - self._spent
         return {self.CURRENCY: float_down(left), "exact": frac_to_json(left)}
 
-    def admits_more(self, query: Any) -> int | None:
+    def admits_more(self, query: Charge) -> int | None:
         """How many more of ``query`` this filter admits, by its own admission test in one
         step: ``floor((budget - spent) / cost)`` with the exact cost :meth:`try_spend`
         charges (k more fit iff spent + k cost <= budget); 0 for a query it refuses

@@ -60,7 +60,7 @@ def sqrt_down(x: Fraction) -> float:
     return r
 
 
-def naive_gdp_cost(query: Any) -> float:
+def naive_gdp_cost(query: Charge) -> float:
     """Smallest nu (rounded up) with query <= G_nu; ``inf`` if no GDP bound follows.
 
     For D (+) G_q: nu = sqrt(nu_D^2 + q^2) (G_a (+) G_b = G_sqrt(a^2+b^2)), rounded up.
@@ -113,7 +113,7 @@ def _strip_gauss(m_total: float, g: float) -> float:
     return -1.0 if left < 0 else sqrt_down(left)
 
 
-def gdp_residue_update(mu: float, query: Any) -> float:
+def gdp_residue_update(mu: float, query: Charge) -> float:
     """mu' of the GDP residue filter for budget G_mu and this query; -1.0 if not admissible.
 
     The query is read as D (+) G_q (a GDP query is Id (+) G_q). mu_D, the largest value with
@@ -236,7 +236,7 @@ class GDPResidueFilter(FilterBase):
     def remaining(self) -> dict[str, Any]:
         return {"mu": sqrt_down(self._mu2)}
 
-    def residue_mu2(self, query: Any) -> Fraction | None:
+    def residue_mu2(self, query: Charge) -> Fraction | None:
         """mu'^2 after this query (exact), or ``None`` if it is not admissible."""
         sa = symmetric_atoms(as_query(query))
         if sa is None:

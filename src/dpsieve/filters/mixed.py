@@ -73,11 +73,11 @@ _SPLITS: dict[tuple[float, float, tuple[str, ...], int, Fraction],
 
 
 @functools.lru_cache(maxsize=512)
-def _pure_eps_cached(q: Any) -> float | None:
+def _pure_eps_cached(q: PrivacyCharge) -> float | None:
     return pure_eps_of(q)
 
 
-def _pure_eps(q: Any) -> float | None:
+def _pure_eps(q: PrivacyCharge) -> float | None:
     """pure_eps_of, memoised for hashable queries (descriptions and PLDs are immutable)."""
     try:
         return _pure_eps_cached(q)
@@ -162,12 +162,12 @@ def split_inside(a: Fraction, mu: float, eps: float, delta: float,
     return float(h) + float(err) <= delta
 
 
-def _delta_of(q: Any) -> float:
+def _delta_of(q: PrivacyCharge) -> float:
     """The delta of an (eps, delta) query (0 for every other query)."""
     return float(q.delta) if isinstance(q, ApproxDP) else 0.0
 
 
-def _eps_part(q: Any) -> float | None:
+def _eps_part(q: PrivacyCharge) -> float | None:
     """The pure eps of a query, or of the R_e part of an ApproxDP(e, dq)."""
     if isinstance(q, ApproxDP) and q.delta > 0:
         return float(q.eps)
@@ -404,10 +404,10 @@ class MixedFilter(FilterBase):
             return decision, new
         return self._decide_split(q)
 
-    def _decide_split(self, q: Any) -> tuple[Decision, dict[str, Any] | None]:
+    def _decide_split(self, q: PrivacyCharge) -> tuple[Decision, dict[str, Any] | None]:
         dq = _delta_of(q)
-        if dq > 0:  # ApproxDP(e, dq) = R_e (+) R_{0,dq}: dq from the delta part, R_e as pure
-            return self._decide_delta(q, dq)
+        if dq > 0 and isinstance(q, ApproxDP):  # ApproxDP(e, dq) = R_e (+) R_{0,dq}: dq from
+            return self._decide_delta(q, dq)       # the delta part, R_e as pure
         qd = query_to_dict(q)
         e = _pure_eps(q)
         if e is not None and not math.isfinite(e):
@@ -478,7 +478,7 @@ class MixedFilter(FilterBase):
             out["delta_part"] = float(dpart)
         return out
 
-    def _gauss_residue(self, q: Any) -> Fraction | None:
+    def _gauss_residue(self, q: PrivacyCharge) -> Fraction | None:
         if self._mu2 == 0:
             return None
         # G_mu' (+) L <= G_mu needs L <= G_mu (Id <= G_mu'), i.e. a GDP cost nu <= mu; the

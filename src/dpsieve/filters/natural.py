@@ -39,7 +39,7 @@ from dpsieve.filters._common import (
 )
 from dpsieve.filters._queries import as_query, is_pld, query_to_dict
 from dpsieve.filters.base import Charge, Decision
-from dpsieve.filters.charge import check_charge
+from dpsieve.filters.charge import PrivacyCharge, check_charge
 from dpsieve.filters.gdp import sqrt_down
 from dpsieve.filters.theorem9 import certified_epsilon, composition_epsilon, theorem9
 
@@ -357,7 +357,7 @@ def _composition(eps: float, delta: float, k: int, delta_prime: float) -> float:
     return composition_epsilon(eps, delta, k, delta_prime)
 
 
-def _curve_of(q: Any) -> PiecewiseLinearTradeoff:
+def _curve_of(q: PrivacyCharge) -> PiecewiseLinearTradeoff:
     if isinstance(q, PureDP):
         return approx_curve(q.eps)
     if isinstance(q, ApproxDP):

@@ -28,6 +28,7 @@ import numpy.typing as npt
 from scipy import special
 
 from dpsieve.accounting.events import GDP, ApproxDP, PureDP
+from dpsieve.accounting.pld import PLD
 from dpsieve.errors import UnsupportedError
 from dpsieve.filters._common import (
     FilterBase,
@@ -53,7 +54,7 @@ def _bucket(grid: tuple[float, ...], v: float) -> int:
     return n - 1
 
 
-def discretized_profile(query: Any, grid: tuple[float, ...]) -> list[Fraction]:
+def discretized_profile(query: Charge, grid: tuple[float, ...]) -> list[Fraction]:
     """The pessimistic discretized profile of a symmetric query (one entry per bucket)."""
     q = as_query(query)
     n = len(grid) - 1
@@ -90,7 +91,7 @@ def discretized_profile(query: Any, grid: tuple[float, ...]) -> list[Fraction]:
     raise UnsupportedError("discretized_profile(): the query has no symmetric discrete form")
 
 
-def _pld_profile(q: Any, grid: tuple[float, ...]) -> list[Fraction]:
+def _pld_profile(q: PLD, grid: tuple[float, ...]) -> list[Fraction]:
     """A verified profile of a symmetric, non-optimistic PLD D (+) G_mu (mu = 0, or D = Id).
 
     The PLD L' is a pessimistic discretization of the (symmetric) query L: h_L <= h_L'. A

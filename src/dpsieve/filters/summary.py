@@ -117,7 +117,7 @@ _EPS: dict[str, Callable[[dict[str, Any], float], float | None]] = {
 }
 
 
-def _gdp_like(q: Any) -> bool:
+def _gdp_like(q: PrivacyCharge) -> bool:
     sa = symmetric_atoms(q)
     return sa is not None and sa[0].p_inf == 0.0
 
