@@ -104,10 +104,11 @@ def store_summary(store: Any, budget_id: str, *, like: PrivacyCharge | None = No
     return budget_summary(current, initial, like=like, **kw)
 
 
-def check_fits(flt: Any, cost: PrivacyDescription, requested: dict[str, Any],
+def check_fits(flt: Any, cost: PrivacyDescription, requested: PrivacyDescription,
                offered: tuple[str, ...] | None = None) -> None:
     """Raise :class:`IncompatiblePrivacyError` if ``flt`` can never admit ``cost``.
 
+    ``requested`` is the privacy the query asked for (``cost`` is what it is charged);
     ``offered`` restricts the types named as fitting to those the caller can run.
     """
     from dpsieve.filters.summary import fitting_types, query_fits
@@ -116,10 +117,11 @@ def check_fits(flt: Any, cost: PrivacyDescription, requested: dict[str, Any],
         return
     fits = [t for t in fitting_types(flt) if offered is None or t in offered]
     kind = KIND_NAMES.get(getattr(flt, "kind", ""), f"a {getattr(flt, 'kind', '')} budget")
-    asked = TYPE_NAMES.get(str(requested.get("type")), str(requested.get("type")))
-    charged = cost.to_dict().get("type") if hasattr(cost, "to_dict") else None
+    rtype = str(requested.to_dict().get("type"))
+    asked = TYPE_NAMES.get(rtype, rtype)
+    charged = cost.to_dict().get("type")
     why = "its privacy has no conversion to the budget's"
-    if charged is not None and charged != requested.get("type"):
+    if charged is not None and charged != rtype:
         asked += f" query, charged as {TYPE_NAMES.get(str(charged), str(charged))},"
     else:
         asked += " query"
@@ -148,8 +150,8 @@ def check_fits(flt: Any, cost: PrivacyDescription, requested: dict[str, Any],
         fits=fits, requested=requested)
 
 
-def refused(store: Any, budget_id: str, cost: PrivacyDescription, requested: dict[str, Any],
-            remaining: BudgetLeft) -> DPError:
+def refused(store: Any, budget_id: str, cost: PrivacyDescription,
+            requested: PrivacyDescription, remaining: BudgetLeft) -> DPError:
     """The error for a refused query: :class:`IncompatiblePrivacyError` when no budget of
     this kind could ever pay for it, else a plain-words :class:`BudgetExceededError` with
     the cost asked and what is left."""

@@ -17,7 +17,11 @@ One root, families that subclass the matching built-in so callers can catch eith
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dpsieve.accounting.events import PrivacyDescription
+    from dpsieve.filters.base import BudgetLeft
 
 __all__ = [
     "BudgetExceededError",
@@ -91,16 +95,18 @@ class ChargeTypeError(ValidationError, TypeError):
 
 
 class BudgetExceededError(DPError):
-    """A privacy spend was refused; carries the remaining budget (a Session's refusal:
-    the decision's typed :class:`~dpsieve.filters.base.BudgetLeft`, ``to_dict()`` for
-    JSON) and the request.
+    """A privacy spend was refused; carries the remaining budget (the decision's typed
+    :class:`~dpsieve.filters.base.BudgetLeft`) and the privacy requested (a typed
+    :class:`~dpsieve.accounting.events.PrivacyDescription`); the service and the CLI make
+    their JSON (``to_dict()``) at the edge.
 
     ``summary`` (optional) is the budget left in plain words and numbers
-    (:class:`dpsieve.filters.summary.BudgetSummary` as a dict).
+    (:class:`dpsieve.filters.summary.BudgetSummary` as a dict, like ``QueryResult.budget``).
     """
 
-    def __init__(self, message: str, *, remaining: Any = None, requested: Any = None,
-                 summary: Any = None) -> None:
+    def __init__(self, message: str, *, remaining: BudgetLeft | None = None,
+                 requested: PrivacyDescription | None = None,
+                 summary: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.remaining = remaining
         self.requested = requested
@@ -110,12 +116,13 @@ class BudgetExceededError(DPError):
 class IncompatiblePrivacyError(DPError, ValueError):
     """A query whose kind of privacy the budget can never admit, however small.
 
-    Carries ``fits`` (the kinds that fit, e.g. ``["pure"]``) and ``requested``. Nothing
-    was spent. Distinct from :class:`BudgetExceededError`: more budget would not help.
+    Carries ``fits`` (the kinds that fit, e.g. ``["pure"]``) and ``requested`` (the
+    privacy asked for, a typed description; ``to_dict()`` for JSON). Nothing was spent.
+    Distinct from :class:`BudgetExceededError`: more budget would not help.
     """
 
     def __init__(self, message: str, *, fits: list[str] | None = None,
-                 requested: Any = None) -> None:
+                 requested: PrivacyDescription | None = None) -> None:
         super().__init__(message)
         self.fits = list(fits or [])
         self.requested = requested

@@ -612,7 +612,7 @@ class Session:
         def compute() -> dict[str, Any]:
             value, noise = plan(self.frame())
             return {"value": value, "noise": noise}
-        return self._charged(cost, request.public, p.to_dict(), compute, key)
+        return self._charged(cost, request.public, p, compute, key)
 
     def _run_plan(self, q: Query, public: dict[str, Any], key: str | None,
                   legacy: str | None = None) -> QueryResult:
@@ -636,11 +636,11 @@ class Session:
             d = answer.to_dict()
             return {"value": {k: v for k, v in d.items() if k != "noise"},
                     "noise": d["noise"], "details": answer.details}
-        return self._charged(prepared.charge.description, public, q.privacy.to_dict(),
-                             compute, key)
+        return self._charged(prepared.charge.description, public, q.privacy, compute, key)
 
-    def _charged(self, cost: PrivacyDescription, public: dict[str, Any], requested: dict[str, Any],
-                 compute: Callable[[], dict[str, Any]], key: str | None) -> QueryResult:
+    def _charged(self, cost: PrivacyDescription, public: dict[str, Any],
+                 requested: PrivacyDescription, compute: Callable[[], dict[str, Any]],
+                 key: str | None) -> QueryResult:
         """Spend ``cost`` durably, then (admitted) compute and store the answer: the
         ledger's order (module docstring)."""
         key = key or uuid.uuid4().hex

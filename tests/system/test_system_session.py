@@ -41,7 +41,7 @@ def test_refused_query_never_reads_the_data() -> None:
                 column_types={"x": "float", "c": "string"})
     with pytest.raises(BudgetExceededError) as ei:
         s.sum("x", lower=0, upper=10, privacy=PureDP(2.0))
-    assert ei.value.requested["eps"] == 2.0
+    assert ei.value.requested == PureDP(2.0)  # typed: the privacy asked for
     assert data.reads == 0
     with pytest.raises(ValidationError, match="'column'"):
         s.sum("nope", lower=0, upper=10, privacy=PureDP(0.5))

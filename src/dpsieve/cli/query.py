@@ -52,7 +52,7 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
                 typed = request_from_spec(spec, session.neighbouring)  # JSON mapped once
                 yield session.execute(typed, key=f"cli/{k}" if k else None).to_dict()
             except BudgetExceededError as e:
-                left = e.remaining.to_dict() if hasattr(e.remaining, "to_dict") else e.remaining
+                left = None if e.remaining is None else e.remaining.to_dict()  # JSON here
                 yield {"refused": str(e), "remaining": left, "summary": e.summary}
             except IncompatiblePrivacyError as e:  # as the service's 422: more budget won't help
                 yield {"error": "incompatible_privacy", "message": str(e), "fits": e.fits}

@@ -52,7 +52,8 @@ def _error(status: int, code: str, message: str, *, headers: dict[str, str] | No
 
 
 def _plain(v: Any) -> Any:
-    """A typed budget value as its JSON (``to_dict()``), anything else as it is."""
+    """A typed value an error carries (a ``BudgetLeft``, the privacy requested) as its
+    JSON (``to_dict()``), made here, at the edge; ``None`` as it is."""
     to_dict = getattr(v, "to_dict", None)
     return to_dict() if callable(to_dict) else v
 
@@ -60,10 +61,10 @@ def _plain(v: Any) -> Any:
 def _dp_error(_: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, BudgetExceededError):
         return _error(409, "budget_exceeded", str(exc), remaining=_plain(exc.remaining),
-                      requested=exc.requested, summary=exc.summary)
+                      requested=_plain(exc.requested), summary=exc.summary)
     if isinstance(exc, IncompatiblePrivacyError):  # more budget would not help: 422
         return _error(422, "incompatible_privacy", str(exc), fits=exc.fits,
-                      requested=exc.requested)
+                      requested=_plain(exc.requested))
     if isinstance(exc, BudgetNotFoundError):
         return _error(404, "not_found", str(exc))
     if isinstance(exc, IdempotencyKeyReuseError):
