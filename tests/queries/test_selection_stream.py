@@ -8,7 +8,8 @@ own count and its own draw only)."""
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -22,6 +23,7 @@ from dpsieve.queries import Schema
 from dpsieve.queries.engine import (
     Aggregates,
     BoundingSpec,
+    GroupBatch,
     StreamingEngine,
     aggregate_batches,
 )
@@ -165,7 +167,7 @@ def test_the_count_detects_a_caller_holding_every_group() -> None:
     p = _prepared()
     engine = ListEngine(PandasEngine(_frame(small=300)))
     seen: list[bool] = []
-    it = aggregate_batches(engine, replace(p.spec, seed=3), 50)  # type: ignore[arg-type]
+    it = aggregate_batches(engine, replace(p.spec, seed=3), 50)
     for _ in it:
         assert engine.whole is not None
         seen.append(engine.whole() is not None)
@@ -234,12 +236,18 @@ def parquet(tmp_path: Any) -> Any:
     return path
 
 
+def _all_of(batch: Any) -> Aggregates:
+    got: Aggregates = batch.take(np.arange(batch.n_groups))
+    return got
+
+
 @pytest.mark.parametrize("keep_open", [False, True])
 def test_duckdb_fetches_the_groups_a_batch_at_a_time(parquet: Any, keep_open: bool,
                                                      monkeypatch: Any) -> None:
-    """The DuckDB engine's batches come from fetchmany: _collect never sees more than a
-    batch of rows, and the next rows are fetched only when the next batch is asked for;
-    the batches hold the same groups and values as aggregate()."""
+    """The DuckDB engine's batches are read from the aggregation's table a batch at a time:
+    a batch holds unit counts only, and rows reach _collect only for the groups taken
+    (never a dropped group's); every group is in exactly one batch, with the values
+    aggregate() gives it; a batch cannot be taken from once the next one is fetched."""
     p = _prepared()
     spec = replace(p.spec, seed=9)
     engine = DuckDBEngine(parquet, keep_open=keep_open, copy_max_bytes=0)
@@ -253,25 +261,75 @@ def test_duckdb_fetches_the_groups_a_batch_at_a_time(parquet: Any, keep_open: bo
     monkeypatch.setattr(duckdb_module, "_collect", spy)
     it = aggregate_batches(engine, spec, 300)
     first = next(it)
-    assert sizes == [300]  # one batch fetched, not the 2504 groups
-    rest = list(it)
-    assert max(sizes) <= 300
-    assert sum(sizes) == len(want.keys) == 2504
-    got = Aggregates.concat(spec, [first, *rest])
+    assert first.n_groups == 300
+    assert first.units is not None
+    assert first.units.shape == (300,)
+    assert sizes == []  # no row of the 2504 groups made into Python objects yet
+    parts = [_all_of(first)]
+    assert sizes == [300]
+    assert first.take(np.asarray([5, 2], dtype=np.int64)).keys == (parts[0].keys[5],
+                                                                   parts[0].keys[2])
+    second = next(it)
+    with pytest.raises(RuntimeError, match="after the next batch"):
+        first.take(np.arange(1))
+    parts.append(_all_of(second))
+    parts += [_all_of(b) for b in it]
+    assert [len(q.keys) for q in parts] == [300] * 8 + [104]
+    got = Aggregates.concat(spec, parts)
     assert got.same_as(want)
+    sizes.clear()
     answer = p.run(engine, np.random.default_rng(2), seed=9, batch=300)
     assert {g.key[0] for g in answer.groups} == set(BIG)
+    assert sum(sizes) == len(answer.groups) == 4  # only the kept groups' rows
+
+
+class FetchmanyEngine(DuckDBEngine):
+    """The DuckDB stream before columns (commit 6ccb414): the SQL's rows fetched with
+    fetchmany and made into Aggregates by _collect, batch by batch (verbatim)."""
+
+    def _batches_sql(self, spec: BoundingSpec, memory_limit: str | None, size: int
+                     ) -> Generator[Aggregates, None, None]:
+        with self._session(memory_limit) as (execute, described, source):
+            sql, params = duckdb_module.compile_sql(spec, self._columns_of(described),
+                                                    source)
+            result = execute(sql, params)
+            while rows := result.fetchmany(size):
+                batch = duckdb_module._collect(spec, rows, self.name)
+                del rows
+                yield batch
+                del batch
+
+
+@pytest.mark.parametrize(("seed", "batch"), [(0, 1), (1, 7), (2, 100), (3, 463), (4, 10**6)])
+def test_duckdb_answers_as_the_fetchmany_stream_for_a_fixed_seed(tmp_path: Any, seed: int,
+                                                                 batch: int) -> None:
+    """The same answer, bit for bit, as the fetchmany stream for the same seed: the groups
+    come in the same order and batches (one thread: DuckDB's group order is then fixed),
+    so each group gets the same draw, the same groups are kept, and the same noise is added
+    to their aggregates. About half the mid groups pass, so the draws decide."""
+    path = tmp_path / "mid.parquet"
+    _frame(small=400, mid=60).to_parquet(path)
+    p = _prepared(delta=1e-2)
+    new = p.run(DuckDBEngine(path, threads=1), np.random.default_rng(seed), seed=5,
+                batch=batch)
+    old = p.run(FetchmanyEngine(path, threads=1), np.random.default_rng(seed), seed=5,
+                batch=batch)
+    assert new.to_dict() == old.to_dict()
+    assert 4 + 10 < len(new.groups) < 4 + 50
+    other = p.run(DuckDBEngine(path, threads=1), np.random.default_rng(seed + 1), seed=5,
+                  batch=batch)
+    assert other.to_dict() != new.to_dict()  # the draws matter: the test can fail
 
 
 def test_duckdb_in_memory_copy_and_public_keys_are_cut_into_batches(parquet: Any) -> None:
     p = _prepared()
     spec = replace(p.spec, seed=9)
     kept = DuckDBEngine(parquet, keep_open=True)  # small file: held as numpy columns
-    got = list(kept.aggregate_batches(spec, 1000))
+    got = [_all_of(b) for b in kept.aggregate_batches(spec, 1000)]
     assert [len(b.keys) for b in got] == [1000, 1000, 504]
     assert Aggregates.concat(spec, got).same_as(DuckDBEngine(parquet).aggregate(spec))
     public = replace(spec, keys=(("big0",), ("nowhere",)))
-    parts = list(DuckDBEngine(parquet).aggregate_batches(public, 1))
+    parts = [_all_of(b) for b in DuckDBEngine(parquet).aggregate_batches(public, 1)]
     assert [b.keys for b in parts] == [(("big0",),), (("nowhere",),)]
 
 
@@ -288,16 +346,84 @@ def test_duckdb_retries_a_stream_that_runs_out_of_memory_before_its_first_batch(
     real = DuckDBEngine._batches_sql
 
     def first_fails(self: DuckDBEngine, spec: BoundingSpec, memory_limit: str | None,
-                    size: int) -> Iterator[Aggregates]:
+                    size: int) -> Iterator[GroupBatch]:
         limits.append(memory_limit)
         if len(limits) == 1:
             raise duckdb.OutOfMemoryException("out of memory (test)")
         yield from real(self, spec, memory_limit, size)
     monkeypatch.setattr(DuckDBEngine, "_batches_sql", first_fails)
-    got = list(engine.aggregate_batches(spec, 500))
+    got = [_all_of(b) for b in engine.aggregate_batches(spec, 500)]
     assert limits == [None, engine._retry_limit]
     assert engine._retry_limit is not None
     assert Aggregates.concat(spec, got).same_as(want)
+
+
+def test_duckdb_under_a_forced_small_memory_limit_retries_the_whole_aggregation(
+        parquet: Any, monkeypatch: Any) -> None:
+    """A real out-of-memory error: under 4 MB DuckDB cannot aggregate the 2504 groups (nor
+    make their table). The aggregation into the table is retried as a whole under the
+    retry limit before any batch is handed out, and the selection answers as without the
+    small limit; under a given limit (never raised) the error comes before any batch, so
+    before any noise is drawn."""
+    monkeypatch.delenv(duckdb_module.MEMORY_LIMIT_ENV, raising=False)
+    p = _prepared()
+    spec = replace(p.spec, seed=9)
+    with pytest.raises(duckdb.OutOfMemoryException):  # the limit does bite
+        DuckDBEngine(parquet, memory_limit="4MB").aggregate(spec)
+    small = DuckDBEngine(parquet, threads=1)
+    small._memory_limit = "4MB"  # the default, forced small; the retry limit as it is
+    assert small._retry_limit == duckdb_module.retry_memory_limit(1)
+    limits: list[str | None] = []
+    real = DuckDBEngine._session
+
+    def seen(self: DuckDBEngine, memory_limit: str | None = None) -> Any:
+        limits.append(memory_limit)
+        return real(self, memory_limit)
+    monkeypatch.setattr(DuckDBEngine, "_session", seen)
+    got = p.run(small, np.random.default_rng(4), seed=9, batch=300)
+    assert limits == [None, small._retry_limit]  # ran out under 4 MB, then retried
+    want = p.run(DuckDBEngine(parquet, threads=1), np.random.default_rng(4), seed=9,
+                 batch=300)
+    assert got.to_dict() == want.to_dict()
+    assert {g.key[0] for g in got.groups} == set(BIG)
+    given = DuckDBEngine(parquet, memory_limit="4MB")
+    stream = given.aggregate_batches(spec, 300)
+    with pytest.raises(duckdb.OutOfMemoryException):
+        next(stream)  # before the first batch: nothing drawn, nothing released
+
+
+def test_duckdb_runs_only_reads_of_its_table_after_the_first_batch(
+        parquet: Any, monkeypatch: Any) -> None:
+    """The aggregation (reading the file) completes before the first batch is handed out;
+    every statement after it reads the materialised groups, one batch of rows at most
+    (and drops the table at the end)."""
+    p = _prepared()
+    spec = replace(p.spec, seed=9)
+    engine = DuckDBEngine(parquet)
+    statements: list[str] = []
+    real = DuckDBEngine._session
+
+    @contextmanager
+    def spying(self: DuckDBEngine, memory_limit: str | None = None) -> Any:
+        with real(self, memory_limit) as (execute, described, source):
+            def run(sql: str, params: dict[str, Any]) -> Any:
+                statements.append(sql)
+                return execute(sql, params)
+            yield run, described, source
+    monkeypatch.setattr(DuckDBEngine, "_session", spying)
+    it = engine.aggregate_batches(spec, 1000)
+    first = next(it)
+    before = len(statements)
+    assert any("read_parquet" in q and q.startswith("CREATE TEMPORARY TABLE")
+               for q in statements)
+    _all_of(first)
+    rest = [b.n_groups for b in it]
+    after = statements[before:]
+    assert [first.n_groups, *rest] == [1000, 1000, 504]
+    assert after
+    assert all("read_parquet" not in q for q in after)
+    assert all(q.startswith(("SELECT rowid AS _r", "DROP TABLE")) for q in after)
+    assert after[-1].startswith("DROP TABLE")
 
 
 ALL_KINDS: list[dict[str, Any]] = [
@@ -333,7 +459,8 @@ def test_no_observed_group_answers_no_group_for_every_kind(agg: dict[str, Any]) 
 def test_a_session_query_streams_its_selection(tmp_path: Any, monkeypatch: Any) -> None:
     """End to end: a Session over a Parquet file (DuckDB, SQL path) runs a DP key selection
     through the stream; with SELECTION_BATCH at 200 (read when the query runs) DuckDB's rows
-    reach Python 200 at a time, and the big groups are answered."""
+    reach Python 200 unit counts at a time, only the kept groups' rows are fetched, and the
+    big groups are answered."""
     from dpsieve.accounting.events import ApproxDP
     from dpsieve.queries import engine as engine_module
     from dpsieve.session import Session
@@ -342,16 +469,24 @@ def test_a_session_query_streams_its_selection(tmp_path: Any, monkeypatch: Any) 
     _frame(small=1500, big_units=300).to_parquet(path)
     monkeypatch.setattr(engine_module, "SELECTION_BATCH", 200)
     sizes: list[int] = []
-    real = duckdb_module._collect
+    real = duckdb_module._TableBatch.__init__
 
-    def spy(spec: BoundingSpec, rows: list[tuple[Any, ...]], name: str) -> Aggregates:
-        sizes.append(len(rows))
-        return real(spec, rows, name)
-    monkeypatch.setattr(duckdb_module, "_collect", spy)
+    def spy(self: Any, *args: Any) -> None:
+        real(self, *args)
+        sizes.append(self.n_groups)
+    monkeypatch.setattr(duckdb_module._TableBatch, "__init__", spy)
+    collected: list[int] = []
+    collect = duckdb_module._collect
+
+    def spy_collect(spec: BoundingSpec, rows: list[tuple[Any, ...]], name: str) -> Aggregates:
+        collected.append(len(rows))
+        return collect(spec, rows, name)
+    monkeypatch.setattr(duckdb_module, "_collect", spy_collect)
     s = Session(str(path), budget=ApproxDP(4.0, 1e-5), privacy_unit="pid")
     r = s.run({"type": "query", "privacy": {"type": "pure", "eps": 1.0},
                "aggregations": [{"type": "count", "per": "unit"}], "group_by": ["city"],
                "select": {"delta": 1e-7}, "contribution": {"max_groups": 1}})
     assert sum(sizes) == 1504
     assert max(sizes) == 200
+    assert sum(collected) == 4  # rows made into Python objects: the kept groups only
     assert {tuple(g["key"]) for g in r.value["groups"]} == {(c,) for c in BIG}

@@ -49,6 +49,7 @@ __all__ = [
     "BoundingSpec",
     "BucketCount",
     "Engine",
+    "GroupBatch",
     "Level",
     "Measure",
     "Op",
@@ -276,6 +277,11 @@ class Aggregates:
                           None if self.units is None else np.asarray(self.units)[idx],
                           self.engine)
 
+    @property
+    def n_groups(self) -> int:
+        """The number of groups."""
+        return len(self.keys)
+
     def take(self, idx: I64) -> Aggregates:
         """The groups ``idx`` (in that order), as new arrays (a batch taken from is not
         kept alive by the result; its keys are shared, being immutable tuples)."""
@@ -346,11 +352,39 @@ class Engine(Protocol):
         ...
 
 
+class GroupBatch(Protocol):
+    """A batch of observed groups as DP key selection reads it: the unit counts of all its
+    groups, and the full aggregates only of the groups it keeps (:meth:`take`). An
+    :class:`Aggregates` is one; an engine may hand back a lighter one, whose keys and
+    measures stay engine side until taken (DuckDB: nothing of a dropped group but its
+    unit count reaches Python)."""
+
+    @property
+    def engine(self) -> str:
+        """The engine's name."""
+        ...
+
+    @property
+    def units(self) -> I64 | None:
+        """The unit count of each group, in the batch's order."""
+        ...
+
+    @property
+    def n_groups(self) -> int:
+        """The number of groups in the batch."""
+        ...
+
+    def take(self, idx: I64) -> Aggregates:
+        """The groups ``idx`` (positions in the batch, in that order) as new arrays. Valid
+        until the next batch is asked for."""
+        ...
+
+
 @runtime_checkable
 class StreamingEngine(Engine, Protocol):
     """An engine that can hand back observed groups in batches (DP key selection)."""
 
-    def aggregate_batches(self, spec: BoundingSpec, size: int) -> Iterator[Aggregates]:
+    def aggregate_batches(self, spec: BoundingSpec, size: int) -> Iterator[GroupBatch]:
         """The aggregates of an observed-keys ``spec`` (``keys=None``) as batches of at
         most ``size`` groups: every group in exactly one batch, with the values
         :meth:`Engine.aggregate` gives it; the next batch is fetched only when asked for,
@@ -359,14 +393,14 @@ class StreamingEngine(Engine, Protocol):
 
 
 def aggregate_batches(engine: Engine, spec: BoundingSpec, size: int = SELECTION_BATCH
-                      ) -> Iterator[Aggregates]:
+                      ) -> Iterator[GroupBatch]:
     """The aggregates of ``spec`` in batches of at most ``size`` groups: the engine's own
     stream when it has one (:class:`StreamingEngine`), else its :meth:`Engine.aggregate`
     cut into slices (the same groups and values; memory as for ``aggregate``)."""
     check_int("size", size, "aggregate_batches", minimum=1)
     if isinstance(engine, StreamingEngine):
         for batch in engine.aggregate_batches(spec, size):
-            if len(batch.keys) > size:  # an engine's bug; the count is private: not said
+            if batch.n_groups > size:  # an engine's bug; the count is private: not said
                 raise UnsupportedError(
                     f"The {engine.name!r} engine's aggregate_batches returned a batch of "
                     f"more than the {size} groups asked for (its contract: at most size).")

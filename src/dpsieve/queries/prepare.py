@@ -44,6 +44,7 @@ from dpsieve.queries.engine import (
     Aggregates,
     BoundingSpec,
     Engine,
+    GroupBatch,
     Op,
     Predicate,
     RowCount,
@@ -93,7 +94,7 @@ class Selection:
     delta: float
     charge: PrivacyDescription
 
-    def keep(self, batch: Aggregates, rng: np.random.Generator | None = None
+    def keep(self, batch: GroupBatch, rng: np.random.Generator | None = None
              ) -> Aggregates | None:
         """The groups of ``batch`` whose unit count plus fresh noise (one draw per group,
         in the batch's order) reaches the threshold, as new arrays; ``None`` if none.

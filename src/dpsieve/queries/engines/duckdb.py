@@ -15,8 +15,9 @@ import os
 import re
 import tempfile
 import threading
+import uuid
 from collections.abc import Callable, Generator, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -29,6 +30,7 @@ from dpsieve.queries.engine import (
     Aggregates,
     BoundingSpec,
     BucketCount,
+    GroupBatch,
     Level,
     Op,
     Predicate,
@@ -592,7 +594,7 @@ class DuckDBEngine:
                 cur = kept.con.cursor()
             try:
                 def run_kept(sql: str, params: dict[str, Any]) -> Any:
-                    return cur.execute(sql, {**params, **kept.params})
+                    return cur.execute(sql, _bound(sql, params, kept.params))
                 yield run_kept, kept.described, kept.source
             finally:
                 cur.close()
@@ -600,7 +602,7 @@ class DuckDBEngine:
         con, extra, tmp = self._open(memory_limit)
         try:
             def run(sql: str, params: dict[str, Any]) -> Any:
-                return con.execute(sql, {**params, **extra})
+                return con.execute(sql, _bound(sql, params, extra))
             described = run(f"DESCRIBE SELECT * FROM {self._reader}", {}).fetchall()
             yield run, described, self._source(described)
         finally:
@@ -640,16 +642,20 @@ class DuckDBEngine:
         with self._session() as (_, described, source):
             return compile_sql(spec, self._columns_of(described), source)
 
-    def aggregate_batches(self, spec: BoundingSpec, size: int) -> Iterator[Aggregates]:
+    def aggregate_batches(self, spec: BoundingSpec, size: int) -> Iterator[GroupBatch]:
         """The aggregates of ``spec`` as batches of at most ``size`` groups
-        (:class:`~dpsieve.queries.engine.StreamingEngine`): the SQL of :meth:`aggregate`,
-        its rows fetched ``size`` at a time (DuckDB ``fetchmany``), each batch built only
-        when the caller asks for it, so Python never holds more than one batch of the
-        result. A kept table held as numpy columns (at most ``copy_max_bytes``) and public
-        keys are aggregated at once and cut into batches. The retry under a larger memory
-        limit of :meth:`aggregate` applies while the first batch is fetched (DuckDB runs the
-        aggregation then); running out of memory later fails the call, as any engine error
-        after the spend."""
+        (:class:`~dpsieve.queries.engine.StreamingEngine`). The SQL of :meth:`aggregate`
+        runs into a temporary table of the query's connection (DuckDB spills it to the
+        engine's temporary directory when memory is short), under the out-of-memory retry
+        of :meth:`aggregate`: that statement is where all of the query's work and memory
+        are, and it completes before the first batch is handed out, so running out of
+        memory there retries the whole aggregation, with nothing handed out and no noise
+        drawn. The table is then read a batch at a time by row id (:class:`_TableBatch`):
+        the batch's unit counts as one numpy column, and the full rows only of the groups
+        the caller takes, so a dropped group never becomes Python objects. After the
+        table is made, only these reads of it (one batch of rows at most) run. A kept
+        table held as numpy columns (at most ``copy_max_bytes``) and public keys are
+        aggregated at once and cut into batches."""
         check_int("size", size, "DuckDBEngine.aggregate_batches", minimum=1)
         if spec.keys is not None or (self._keep_open and self._load().arrays is not None):
             yield from self.aggregate(spec).slices(size)
@@ -677,15 +683,33 @@ class DuckDBEngine:
             stream.close()
 
     def _batches_sql(self, spec: BoundingSpec, memory_limit: str | None, size: int
-                     ) -> Generator[Aggregates, None, None]:
+                     ) -> Generator[GroupBatch, None, None]:
+        import duckdb
+
         with self._session(memory_limit) as (execute, described, source):
             sql, params = compile_sql(spec, self._columns_of(described), source)
-            result = execute(sql, params)
-            while rows := result.fetchmany(size):
-                batch = _collect(spec, rows, self.name)
-                del rows  # not held while the next rows are fetched
-                yield batch
-                del batch
+            table = f"_dpsieve_groups_{uuid.uuid4().hex}"  # private to this connection
+            execute(f"CREATE TEMPORARY TABLE {table} AS {sql}", params)  # the aggregation
+            try:
+                ((end,),) = execute(f"SELECT coalesce(max(rowid) + 1, 0) FROM {table}",
+                                    {}).fetchall()
+                for lo in range(0, int(end), size):
+                    got = execute(f"SELECT rowid AS _r, _units FROM {table} WHERE rowid >= "
+                                  "$lo AND rowid < $hi ORDER BY rowid",
+                                  {"lo": lo, "hi": lo + size}).fetchnumpy()
+                    rowids = np.asarray(np.ma.getdata(got["_r"]), dtype=np.int64)
+                    if rowids.size == 0:
+                        continue
+                    batch = _TableBatch(spec, self.name, execute, table, rowids,
+                                        np.asarray(np.ma.getdata(got["_units"]),
+                                                   dtype=np.int64))
+                    del got
+                    yield batch
+                    batch.close()  # taken from only while it is the current batch
+                    del batch
+            finally:  # dropped with the connection anyway, but a given one is the caller's
+                with suppress(duckdb.Error):
+                    execute(f"DROP TABLE IF EXISTS {table}", {})
 
     def aggregate(self, spec: BoundingSpec) -> Aggregates:
         if self._keep_open:
@@ -713,6 +737,51 @@ class DuckDBEngine:
             sql, params = compile_sql(spec, self._columns_of(described), source)
             rows = execute(sql, params).fetchall()
         return _collect(spec, rows, self.name)
+
+
+def _bound(sql: str, params: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """The parameters of ``sql``: its own, plus the file's (``$path``) when it reads the
+    file (DuckDB refuses parameters a statement does not use)."""
+    return {**params, **extra} if "$path" in sql else params
+
+
+class _TableBatch:
+    """A batch of observed groups in a temporary table of :meth:`DuckDBEngine.
+    _batches_sql` (:class:`~dpsieve.queries.engine.GroupBatch`): the row ids and unit
+    counts of its groups in Python; :meth:`take` fetches the full rows of the groups
+    taken (the values ``fetchall`` gives, through :func:`_collect`, as :meth:`DuckDBEngine.
+    aggregate` does), while the batch is current (the table and connection are open)."""
+
+    def __init__(self, spec: BoundingSpec, engine: str, execute: Callable[..., Any],
+                 table: str, rowids: Any, units: Any) -> None:
+        self._spec = spec
+        self.engine = engine
+        self._execute: Callable[..., Any] | None = execute
+        self._table = table
+        self._rowids = rowids
+        self.units = units
+
+    @property
+    def n_groups(self) -> int:
+        return int(self._rowids.size)
+
+    def close(self) -> None:
+        self._execute = None
+
+    def take(self, idx: Any) -> Aggregates:
+        if self._execute is None:
+            raise RuntimeError("a DuckDB batch of observed groups was taken from after the "
+                               "next batch was fetched (GroupBatch.take)")
+        want = self._rowids[np.asarray(idx, dtype=np.int64)].tolist()
+        rows: list[tuple[Any, ...]] = []
+        if want:
+            got = self._execute(
+                f"SELECT rowid AS _r, * FROM {self._table} WHERE rowid >= $lo AND rowid <= "
+                "$hi AND rowid IN (SELECT unnest(CAST($ids AS BIGINT[])))",
+                {"lo": min(want), "hi": max(want), "ids": sorted(set(want))}).fetchall()
+            by_id = {int(r[0]): r[1:] for r in got}
+            rows = [by_id[i] for i in want]
+        return _collect(self._spec, rows, self.engine)
 
 
 def _collect(spec: BoundingSpec, rows: list[tuple[Any, ...]], engine: str) -> Aggregates:
