@@ -578,8 +578,8 @@ class DuckDBEngine:
         """``(execute(sql, params), described, source)`` on one connection: the given one,
         a cursor of the kept database (``keep_open``), or one opened for this call (always,
         under ``memory_limit``, when that is given: a file engine's larger retry limit).
-        ``execute`` returns the DuckDB result (``fetchall``, or ``fetchmany`` to stream it;
-        DuckDB runs the aggregation when executing, and hands its rows out as fetched).
+        ``execute`` returns the DuckDB result (``fetchall``, ``fetchnumpy``; DuckDB runs
+        the statement when executing) and binds the file's path only to SQL reading it.
         ``described`` is DuckDB's DESCRIBE of the table, ``source`` the table the SQL reads
         (:meth:`_source`)."""
         if self._connection is not None:
