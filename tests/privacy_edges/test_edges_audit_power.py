@@ -31,10 +31,28 @@ correct charge, whatever the sample size (the same argument as the other audits)
 4. a sum charged at row level: a per-row sum's sensitivity is one row's bound in one
    group (each row its own person), while the engine keeps L-inf rows per unit.
 
-The default suite audits each defect and its correct code once on the Python ``Session``
-over the pandas frame (about 2 ms a run; sizes below, measured detection rates in the
-docstrings); ``-m slow`` measures the detection rates over repeated audits and audits the
-designs on every entry point (CSV Session, HTTP, CLI).
+The default suite audits each defect once, and the correct code on the hardest design,
+on the Python ``Session`` over the pandas frame (~2 ms a run); ``-m slow`` measures the
+detection rates over repeated audits (``test_detection_rates``) and audits the designs on
+every entry point (CSV Session, HTTP, CLI). Measured on 2026-12-06 (each audit at
+``alpha`` = 1e-4, pilot 60 runs a side; p-value = the least alpha at which it fails):
+
+=================== ==================== ========= ========== ============== ==========
+defect              design               runs/side detected   p-value median correct
+=================== ==================== ========= ========== ============== ==========
+L0 ignored          count, L0 2, L-inf 2 800       50 / 50    4e-11 (max     50 / 50
+                    (eps 2)                                   9.8e-6)        passed
+L-inf ignored       count, L-inf 2       300       30 / 30    9e-10 (max     30 / 30
+                    (eps 1.5)                                 5.3e-6)
+per-unit clip       per-unit sum         700       30 / 30    5e-13 (max     30 / 30
+ignored             (eps 1.5)                                 4.2e-9)
+sum charged per row per-row sum, L-inf 2 700       30 / 30    6e-13 (max     30 / 30
+                    (eps 1.5)                                 1.8e-9)
+=================== ==================== ========= ========== ============== ==========
+
+(at 500 runs a side the sums were caught 50 / 50 and 49 / 50; the old audit, a projection
+on the pilot's mean difference, caught L0 ignored 0 / 10 on the old pair -- the unit in 3
+groups, L0 = 2 -- at 300 and at 800 runs a side.)
 """
 
 from __future__ import annotations
@@ -85,7 +103,7 @@ class Design:
     groups: str  # the groups the added unit has rows in (exactly L0 of them)
     rows: int  # its rows per group (>= L-inf; for a per-unit sum, total = rows * HI)
     eps: float = 1.5
-    samples: int = 500  # runs a side (pilot: PILOT): detection ~0.99 at factor 2
+    samples: int = 500  # runs a side (pilot: PILOT); measured detection rates: report
     rho: float | None = None  # zCDP (discrete Gaussian noise) instead of eps
 
     @property
@@ -116,14 +134,15 @@ COUNT = Design("count-L0-2-Linf-2", {"type": "count"}, {"max_groups": 2, "max_ro
                "ab", 3, eps=2.0, samples=800)
 #: L0 = 1, L-inf = 2: 2 kept rows of 3 in one group.
 COUNT_ROWS = Design("count-Linf-2", {"type": "count"}, {"max_groups": 1, "max_rows": 2},
-                    "a", 3)
+                    "a", 3, samples=300)
 #: per-unit sum clipped to [0, HI] per (unit, group); the unit's two rows total 2 HI.
 SUM_UNIT = Design("sum-per-unit", {"type": "sum", "column": "x", "lower": 0, "upper": HI,
-                                   "per": "unit"}, {"max_groups": 1}, "a", 2)
+                                   "per": "unit"}, {"max_groups": 1}, "a", 2,
+                  samples=700)
 #: per-row sum over L-inf = 2 kept rows at HI: the unit adds 2 HI.
 SUM_ROWS = Design("sum-per-row-Linf-2", {"type": "sum", "column": "x", "lower": 0,
                                          "upper": HI},
-                  {"max_groups": 1, "max_rows": 2}, "a", 3)
+                  {"max_groups": 1, "max_rows": 2}, "a", 3, samples=700)
 DESIGNS = (COUNT, COUNT_ROWS, SUM_UNIT, SUM_ROWS)
 
 
@@ -346,7 +365,7 @@ def test_every_entry_point_catches_a_forgotten_bound(defect: str, where: str,
 #: conversion, looser than the Gaussian's exact one (simulated: median p-value ~0.1 at
 #: 2,000 runs a side).
 COUNT_ROWS_ZCDP = dataclasses.replace(COUNT_ROWS, name="count-Linf-2-zcdp", eps=0.0,
-                                      rho=1.0, samples=1500)
+                                      rho=1.0, samples=800)
 
 
 @pytest.mark.slow
