@@ -23,7 +23,6 @@ __all__ = [
     "QUERY_CAP",
     "TYPE_NAMES",
     "after_query",
-    "charged_of",
     "check_fits",
     "describe_request",
     "refused",
@@ -76,16 +75,6 @@ def describe_request(spec: dict[str, Any]) -> str:
         cols = ", ".join(repr(c) for c in spec.get("columns") or [])
         return f"{spec.get('mechanism', '')} release over {cols}".strip()
     return t
-
-
-def charged_of(cost: Any) -> PrivacyDescription | None:
-    """The privacy a decision charged, as a description (None for a PLD/unknown): a typed
-    :class:`~dpsieve.filters.base.Cost`, or the JSON of one read from an audit payload."""
-    from dpsieve.filters.base import Cost
-
-    if isinstance(cost, Cost):
-        return cost.charged()
-    return Cost(cost).charged() if isinstance(cost, dict) else None
 
 
 def _filters(store: Any, budget_id: str) -> tuple[Any, Any]:

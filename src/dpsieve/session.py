@@ -492,8 +492,8 @@ class Session:
                 "relation could understate the cost.")
 
     # -- budget -------------------------------------------------------------------------
-    def remaining(self) -> dict[str, Any]:
-        """The budget left (JSON-ready, as the filter states it)."""
+    def remaining(self) -> BudgetLeft:
+        """The budget left, as the filter states it (typed; ``to_dict()`` for JSON)."""
         return self.store.load_filter(self.budget_id).remaining()
 
     def budget(self, like: PrivacyIn | None = None, *, cap: int | None = None

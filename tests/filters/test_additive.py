@@ -34,7 +34,7 @@ def test_zcdp_gaussian_queries() -> None:
     f = ZCDPFilter(0.5)
     # GDP(mu) is mu^2/2-zCDP, charged exactly: four GDP(0.5) cost exactly 0.5
     assert sum(f.try_spend(GDP(0.5)).admitted for _ in range(5)) == 4
-    assert f.remaining() == {"rho": 0.0, "exact": "0/1"}
+    assert f.remaining().to_dict() == {"rho": 0.0, "exact": "0/1"}
     g = ZCDPFilter(0.5)
     assert sum(g.try_spend(ZCDP(0.125)).admitted for _ in range(5)) == 4
     assert not ZCDPFilter(1.0).try_spend(ApproxDP(0.1, 1e-9)).admitted

@@ -52,8 +52,9 @@ def show(
                 hist = store.history(n)
                 q = asked if asked is not None else (hist[-1].cost.charged() if hist else None)
                 summary = store_summary(store, n, like=q, cap=PAGE_CAP)
-                rows.append({"dataset": n, "remaining": store.load_filter(n).remaining(),
-                             "initial": store.initial_filter(n).remaining(),
+                rows.append({"dataset": n,
+                             "remaining": store.load_filter(n).remaining().to_dict(),
+                             "initial": store.initial_filter(n).remaining().to_dict(),
                              "admitted": len(hist), "summary": summary.to_dict()})
             except DPError as e:
                 raise _fail(str(e)) from None
@@ -165,7 +166,7 @@ def set_budget(
         store.register_dataset(dataset, {**src, "neighbouring": desc.neighbouring.value,
                                          "budget": desc.to_dict()})
         typer.echo(json.dumps({"dataset": dataset,
-                               "remaining": store.load_filter(dataset).remaining()}))
+                               "remaining": store.load_filter(dataset).remaining().to_dict()}))
     except DPError as e:
         raise _fail(str(e)) from None
     finally:

@@ -249,7 +249,8 @@ def run(
                           typical=typ)
     if not as_json:
         s0 = budget_summary(f, initial)
-        left0 = s0.text if s0.eps_left is not None else f"left {json.dumps(f.remaining())}"
+        left0 = (s0.text if s0.eps_left is not None
+                 else f"left {json.dumps(f.remaining().to_dict())}")
         typer.echo(f"Budget: {_budget_name(f)}; {left0}")
     for i, (spec, q) in enumerate(zip(queries, parsed, strict=True), 1):
         d = f.try_spend(q)
@@ -266,7 +267,7 @@ def run(
                                "summary": summary.to_dict()}))
         return
     if summary.eps_left is None:
-        typer.echo(f"budget left: {json.dumps(f.remaining())}")
+        typer.echo(f"budget left: {json.dumps(f.remaining().to_dict())}")
     else:
         typer.echo("budget left: " + summary.text)
 
@@ -289,7 +290,7 @@ def _decision_words(f: Any, initial: Any, q: Any, d: Any) -> str:
     from dpsieve.filters.summary import budget_summary, describe_query, fitting_types, query_fits
 
     s = budget_summary(f, initial)
-    left = s.text if s.eps_left is not None else f"left {json.dumps(f.remaining())}"
+    left = s.text if s.eps_left is not None else f"left {json.dumps(f.remaining().to_dict())}"
     if d.admitted:
         how = d.reason if f.kind == "mixed" else "admitted"  # mixed: which part paid
         return f"{how} ({describe_query(q)}); {left}"

@@ -32,7 +32,7 @@ from dpsieve._rounding import round_down, round_up
 from dpsieve._validation import fail
 from dpsieve.accounting.events import Neighbouring, check_same_relation
 from dpsieve.errors import FilterStateError
-from dpsieve.filters.base import Decision
+from dpsieve.filters.base import BudgetLeft, Decision
 from dpsieve.filters.charge import Charge, check_charge
 
 __all__ = [
@@ -315,8 +315,8 @@ class FilterBase(ABC):
         """Install a state produced by ``_state`` or ``_decide``."""
 
     @abstractmethod
-    def remaining(self) -> dict[str, Any]:
-        """The budget left, JSON-ready."""
+    def remaining(self) -> BudgetLeft:
+        """The budget left, typed (``to_dict()`` for JSON)."""
 
     @classmethod
     @abstractmethod

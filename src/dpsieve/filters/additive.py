@@ -42,7 +42,7 @@ from dpsieve.filters._queries import (
     rdp_of,
     zcdp_of,
 )
-from dpsieve.filters.base import Charge, Decision
+from dpsieve.filters.base import BudgetLeft, Charge, Decision
 
 __all__ = [
     "ApproxZCDPFilter",
@@ -86,7 +86,8 @@ def zcdp_rho_for(eps: float, delta: float) -> float:
     return rho
 
 
-def _refuse(reason: str, remaining: dict[str, Any], cost: dict[str, Any]) -> Decision:
+def _refuse(reason: str, remaining: BudgetLeft | dict[str, Any], cost: dict[str, Any]
+            ) -> Decision:
     return Decision.of(admitted=False, reason=reason, remaining=remaining, cost=cost)
 
 
@@ -116,9 +117,9 @@ class _ScalarFilter(FilterBase):
         budget = r.frac("budget", lo=0)
         r.frac("spent", lo=0, hi=budget)
 
-    def remaining(self) -> dict[str, Any]:
+    def remaining(self) -> BudgetLeft:
         left = self._budget - self._spent
-        return {self.CURRENCY: float_down(left), "exact": frac_to_json(left)}
+        return BudgetLeft({self.CURRENCY: float_down(left), "exact": frac_to_json(left)})
 
     def admits_more(self, query: Charge) -> int | None:
         """How many more of ``query`` this filter admits, by its own admission test in one
@@ -242,11 +243,11 @@ class ApproxZCDPFilter(FilterBase):
         r.frac("spent_rho", lo=0, hi=rho)
         r.frac("spent_delta", lo=0, hi=delta)
 
-    def remaining(self) -> dict[str, Any]:
-        return {
+    def remaining(self) -> BudgetLeft:
+        return BudgetLeft({
             "rho": float_down(self._rho - self._srho),
             "delta": float_down(self._delta - self._sdelta),
-        }
+        })
 
     def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
@@ -340,11 +341,11 @@ class RDPFilter(FilterBase):
         for i, (s, b) in enumerate(zip(spent, budgets, strict=True)):
             r.require(s <= b, f"spent[{i}]", f"<= budgets[{i}] = {float(b)!r}", float(s))
 
-    def remaining(self) -> dict[str, Any]:
-        return {
+    def remaining(self) -> BudgetLeft:
+        return BudgetLeft({
             "orders": list(self._orders),
             "rdp": [float_down(b - s) for b, s in zip(self._budgets, self._spent, strict=True)],
-        }
+        })
 
     def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)

@@ -20,9 +20,19 @@ from __future__ import annotations
 
 from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any, Protocol, runtime_checkable
 
-from dpsieve.accounting.events import PrivacyDescription, description_from_dict
+from dpsieve.accounting.events import (
+    GDP,
+    RDP,
+    ZCDP,
+    ApproxDP,
+    ApproxZCDP,
+    PrivacyDescription,
+    PureDP,
+    description_from_dict,
+)
 from dpsieve.filters.charge import Charge
 
 __all__ = ["BudgetLeft", "Charge", "Cost", "Decision", "PrivacyFilter"]
@@ -81,12 +91,63 @@ class _Frozen:
 
 
 class BudgetLeft(_Frozen):
-    """The budget left after a decision (after the spend when admitted, unchanged when
-    refused) in the filter's own public numbers: ``eps`` (pure DP), ``rho`` (zCDP),
-    ``mu`` (GDP), a mixed budget's parts, a training budget's units, ... Immutable; not
-    equal to a dict (compare ``to_dict()``)."""
+    """The budget left (a filter's :meth:`~PrivacyFilter.remaining`, a decision's
+    ``remaining``: after the spend when admitted, unchanged when refused) in the filter's
+    own public numbers: ``eps`` (pure DP), ``rho`` (zCDP), ``mu`` (GDP), a mixed budget's
+    parts, a training budget's units, ... Immutable; not equal to a dict (compare
+    ``to_dict()``, the JSON the ledger's audit log, the service and the CLI state)."""
 
     __slots__ = ()
+
+    def description(self) -> PrivacyDescription | None:
+        """The privacy description this budget left states, or ``None`` where no single
+        description states it (a mixed budget's split: :meth:`mixed_split`; training,
+        per-record and profile budgets; a malformed stored value).
+
+        Reads the filters' own forms: ``{"mu"}`` (GDP), ``{"eps"}`` (pure),
+        ``{"rho"}`` (zCDP), ``{"rho", "delta"}`` (approximate zCDP), ``{"orders", "rdp"}``
+        (RDP), an undecided mixed budget's whole (eps, delta) target, and a description's
+        own JSON (a residue filter's budget). Exact strings (``"exact"``) are ignored: the
+        floats they sit beside are rounded down by the filters (never more privacy left
+        than the truth)."""
+        v = self._values
+        try:
+            if v.get("split") == "undecided":  # the whole (eps, delta) target
+                return ApproxDP(_num(v["eps"]), _num(v["delta"]))
+            if "type" not in v:
+                keys = set(v) - {"exact", "kind", "neighbouring"}
+                if keys == {"mu"}:
+                    return GDP(max(0.0, _num(v["mu"])))
+                if keys == {"eps"}:
+                    return PureDP(max(0.0, _num(v["eps"])))
+                if keys == {"rho"}:
+                    return ZCDP(max(0.0, _num(v["rho"])))
+                if keys == {"rho", "delta"}:
+                    return ApproxZCDP(max(0.0, _num(v["rho"])),
+                                      min(1.0, max(0.0, _num(v["delta"]))))
+                if keys == {"orders", "rdp"}:
+                    return RDP(tuple(float(a) for a in v["orders"]),
+                               tuple(max(0.0, _num(x)) for x in v["rdp"]))
+                return None
+            return description_from_dict(v)
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            return None
+
+    def mixed_split(self) -> tuple[Fraction, float] | None:
+        """A mixed budget's parts left (:class:`~dpsieve.filters.MixedFilter` after its
+        split): the pure part, exact, and the Gaussian part's mu; ``None`` otherwise."""
+        v = self._values
+        if "pure_exact" not in v or "mu" not in v:
+            return None
+        try:
+            return Fraction(v["pure_exact"]), max(0.0, _num(v["mu"]))
+        except (TypeError, ValueError, ZeroDivisionError):
+            return None
+
+
+def _num(x: Any) -> float:
+    """A stored number: a float, or an exact fraction's string."""
+    return float(Fraction(x)) if isinstance(x, str) else float(x)
 
 
 class Cost(_Frozen):
@@ -164,8 +225,9 @@ class PrivacyFilter(Protocol):
         """Decide without changing any state."""
         ...
 
-    def remaining(self) -> dict[str, Any]:
-        """The budget left, JSON-ready."""
+    def remaining(self) -> BudgetLeft:
+        """The budget left, typed (:class:`BudgetLeft`: the filter's own public numbers;
+        ``to_dict()`` is the JSON the service, the CLI and the audit log state)."""
         ...
 
     def to_json(self) -> str:

@@ -38,7 +38,7 @@ from dpsieve.filters._queries import (
     smallest_gdp_mu_rr_up,
     symmetric_atoms,
 )
-from dpsieve.filters.base import Charge, Decision
+from dpsieve.filters.base import BudgetLeft, Charge, Decision
 
 __all__ = [
     "ApproxGDPResidueFilter",
@@ -190,8 +190,8 @@ class NaiveGDPFilter(FilterBase):
         mu2 = r.frac("mu2", lo=0)
         r.frac("spent2", lo=0, hi=mu2)
 
-    def remaining(self) -> dict[str, Any]:
-        return {"mu": sqrt_down(self._mu2 - self._spent2)}
+    def remaining(self) -> BudgetLeft:
+        return BudgetLeft({"mu": sqrt_down(self._mu2 - self._spent2)})
 
     def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
@@ -233,8 +233,8 @@ class GDPResidueFilter(FilterBase):
     def _check_state(cls, r: StateReader) -> None:
         r.frac("mu2", lo=0)
 
-    def remaining(self) -> dict[str, Any]:
-        return {"mu": sqrt_down(self._mu2)}
+    def remaining(self) -> BudgetLeft:
+        return BudgetLeft({"mu": sqrt_down(self._mu2)})
 
     def residue_mu2(self, query: Charge) -> Fraction | None:
         """mu'^2 after this query (exact), or ``None`` if it is not admissible."""
@@ -293,8 +293,8 @@ class ApproxGDPResidueFilter(FilterBase):
         r.number("mu", lo=0.0)
         r.number("delta", lo=0.0, hi=1.0)
 
-    def remaining(self) -> dict[str, Any]:
-        return {"mu": self._mu, "delta": self._delta}
+    def remaining(self) -> BudgetLeft:
+        return BudgetLeft({"mu": self._mu, "delta": self._delta})
 
     def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)

@@ -53,7 +53,7 @@ from dpsieve.accounting.gdp import gdp_delta_err, gdp_mu_for
 from dpsieve.filters._common import FilterBase, StateReader, frac_from_json, frac_to_json
 from dpsieve.filters._mixed_math import delta_upper, epsilon_upper, mu_for
 from dpsieve.filters._queries import as_query, pure_eps_of, query_to_dict
-from dpsieve.filters.base import Charge, Decision
+from dpsieve.filters.base import BudgetLeft, Charge, Decision
 from dpsieve.filters.charge import PrivacyCharge, Workload
 from dpsieve.filters.gdp import GDPResidueFilter, naive_gdp_cost, sqrt_down
 
@@ -376,10 +376,10 @@ class MixedFilter(FilterBase):
         """The initial split {pure, mu, chosen, typical}, or None while undecided."""
         return None if self._split is None else dict(self._split)
 
-    def remaining(self) -> dict[str, Any]:
+    def remaining(self) -> BudgetLeft:
         if self._split is None:
-            return {"eps": self._eps, "delta": self._delta, "split": "undecided"}
-        return self._remaining_of(self._pure, self._mu2, self._dpart)
+            return BudgetLeft({"eps": self._eps, "delta": self._delta, "split": "undecided"})
+        return BudgetLeft(self._remaining_of(self._pure, self._mu2, self._dpart))
 
     def epsilon_left(self) -> float:
         """eps at the target's delta of the budget left (rounded up: never understated)."""

@@ -38,7 +38,7 @@ from dpsieve.filters._common import (
     frac_to_json,
 )
 from dpsieve.filters._queries import as_query, is_pld, query_to_dict
-from dpsieve.filters.base import Charge, Decision
+from dpsieve.filters.base import BudgetLeft, Charge, Decision
 from dpsieve.filters.charge import PrivacyCharge, check_charge
 from dpsieve.filters.gdp import sqrt_down
 from dpsieve.filters.theorem9 import certified_epsilon, composition_epsilon, theorem9
@@ -76,8 +76,8 @@ class NaturalGDPFilter(FilterBase):
         mu2 = r.frac("mu2", lo=0)
         r.frac("sum2", lo=0, hi=mu2)
 
-    def remaining(self) -> dict[str, Any]:
-        return {"mu": sqrt_down(self._mu2 - self._sum2)}
+    def remaining(self) -> BudgetLeft:
+        return BudgetLeft({"mu": sqrt_down(self._mu2 - self._sum2)})
 
     def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
@@ -139,8 +139,8 @@ class NaturalZeroDeltaFilter(FilterBase):
         else:
             r.number("spent", lo=0.0, hi=delta)
 
-    def remaining(self) -> dict[str, Any]:
-        return {"delta_spent": self._spent, "delta": self._delta}
+    def remaining(self) -> BudgetLeft:
+        return BudgetLeft({"delta_spent": self._spent, "delta": self._delta})
 
     def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)
@@ -298,13 +298,13 @@ class NaturalApproxFilter(FilterBase):
             float(c.hockey_stick_exact(x)),
         )
 
-    def remaining(self) -> dict[str, Any]:
+    def remaining(self) -> BudgetLeft:
         spent = float(self._composed().delta(self._eps)[()])
-        return {
+        return BudgetLeft({
             "delta_at_eps": spent,
             "rounds_left": self._rounds - len(self._queries),
             "guarantee": self.guarantee(),
-        }
+        })
 
     def try_spend(self, query: Charge) -> Decision:
         """As the base class, keeping the composed curve cached across admissions."""

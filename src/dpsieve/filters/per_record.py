@@ -56,7 +56,7 @@ from dpsieve.accounting.gdp import gdp_mu_for
 from dpsieve.errors import ValidationError
 from dpsieve.filters._common import FilterBase, StateReader
 from dpsieve.filters._record_step import RecordStep
-from dpsieve.filters.base import Charge, Decision
+from dpsieve.filters.base import BudgetLeft, Charge, Decision
 
 __all__ = ["PerRecordGDPFilter", "PerRecordRDPFilter", "RecordStep"]
 
@@ -240,9 +240,9 @@ class _PerRecord(FilterBase):
         except ValidationError as e:
             raise r.error(str(e.parameter), str(e.constraint), e.value) from None
 
-    def remaining(self) -> dict[str, Any]:
+    def remaining(self) -> BudgetLeft:
         """Public numbers only (records, steps): remaining budgets are private."""
-        return {"records": self.records, "steps": self._steps}
+        return BudgetLeft({"records": self.records, "steps": self._steps})
 
     def remaining_private(self) -> FloatArray:
         """Each record's remaining budget (n x K). Private: for the data owner only."""

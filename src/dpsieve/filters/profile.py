@@ -39,7 +39,7 @@ from dpsieve.filters._common import (
     frac_to_json,
 )
 from dpsieve.filters._queries import as_query, is_pld, query_to_dict
-from dpsieve.filters.base import Charge, Decision
+from dpsieve.filters.base import BudgetLeft, Charge, Decision
 from dpsieve.filters.theorem9 import Theorem9, certified_epsilon, theorem9
 
 __all__ = ["AdditiveProfileFilter", "discretized_profile"]
@@ -245,12 +245,12 @@ class AdditiveProfileFilter(FilterBase):
             r.require(s <= Fraction(b), f"spent[{i}]", f"<= the bucket budget {b!r}", float(s))
         r.integer("count", lo=0, hi=k)
 
-    def remaining(self) -> dict[str, Any]:
+    def remaining(self) -> BudgetLeft:
         ell = self.constants.ell
-        return {
+        return BudgetLeft({
             "buckets": [float(Fraction(b) - s) for b, s in zip(ell, self._spent, strict=True)],
             "rounds_left": self._params[2] - self._count,
-        }
+        })
 
     def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)

@@ -27,7 +27,7 @@ from dpsieve._validation import fail
 from dpsieve.accounting.events import GDP, PureDP, description_from_dict
 from dpsieve.filters._common import FilterBase, StateReader
 from dpsieve.filters._queries import as_query, delta_refusal, pure_eps_of, query_to_dict
-from dpsieve.filters.base import Charge, Decision
+from dpsieve.filters.base import BudgetLeft, Charge, Decision
 from dpsieve.filters.gdp import gdp_residue_update, naive_gdp_cost, sqrt_down
 
 __all__ = ["ResidueFilter", "UpdateRule", "register_rule", "rules"]
@@ -118,9 +118,8 @@ class ResidueFilter(FilterBase):
             what = f"a {want.__name__} description" if want else "a privacy description"
             raise r.error("budget", f"{what} (rule {rule!r})", raw)
 
-    def remaining(self) -> dict[str, Any]:
-        d: dict[str, Any] = self._budget.to_dict()
-        return d
+    def remaining(self) -> BudgetLeft:
+        return BudgetLeft(self._budget.to_dict())
 
     def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
         q = as_query(query)

@@ -29,6 +29,7 @@ from dpsieve._memo import Memo
 from dpsieve._rounding import round_up
 from dpsieve.accounting.events import GDP, ZCDP, ApproxDP, ApproxZCDP, PureDP
 from dpsieve.filters._queries import pure_eps_of, query_to_dict, rdp_of, symmetric_atoms, zcdp_of
+from dpsieve.filters.base import BudgetLeft
 from dpsieve.filters.capacity import DEFAULT_CAP, Capacity, count_admitted
 from dpsieve.filters.charge import Charge, PrivacyCharge
 
@@ -74,7 +75,7 @@ def _rdp_eps(orders: list[Any], values: list[Any], delta: float) -> float:
     return max(0.0, best) * _WIDEN
 
 
-def _mixed_eps(rem: dict[str, Any], delta: float) -> float:
+def _mixed_eps(rem: BudgetLeft, delta: float) -> float:
     from dpsieve.filters._mixed_math import epsilon_upper
 
     if rem.get("split") == "undecided":
@@ -90,21 +91,21 @@ def _mixed_eps(rem: dict[str, Any], delta: float) -> float:
     return epsilon_upper(Fraction(rem["pure_exact"]), float(rem["mu"]), delta)
 
 
-def _approx_gdp_eps(rem: dict[str, Any], delta: float) -> float | None:
+def _approx_gdp_eps(rem: BudgetLeft, delta: float) -> float | None:
     d = float(rem["delta"])
     if d >= delta:
         return None  # the delta left alone is at or above the display delta
     return _gdp_eps(float(rem["mu"]), (delta - d) / (1.0 - d))
 
 
-def _approx_zcdp_eps(rem: dict[str, Any], delta: float) -> float | None:
+def _approx_zcdp_eps(rem: BudgetLeft, delta: float) -> float | None:
     d = float(rem["delta"])
     if d >= delta:
         return None
     return _zcdp_eps(max(0.0, float(rem["rho"])), delta - d)
 
 
-_EPS: dict[str, Callable[[dict[str, Any], float], float | None]] = {
+_EPS: dict[str, Callable[[BudgetLeft, float], float | None]] = {
     "mixed": _mixed_eps,
     "gdp_residue": lambda r, d: _gdp_eps(float(r["mu"]), d),
     "gdp_naive": lambda r, d: _gdp_eps(float(r["mu"]), d),
@@ -185,7 +186,7 @@ def _args(q: Any) -> tuple[Any, ...]:
     return (q.rho, q.delta)
 
 
-def display_delta(kind: str, remaining: dict[str, Any], delta: float | None = None) -> float:
+def display_delta(kind: str, remaining: BudgetLeft, delta: float | None = None) -> float:
     """The delta a budget's eps is stated at: the given one, a mixed budget's target
     delta, 0 for a pure budget, else :data:`DISPLAY_DELTA`."""
     if kind == "pure_dp":
@@ -197,9 +198,10 @@ def display_delta(kind: str, remaining: dict[str, Any], delta: float | None = No
     return DISPLAY_DELTA
 
 
-def eps_of(kind: str, remaining: dict[str, Any], delta: float) -> float | None:
-    """eps at ``delta`` (rounded up) of a budget given by its filter kind and ``remaining()``
-    dict (as a ledger stores it), or None where no single eps states it."""
+def eps_of(kind: str, remaining: BudgetLeft, delta: float) -> float | None:
+    """eps at ``delta`` (rounded up) of a budget given by its filter kind and the budget
+    left (a filter's ``remaining()``, a decision's, or a stored one read at the ledger's
+    edge), or None where no single eps states it."""
     fn = _EPS.get(kind)
     if fn is None:
         return None

@@ -59,7 +59,7 @@ from dpsieve.accounting.pld import PLD
 from dpsieve.errors import ValidationError
 from dpsieve.filters import _sgm_powers as sp
 from dpsieve.filters._common import FilterBase, StateReader, frac_from_json, frac_to_json
-from dpsieve.filters.base import Charge, Decision
+from dpsieve.filters.base import BudgetLeft, Charge, Decision
 from dpsieve.mechanisms.subsampled import DPSGDStep
 
 __all__ = ["SIGMA_CAP", "TRAINING_GRID", "TrainingFilter", "kind_of"]
@@ -268,16 +268,16 @@ class TrainingFilter(FilterBase):
         except ValidationError as e:
             raise r.error(str(e.parameter), str(e.constraint), e.value) from None
 
-    def remaining(self) -> dict[str, Any]:
+    def remaining(self) -> BudgetLeft:
         """Reference units left (steps at the reference still payable), units of other kinds,
         the reserve left."""
         st = self._state_d
         ref = list(st["reference"])
-        return {
+        return BudgetLeft({
             "reference_steps": sum(c for s, q, c in st["units"] if [s, q] == ref),
             "units": {f"{s:g}@{q:g}": c for s, q, c in st["units"]},
             "reserve": float(frac_from_json(st["reserve"], "reserve")),
-        }
+        })
 
     # ------------------------------------------------------------------ decisions
     def try_step(self, sigma: float, rate: float) -> Decision:

@@ -52,6 +52,7 @@ __all__ = [
     "default_loader",
     "fingerprint",
     "has_budget",
+    "left_json",
     "load_filters",
     "parsed_initial",
     "query_to_dict",
@@ -243,6 +244,13 @@ def has_budget(store: BudgetStore, budget_id: str) -> bool:
     except BudgetNotFoundError:
         return False
     return True
+
+
+def left_json(flt: PrivacyFilter) -> dict[str, Any]:
+    """The JSON of ``flt.remaining()`` for the audit log (``budget_set`` rows, unchanged
+    bytes). A :class:`BudgetLeft`; a filter written to the protocol before it was typed
+    still states a dict, read as it was (``BudgetLeft`` copies either)."""
+    return BudgetLeft(flt.remaining()).to_dict()
 
 
 def load_filters(store: BudgetStore, budget_id: str) -> tuple[PrivacyFilter, PrivacyFilter]:

@@ -27,6 +27,7 @@ from dpsieve.ledger.base import (
     _json_safe,
     default_loader,
     fingerprint,
+    left_json,
     parsed_initial,
     query_to_dict,
     spend_key,
@@ -91,7 +92,7 @@ class MemoryStore:
                     "replacing it would forget privacy loss already incurred."
                 )
             self._budgets[budget_id] = _Budget(state, state)
-            self._log(budget_id, "", "budget_set", "", {"filter": flt.remaining()})
+            self._log(budget_id, "", "budget_set", "", {"filter": left_json(flt)})
 
     def load_filter(self, budget_id: str) -> PrivacyFilter:
         with self._lock:

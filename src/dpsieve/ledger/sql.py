@@ -36,6 +36,7 @@ from dpsieve.ledger.base import (
     _json_safe,
     canonical_json,
     default_loader,
+    left_json,
     parsed_initial,
     query_to_dict,
     spend_key,
@@ -188,7 +189,7 @@ class SQLStore(ABC):
             else:
                 cur.run("UPDATE budgets SET state = ?, initial = ?, updated_at = ?"
                         " WHERE budget_id = ?", (state, state, now, budget_id))
-            self._log(cur, budget_id, "", "budget_set", "", {"filter": flt.remaining()})
+            self._log(cur, budget_id, "", "budget_set", "", {"filter": left_json(flt)})
 
     def _read_state(self, budget_id: str, column: str) -> str:
         with self._tx(write=False) as cur:

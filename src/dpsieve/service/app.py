@@ -28,6 +28,7 @@ from dpsieve._datasets import FileEngines
 from dpsieve._session_query import engine_for
 from dpsieve._session_release import ReleaseLimits
 from dpsieve._validation import fail
+from dpsieve.filters.base import BudgetLeft
 from dpsieve.ledger.base import (
     BudgetNotFoundError,
     BudgetStore,
@@ -188,7 +189,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
 
     def budget_of(name: str) -> dict[str, Any]:
         try:
-            return st.load_filter(name).remaining()
+            return st.load_filter(name).remaining().to_dict()  # JSON at the edge
         except BudgetNotFoundError:
             return {}
 
@@ -372,15 +373,18 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
         src = visible(p, name)
         if not budget_of(name):
             raise HTTPException(409, f"The data set {name!r} has no budget yet.")
-        steps: list[dict[str, Any]] = [{"step": 0, "cost": None,
-                  "remaining": st.initial_filter(name).remaining()}]
-        steps += [{"step": i + 1, "cost": r.cost.to_dict(), "remaining": r.remaining.to_dict()}
-                  for i, r in enumerate(st.history(name))]
-        kind = str(getattr(st.initial_filter(name), "kind", ""))
-        for s in steps:
-            desc = description_of(s["remaining"])
-            s["curve"] = None if desc is None else tradeoff_curve(desc)
-            s["eps_left"], s["delta"] = step_eps(kind, s["remaining"])
+        initial = st.initial_filter(name)
+        lefts: list[tuple[dict[str, Any] | None, BudgetLeft]] = [
+            (None, initial.remaining())]  # typed; the JSON is made per step below
+        lefts += [(r.cost.to_dict(), r.remaining) for r in st.history(name)]
+        kind = str(getattr(initial, "kind", ""))
+        steps: list[dict[str, Any]] = []
+        for i, (cost, left) in enumerate(lefts):
+            desc = description_of(left)
+            eps_left, delta = step_eps(kind, left)
+            steps.append({"step": i, "cost": cost, "remaining": left.to_dict(),
+                          "curve": None if desc is None else tradeoff_curve(desc),
+                          "eps_left": eps_left, "delta": delta})
         return {"dataset": name, "budget": src.get("budget"),
                 "alphas": [round(float(a), 6) for a in ALPHAS], "steps": steps}
 

@@ -12,17 +12,24 @@ from __future__ import annotations
 from fractions import Fraction
 from typing import Any
 
-from dpsieve._budget_view import PAGE_CAP, charged_of, describe_request
+from dpsieve._budget_view import PAGE_CAP, describe_request
 from dpsieve.accounting.events import PrivacyDescription
+from dpsieve.filters.base import BudgetLeft, Cost
 from dpsieve.filters.summary import budget_summary, describe_query, display_delta, eps_of
 from dpsieve.ledger.base import BudgetStore, Principal
 
 __all__ = ["PAGE_CAP", "budget_text", "budget_view", "like_privacy", "split_of", "step_eps"]
 
-def step_eps(kind: str, remaining: dict[str, Any]) -> tuple[float | None, float]:
-    """(eps left at the display delta, rounded up, or None; that delta) of a stored state."""
+def step_eps(kind: str, remaining: BudgetLeft) -> tuple[float | None, float]:
+    """(eps left at the display delta, rounded up, or None; that delta) of a budget left."""
     d = display_delta(kind, remaining)
     return eps_of(kind, remaining, d), d
+
+
+def _obj(x: Any) -> dict[str, Any]:
+    """A stored JSON object, or an empty one for anything else (an audit row is read as
+    it was written; a malformed one states nothing rather than failing the page)."""
+    return x if isinstance(x, dict) else {}
 
 
 def _sees(p: Principal, who: str) -> bool:
@@ -55,10 +62,9 @@ def budget_view(st: BudgetStore, name: str, p: Principal,
     rows = []
     for r in hist:
         charged = r.cost.charged()
-        remaining = r.remaining.to_dict()
-        eps_left, delta = step_eps(kind, remaining)
+        eps_left, delta = step_eps(kind, r.remaining)
         row: dict[str, Any] = {
-            "seq": r.seq, "cost": r.cost.to_dict(), "remaining": remaining,
+            "seq": r.seq, "cost": r.cost.to_dict(), "remaining": r.remaining.to_dict(),
             "created_at": r.created_at, "eps_left": eps_left, "delta": delta,
             "charged": None if charged is None else describe_query(charged),
         }
@@ -72,7 +78,7 @@ def budget_view(st: BudgetStore, name: str, p: Principal,
         like = hist[-1].cost.charged() if hist else None
     summary = budget_summary(current, initial, like=like, cap=PAGE_CAP)
     return {
-        "remaining": current.remaining(), "admitted": len(hist),
+        "remaining": current.remaining().to_dict(), "admitted": len(hist),
         "summary": summary.to_dict(), "split": split_of(current), "history": rows,
         "refusals": _refusals(st, name, p),
     }
@@ -100,8 +106,8 @@ def split_of(flt: Any) -> dict[str, Any] | None:
             "(eps, delta) budget is split between a pure part (pays pure queries eps for "
             "eps) and a Gaussian part (pays the rest by the GDP residue).")}
     typical = []
-    for d in sp.get("typical") or []:
-        q = charged_of({"query": d})
+    for d in sp.get("typical") or []:  # the split's JSON: a description, or a PLD's
+        q = Cost({"query": d}).charged()
         typical.append("a PLD query" if q is None else describe_query(q))
     pure, mu = float(Fraction(sp["pure"])), float(sp["mu"])
     parts = f"pure part eps {pure:.4g}, Gaussian part mu {mu:.4g}"
@@ -133,13 +139,13 @@ def _refusals(st: BudgetStore, name: str, p: Principal) -> list[dict[str, Any]]:
         elif e.event == "decision" and e.payload.get("admitted", True):
             admitted += 1
         elif e.event == "decision":
-            cost = e.payload.get("cost", {})
-            charged = charged_of(cost)
+            # the audit row's JSON (stored) mapped to typed values here, once
+            charged = Cost(_obj(e.payload.get("cost"))).charged()
             row: dict[str, Any] = {
                 "seq": len(out) + 1, "admitted_before": admitted, "ts": e.ts,
                 "asked": None if charged is None else describe_query(charged),
             }
-            left, delta = step_eps(kind, e.payload.get("remaining") or {})
+            left, delta = step_eps(kind, BudgetLeft(_obj(e.payload.get("remaining"))))
             at = "" if delta == 0 else f" at delta {delta:.3g}"
             row["reason"] = ("more than the budget had left" if left is None else
                              f"more than the budget had left (eps {left:.4g}{at})")

@@ -1,6 +1,7 @@
 """Tradeoff curves of remaining budgets, for the budget page (display, not accounting).
 
-Given a budget as a privacy description dict, return beta = f(alpha) on a grid: the
+Given a budget left (a typed :class:`~dpsieve.filters.base.BudgetLeft`, read by
+:func:`description_of`) as a privacy description, return beta = f(alpha) on a grid: the
 smallest type-II error of any test at type-I error alpha (Dong, Roth, Su 2022, Def. 2.1).
 
 * GDP(mu): f = G_mu, exact (:func:`dpsieve.accounting.gdp.gdp_tradeoff`).
@@ -31,10 +32,11 @@ from dpsieve.accounting.events import (
     ZCDP,
     ApproxDP,
     ApproxZCDP,
+    PrivacyDescription,
     PureDP,
-    description_from_dict,
 )
 from dpsieve.accounting.gdp import gdp_tradeoff
+from dpsieve.filters.base import BudgetLeft
 
 __all__ = ["ALPHAS", "MixedBudget", "description_of", "tradeoff_curve"]
 
@@ -71,43 +73,12 @@ class MixedBudget:
     mu: float
 
 
-def description_of(remaining: dict[str, Any]) -> Any:
-    """The privacy description a filter's ``remaining()`` dict states, or None.
-
-    Reads a description dict (with ``type``) or the filters' own forms: ``{"mu"}`` (GDP),
-    ``{"eps"}`` (pure), ``{"rho"}`` (zCDP), ``{"rho", "delta"}``, ``{"orders", "rdp"}``.
-    """
-    def num(x: Any) -> float:
-        return float(Fraction(x)) if isinstance(x, str) else float(x)
-
-    try:
-        if "pure_exact" in remaining and "mu" in remaining:  # a mixed filter's split
-            return MixedBudget(Fraction(remaining["pure_exact"]), max(0.0, num(remaining["mu"])))
-        if remaining.get("split") == "undecided":  # the whole (eps, delta) target
-            return ApproxDP(num(remaining["eps"]), num(remaining["delta"]))
-        keys = set(remaining) - {"exact", "kind", "type", "neighbouring"}
-        if "type" not in remaining:
-            if keys == {"mu"}:
-                return GDP(max(0.0, num(remaining["mu"])))
-            if keys == {"eps"}:
-                return PureDP(max(0.0, num(remaining["eps"])))
-            if keys == {"rho"}:
-                return ZCDP(max(0.0, num(remaining["rho"])))
-            if keys == {"rho", "delta"}:
-                return ApproxZCDP(max(0.0, num(remaining["rho"])),
-                                  min(1.0, max(0.0, num(remaining["delta"]))))
-            if keys == {"orders", "rdp"}:
-                return RDP(tuple(float(a) for a in remaining["orders"]),
-                           tuple(max(0.0, num(v)) for v in remaining["rdp"]))
-    except (ValueError, TypeError, ZeroDivisionError):
-        return None
-    for cand in (remaining, remaining.get("budget"), remaining.get("remaining")):
-        if isinstance(cand, dict) and "type" in cand:
-            try:
-                return description_from_dict(cand)
-            except (ValueError, KeyError, TypeError):
-                return None
-    return None
+def description_of(left: BudgetLeft) -> PrivacyDescription | MixedBudget | None:
+    """What a budget left states, for its curve: a mixed budget's split as
+    :class:`MixedBudget`, else :meth:`BudgetLeft.description
+    <dpsieve.filters.base.BudgetLeft.description>` (None where no description states it)."""
+    parts = left.mixed_split()
+    return MixedBudget(*parts) if parts is not None else left.description()
 
 
 def tradeoff_curve(desc: Any, alphas: npt.NDArray[np.float64] = ALPHAS) -> list[float] | None:
