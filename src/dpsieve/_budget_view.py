@@ -13,9 +13,10 @@ from dpsieve.errors import BudgetExceededError, DPError, IncompatiblePrivacyErro
 
 if TYPE_CHECKING:
     from dpsieve.accounting.events import PrivacyDescription
-    from dpsieve.filters.base import BudgetLeft
+    from dpsieve.filters.base import BudgetLeft, PrivacyFilter
     from dpsieve.filters.charge import PrivacyCharge
     from dpsieve.filters.summary import BudgetSummary
+    from dpsieve.ledger.base import BudgetStore
 
 __all__ = [
     "KIND_NAMES",
@@ -77,13 +78,13 @@ def describe_request(spec: dict[str, Any]) -> str:
     return t
 
 
-def _filters(store: Any, budget_id: str) -> tuple[Any, Any]:
+def _filters(store: BudgetStore, budget_id: str) -> tuple[PrivacyFilter, PrivacyFilter]:
     from dpsieve.ledger.base import load_filters
 
     return load_filters(store, budget_id)
 
 
-def store_summary(store: Any, budget_id: str, *, like: PrivacyCharge | None = None,
+def store_summary(store: BudgetStore, budget_id: str, *, like: PrivacyCharge | None = None,
                   cap: int | None = None) -> BudgetSummary:
     """:func:`dpsieve.filters.summary.budget_summary` of a budget in a ledger."""
     from dpsieve.filters.summary import budget_summary
@@ -93,7 +94,7 @@ def store_summary(store: Any, budget_id: str, *, like: PrivacyCharge | None = No
     return budget_summary(current, initial, like=like, **kw)
 
 
-def check_fits(flt: Any, cost: PrivacyDescription, requested: PrivacyDescription,
+def check_fits(flt: PrivacyFilter, cost: PrivacyDescription, requested: PrivacyDescription,
                offered: tuple[str, ...] | None = None) -> None:
     """Raise :class:`IncompatiblePrivacyError` if ``flt`` can never admit ``cost``.
 
@@ -139,7 +140,7 @@ def check_fits(flt: Any, cost: PrivacyDescription, requested: PrivacyDescription
         fits=fits, requested=requested)
 
 
-def refused(store: Any, budget_id: str, cost: PrivacyDescription,
+def refused(store: BudgetStore, budget_id: str, cost: PrivacyDescription,
             requested: PrivacyDescription, remaining: BudgetLeft) -> DPError:
     """The error for a refused query: :class:`IncompatiblePrivacyError` when no budget of
     this kind could ever pay for it, else a plain-words :class:`BudgetExceededError` with
@@ -167,7 +168,7 @@ def refused(store: Any, budget_id: str, cost: PrivacyDescription,
         remaining=remaining, requested=requested, summary=s.to_dict())
 
 
-def after_query(store: Any, budget_id: str, cost: PrivacyDescription) -> dict[str, Any]:
+def after_query(store: BudgetStore, budget_id: str, cost: PrivacyDescription) -> dict[str, Any]:
     """The budget summary shown with an answer ("about N more queries like this one")."""
     out: dict[str, Any] = store_summary(store, budget_id, like=cost, cap=QUERY_CAP).to_dict()
     return out

@@ -179,3 +179,43 @@ def test_remaining_is_annotated_budget_left(obj: Any) -> None:
 ])
 def test_budget_readers_take_budget_left(obj: Any, name: str) -> None:
     assert _param(obj, name) is BudgetLeft
+
+
+def _hint(obj: Any, name: str) -> Any:
+    """A parameter's annotation, with the names its module imports for type checking."""
+    from dpsieve.accounting.events import PrivacyDescription
+    from dpsieve.filters.charge import PrivacyCharge
+    from dpsieve.filters.summary import BudgetSummary
+    from dpsieve.ledger.base import BudgetStore
+
+    extra = {"BudgetStore": BudgetStore, "PrivacyFilter": PrivacyFilter,
+             "BudgetLeft": BudgetLeft, "PrivacyCharge": PrivacyCharge,
+             "PrivacyDescription": PrivacyDescription, "BudgetSummary": BudgetSummary}
+    return typing.get_type_hints(obj, localns=extra)[name]
+
+
+def _view_and_summary() -> list[tuple[Any, str, str]]:
+    from dpsieve import _budget_view as bv
+    from dpsieve.filters import capacity
+
+    return [
+        (summary_mod.query_fits, "flt", "PrivacyFilter"),
+        (summary_mod.fitting_types, "flt", "PrivacyFilter"),
+        (summary_mod.epsilon_left, "flt", "PrivacyFilter"),
+        (summary_mod.budget_summary, "current", "PrivacyFilter"),
+        (summary_mod.budget_summary, "initial", "PrivacyFilter | None"),
+        (capacity.count_admitted, "flt", "PrivacyFilter"),
+        (bv.check_fits, "flt", "PrivacyFilter"),
+        (bv.store_summary, "store", "BudgetStore"),
+        (bv.refused, "store", "BudgetStore"),
+        (bv.after_query, "store", "BudgetStore"),
+    ]
+
+
+@pytest.mark.parametrize(("obj", "name", "want"), _view_and_summary())
+def test_budget_views_take_typed_filters_and_stores(obj: Any, name: str, want: str) -> None:
+    from dpsieve.ledger.base import BudgetStore
+
+    types = {"PrivacyFilter": PrivacyFilter, "BudgetStore": BudgetStore,
+             "PrivacyFilter | None": PrivacyFilter | None}
+    assert _hint(obj, name) == types[want]

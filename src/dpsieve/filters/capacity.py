@@ -29,6 +29,7 @@ from dpsieve._validation import fail
 from dpsieve.accounting.pld import PLD
 from dpsieve.filters._queries import as_query
 from dpsieve.filters.additive import _ScalarFilter
+from dpsieve.filters.base import PrivacyFilter
 from dpsieve.filters.charge import PrivacyCharge, Workload
 
 __all__ = ["Capacity", "count_admitted", "query_key"]
@@ -63,7 +64,8 @@ def query_key(q: PrivacyCharge) -> str:
     return "pld:" + h.hexdigest()
 
 
-def count_admitted(flt: Any, workload: Workload, *, cap: int = DEFAULT_CAP) -> Capacity:
+def count_admitted(flt: PrivacyFilter, workload: Workload, *, cap: int = DEFAULT_CAP
+                   ) -> Capacity:
     """Exact number of further admissions of ``workload`` (see module docstring)."""
     if not (isinstance(cap, int) and cap >= 0):
         raise fail("cap", "count_admitted", "an int >= 0", cap)

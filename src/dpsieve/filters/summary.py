@@ -29,9 +29,10 @@ from dpsieve._memo import Memo
 from dpsieve._rounding import round_up
 from dpsieve.accounting.events import GDP, ZCDP, ApproxDP, ApproxZCDP, PureDP
 from dpsieve.filters._queries import pure_eps_of, query_to_dict, rdp_of, symmetric_atoms, zcdp_of
-from dpsieve.filters.base import BudgetLeft
+from dpsieve.filters.base import BudgetLeft, PrivacyFilter
 from dpsieve.filters.capacity import DEFAULT_CAP, Capacity, count_admitted
 from dpsieve.filters.charge import Charge, PrivacyCharge
+from dpsieve.filters.mixed import MixedFilter
 
 __all__ = [
     "DISPLAY_DELTA",
@@ -144,7 +145,7 @@ _KINDS: tuple[tuple[str, Any], ...] = (
 )
 
 
-def query_fits(flt: Any, query: PrivacyCharge) -> bool:
+def query_fits(flt: PrivacyFilter, query: PrivacyCharge) -> bool:
     """Whether ``flt`` can ever admit a query of this kind (however small).
 
     False means no budget left of this filter's kind could pay for it: the conversion the
@@ -152,7 +153,7 @@ def query_fits(flt: Any, query: PrivacyCharge) -> bool:
     filter kinds answer True (the filter's own decision then speaks).
     """
     rule = _FITS.get(getattr(flt, "kind", ""))
-    if getattr(flt, "kind", "") == "mixed" and isinstance(query, ApproxDP) and query.delta > 0:
+    if isinstance(flt, MixedFilter) and isinstance(query, ApproxDP) and query.delta > 0:
         split = flt.split()  # a delta part pays it: undecided, or a split that has one
         return split is None or "dpart" in split
     if rule is not None:
@@ -163,7 +164,7 @@ def query_fits(flt: Any, query: PrivacyCharge) -> bool:
     return True
 
 
-def fitting_types(flt: Any) -> list[str]:
+def fitting_types(flt: PrivacyFilter) -> list[str]:
     """The kinds of privacy a query may state to be admitted by ``flt`` (see :func:`query_fits`)."""
     nb = getattr(flt, "neighbouring", None)
     out = []
@@ -212,7 +213,7 @@ def eps_of(kind: str, remaining: BudgetLeft, delta: float) -> float | None:
     return None if e is None or not math.isfinite(e) else e
 
 
-def epsilon_left(flt: Any, delta: float | None = None) -> tuple[float | None, float]:
+def epsilon_left(flt: PrivacyFilter, delta: float | None = None) -> tuple[float | None, float]:
     """(eps at delta of the budget left, rounded up, or None; the delta used)."""
     rem = flt.remaining()
     kind = str(getattr(flt, "kind", ""))
@@ -225,7 +226,7 @@ def epsilon_left(flt: Any, delta: float | None = None) -> tuple[float | None, fl
 _TOTALS: Memo[float | None] = Memo(256)
 
 
-def _eps_total(initial: Any, delta: float | None) -> float | None:
+def _eps_total(initial: PrivacyFilter, delta: float | None) -> float | None:
     """``epsilon_left(initial, delta)[0]``, remembered by the state's text (a pure function
     of it: the filter is rebuilt from that text alone)."""
     to_json = getattr(initial, "to_json", None)
@@ -285,7 +286,7 @@ class BudgetSummary:
         }
 
 
-def _parts_of(flt: Any) -> str:
+def _parts_of(flt: PrivacyFilter) -> str:
     """For a mixed budget: how much of it is the pure part (pays pure queries eps for eps)."""
     if getattr(flt, "kind", "") != "mixed":
         return ""
@@ -303,8 +304,8 @@ def _fmt_count(c: Capacity) -> str:
 
 
 def budget_summary(
-    current: Any,
-    initial: Any | None = None,
+    current: PrivacyFilter,
+    initial: PrivacyFilter | None = None,
     *,
     delta: float | None = None,
     like: PrivacyCharge | None = None,
