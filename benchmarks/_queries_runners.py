@@ -208,9 +208,13 @@ def _handwritten(path: Path, memory_limit: str, sql: str = HANDWRITTEN_SQL
 def run_sql(path: Path) -> Result:
     """The same bounding hand-written in DuckDB SQL (same DuckDB settings as
     ``run_dpsieve``: ``QBENCH_DUCKDB_MEMORY``, 2 threads; no noise)."""
+    return _timed_handwritten(path, HANDWRITTEN_SQL)
+
+
+def _timed_handwritten(path: Path, sql: str) -> Result:
     _warm_imports()
     clock = Clock()
-    rows = _handwritten(path, DUCKDB_MEMORY)
+    rows = _handwritten(path, DUCKDB_MEMORY, sql)
     times = clock.read()
     counts, sums = _dense(iter(rows))
     return {**times, "count": counts, "sum": sums}
@@ -219,12 +223,7 @@ def run_sql(path: Path) -> Result:
 def run_sql_lattice(path: Path) -> Result:
     """``HANDWRITTEN_LATTICE_SQL`` (dpsieve's exact integer sums) under the settings of
     ``run_sql``."""
-    _warm_imports()
-    clock = Clock()
-    rows = _handwritten(path, DUCKDB_MEMORY, HANDWRITTEN_LATTICE_SQL)
-    times = clock.read()
-    counts, sums = _dense(iter(rows))
-    return {**times, "count": counts, "sum": sums}
+    return _timed_handwritten(path, HANDWRITTEN_LATTICE_SQL)
 
 
 def run_sql_session_limits(path: Path) -> Result:
