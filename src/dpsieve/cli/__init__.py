@@ -185,9 +185,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         if debug:
             raise
         from dpsieve.ledger.base import LedgerUnavailableError
+        from dpsieve.ledger.redact import redact
 
         # an unreachable or unwritable ledger is the environment's fault, not the input's
-        code = _fail(str(e), 1 if isinstance(e, LedgerUnavailableError) else 2)
+        code = _fail(redact(str(e)), 1 if isinstance(e, LedgerUnavailableError) else 2)
     except Exception as e:
         if debug:
             raise

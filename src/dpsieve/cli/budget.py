@@ -195,6 +195,7 @@ def edit_schema(
     from dpsieve._session_query import engine_for
     from dpsieve.errors import DPError
     from dpsieve.ledger import open_store
+    from dpsieve.ledger.redact import redact_url
 
     if no_privacy_unit and privacy_unit is not None:
         raise _fail("give --privacy-unit or --no-privacy-unit, not both.")
@@ -208,7 +209,7 @@ def edit_schema(
     try:
         old = store.dataset(dataset)
         if old is None:
-            raise _fail(f"No data set named {dataset!r} in {database_url}.")
+            raise _fail(f"No data set named {dataset!r} in {redact_url(database_url)}.")
         if not old.get("path"):
             raise _fail(f"The data set {dataset!r} has no file (a Spark table): edit its "
                         "schema through the service.")

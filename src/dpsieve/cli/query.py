@@ -26,13 +26,15 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
         ValidationError,
     )
     from dpsieve.ledger import open_store
+    from dpsieve.ledger.redact import redact_url
     from dpsieve.session import load_frame
 
     store = open_store(database_url, schema=schema)
     try:
         src = store.dataset(dataset)
         if src is None:
-            raise typer.BadParameter(f"No data set named {dataset!r} in {database_url}.")
+            raise typer.BadParameter(
+                f"No data set named {dataset!r} in {redact_url(database_url)}.")
         data: Any = src.get("path")
         if spark is not None:  # the rows stay on the executors; query plans only
             from dpsieve.queries.engines.spark_connect import open_spark, spark_source
@@ -82,6 +84,7 @@ def _schema(dataset: str, url: str | None, api_key: str | None, database_url: st
         return dict(body)
     from dpsieve._datasets import stored_schema
     from dpsieve.ledger import open_store
+    from dpsieve.ledger.redact import redact_url
 
     store = open_store(database_url, schema=schema)
     try:
@@ -89,7 +92,7 @@ def _schema(dataset: str, url: str | None, api_key: str | None, database_url: st
     finally:
         store.close()
     if src is None:
-        raise typer.BadParameter(f"No data set named {dataset!r} in {database_url}.")
+        raise typer.BadParameter(f"No data set named {dataset!r} in {redact_url(database_url)}.")
     return {"dataset": dataset, **stored_schema(src).to_dict(),
             "neighbouring": src.get("neighbouring", "add_remove")}
 

@@ -32,7 +32,7 @@ def serve(
     import uvicorn
 
     from dpsieve.ledger import open_store
-    from dpsieve.ledger.redact import redact
+    from dpsieve.ledger.redact import redact_url
     from dpsieve.service import Settings, create_app
     from dpsieve.service.auth import new_key, owner_key_problem
     from dpsieve.service.example import setup_example, usage
@@ -51,7 +51,7 @@ def serve(
                                      f"got {value!r}", param_hint=name)
     store = open_store(database_url, schema=schema)
     base = f"http://{host}:{port}"
-    typer.echo(f"dpsieve: ledger {redact(database_url)}; serving on {base}")
+    typer.echo(f"dpsieve: ledger {redact_url(database_url)}; serving on {base}")
     if generated:
         typer.echo(f"Owner key (generated, shown once): {owner}")
     if example:

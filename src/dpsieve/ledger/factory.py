@@ -1,10 +1,10 @@
-"""Open a ledger from a URL: ``memory://``, ``sqlite:///path`` (or a bare path), ``postgresql://``."""
+"""Open a ledger from a location: ``memory://``, ``sqlite:///path`` (or a bare path), or a
+PostgreSQL URL or libpq key=value string (:func:`dpsieve.ledger.location.parse_location`)."""
 
 from __future__ import annotations
 
-from dpsieve._validation import Redacted, fail
 from dpsieve.ledger.base import BudgetStore, FilterLoader
-from dpsieve.ledger.redact import redact
+from dpsieve.ledger.location import parse_location
 
 __all__ = ["open_store"]
 
@@ -12,32 +12,26 @@ __all__ = ["open_store"]
 def open_store(
     url: str, *, schema: str = "dpsieve", loads: FilterLoader | None = None
 ) -> BudgetStore:
-    """The store a database URL names.
+    """The store a database location names.
 
     * ``memory://`` -- :class:`~dpsieve.ledger.memory.MemoryStore` (nothing persists);
     * ``sqlite:///relative.db``, ``sqlite:////abs/path.db`` or a plain file path --
       :class:`~dpsieve.ledger.sqlite.SQLiteStore`;
-    * ``postgresql://...`` or ``postgres://...`` --
+    * ``postgresql://...``, ``postgres://...`` or libpq pairs (``host=... dbname=...``) --
       :class:`~dpsieve.ledger.postgres.PostgresStore` in ``schema``.
+
+    A string naming none of them is a ValidationError naming ``url``, its password
+    withheld; a libpq string is never taken for a file name.
     """
-    if not isinstance(url, str) or not url:
-        raise fail("url", "open_store", "a non-empty database URL",
-                   url if not isinstance(url, str) else Redacted(redact(url)))
-    if url == "memory://":
+    loc = parse_location(url)
+    if loc.kind == "memory":
         from dpsieve.ledger.memory import MemoryStore
 
         return MemoryStore(loads=loads)
-    if url.startswith(("postgresql://", "postgres://")):
+    if loc.kind == "postgresql":
         from dpsieve.ledger.postgres import PostgresStore
 
         return PostgresStore(url, schema=schema, loads=loads)
-    if url.startswith("sqlite:///"):
-        path = url[len("sqlite:///"):]
-    elif "://" in url:
-        raise fail("url", "open_store", "memory://, sqlite:///<path> or postgresql://...",
-                   Redacted(redact(url)))
-    else:
-        path = url
     from dpsieve.ledger.sqlite import SQLiteStore
 
-    return SQLiteStore(path, loads=loads)
+    return SQLiteStore(loc.target, loads=loads)

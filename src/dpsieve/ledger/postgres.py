@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from dpsieve._validation import fail
+from dpsieve._validation import Redacted, fail
 from dpsieve.ledger.base import FilterLoader, LedgerUnavailableError
-from dpsieve.ledger.redact import redact
+from dpsieve.ledger.location import parse_location
 from dpsieve.ledger.sql import MIGRATIONS, Cursor, SQLStore
 
 __all__ = ["PostgresStore", "audit_role_sql"]
@@ -82,7 +82,11 @@ class PostgresStore(SQLStore):
         import psycopg
 
         self._psycopg = psycopg
-        self.url = url
+        self._loc = parse_location(url)
+        if self._loc.kind != "postgresql":
+            raise fail("url", "PostgresStore", "a postgresql:// URL or libpq key=value pairs",
+                       Redacted(self._loc.display))
+        self.url = self._loc.target  # for the driver; printed only as self._loc.display
         self.schema = schema
         self._timeout = connect_timeout
         self._pool: queue.LifoQueue[Any] = queue.LifoQueue()
@@ -124,7 +128,8 @@ class PostgresStore(SQLStore):
             )
         except self._psycopg.OperationalError as e:
             raise LedgerUnavailableError(f"Cannot connect to the PostgreSQL ledger at "
-                                         f"{redact(self.url)}: {redact(str(e))}") from None
+                                         f"{self._loc.display}: {self._loc.scrub(str(e))}"
+                                         ) from None
         with self._all_lock:
             self._all.append(conn)
         return conn
@@ -158,8 +163,8 @@ class PostgresStore(SQLStore):
             # commit cut off here may or may not have landed; a retry with the same
             # idempotency key is charged at most once.
             self._drain()
-            raise LedgerUnavailableError(f"The PostgreSQL ledger at {redact(self.url)} "
-                                         f"failed: {redact(str(e))}") from None
+            raise LedgerUnavailableError(f"The PostgreSQL ledger at {self._loc.display} "
+                                         f"failed: {self._loc.scrub(str(e))}") from None
 
     def _drain(self) -> None:
         while True:
@@ -183,4 +188,4 @@ class PostgresStore(SQLStore):
             self._all.clear()
 
     def __repr__(self) -> str:
-        return f"PostgresStore({redact(self.url)!r}, schema={self.schema!r})"
+        return f"PostgresStore({self._loc.display!r}, schema={self.schema!r})"
