@@ -74,6 +74,7 @@ def tail_sums(z: FloatArray, p: FloatArray) -> tuple[FloatArray, FloatArray]:
     """A[k] = sum_{i>=k} p_i, B[k] = sum_{i>=k} p_i e^{-z_i}; A[n] = B[n] = 0.
 
     Relative error of each entry <= sum_rel_err(n) u (blocked sums, :func:`_rev_cumsum`).
+    B underflows for losses above ~745 (use :func:`scaled_tail_sums` there).
     """
     with np.errstate(over="ignore", under="ignore"):
         pe = p * np.exp(-z)
@@ -84,26 +85,107 @@ def tail_sums(z: FloatArray, p: FloatArray) -> tuple[FloatArray, FloatArray]:
     return a, b
 
 
+#: Largest exponent spread kept inside one row of :func:`_discounted` (e^64 never overflows
+#: and products p e^{-64} underflow only for p below ~1e-280).
+_ROW_SPREAD = 64.0
+#: Absolute error per term of the scaled sums from underflow (2^-1074 e^{_ROW_SPREAD}, padded).
+_UNDER = 1e-295
+
+
+def _discounted(v: FloatArray, z: FloatArray) -> tuple[FloatArray, float]:
+    """D_k = sum_{i>=k} v_i e^{z_k - z_i} for v >= 0 and increasing z, and a relative error
+    bound (in units of u) such that |D_float - D| <= rel u D + n _UNDER.
+
+    Blocked like :func:`_rev_cumsum`: rows of b entries (exponent spread <= _ROW_SPREAD) are
+    summed relative to their first knot (positive terms), the rows' totals are combined by the
+    same function one level up (on the rows' first knots), so every D_k is a sum of positive
+    terms with a few positive products: no cancellation, no overflow (every factor e^{z_k - z_i}
+    with i >= k is <= 1 and every row-relative factor <= e^{_ROW_SPREAD}) at any loss.
+    The exponents z_k - z_i are formed from the float knots (error <= u (|z_k| + |z_i|)), which
+    the bound covers through 4 max|z| + 16 per level.
+    """
+    n = v.size
+    zmax = float(np.max(np.abs(z))) if n else 0.0
+    if n <= 64:
+        with np.errstate(under="ignore"):
+            f = np.exp(np.minimum(z[:, None] - z[None, :], 0.0))
+        m = np.where(np.arange(n)[None, :] >= np.arange(n)[:, None], f, 0.0)
+        out: FloatArray = np.sum(m * v[None, :], axis=1)
+        return out, float(n + 8) + 4.0 * zmax
+    span = float(z[-1] - z[0]) / (n - 1)  # the grid step
+    b = max(2, min(math.isqrt(n - 1) + 1, int(_ROW_SPREAD / max(span, 1e-300))))
+    rows = -(-n // b)
+    pad = rows * b - n
+    vv = np.concatenate([v, np.zeros(pad)]).reshape(rows, b)
+    # knots of the padding continue the grid (their masses are 0)
+    zz = np.concatenate([z, z[-1] + span * np.arange(1, pad + 1)]).reshape(rows, b)
+    rel_z = zz - zz[:, :1]  # in [0, ~_ROW_SPREAD]
+    with np.errstate(under="ignore"):
+        w = vv * np.exp(-rel_z)  # relative to each row's first knot
+    within = np.cumsum(w[:, ::-1], axis=1)[:, ::-1]  # sum_{i>=k in row} v_i e^{z_s - z_i}
+    starts = zz[:, 0]
+    if rows > 1:  # E_r = D at row r's start from rows > r, one level up
+        up, rel_up = _discounted(within[:, 0], starts)
+        with np.errstate(under="ignore"):
+            nxt = np.concatenate([up[1:] * np.exp(starts[:-1] - starts[1:]), [0.0]])
+    else:
+        nxt, rel_up = np.zeros(1), 0.0
+    with np.errstate(under="ignore", over="ignore"):
+        full = (within + nxt[:, None]) * np.exp(rel_z)
+    res: FloatArray = full.reshape(-1)[:n]
+    return res, float(b + 16) + 8.0 * zmax + rel_up
+
+
+def scaled_tail_sums(z: FloatArray, p: FloatArray) -> tuple[FloatArray, FloatArray, float]:
+    """(A, D, rel_D): A[k] = sum_{i>=k} p_i and D[k] = e^{z_k} B[k] = sum_{i>=k} p_i e^{z_k - z_i}
+    (A[n] = D[n] = 0), with |D_float - D| <= rel_D D + n _UNDER.
+
+    D <= A, so h(e^t) = A_k - e^{t - z_k} D_k (k the first knot above t) is formed without
+    overflow or underflow at any loss: the curves stay certified past e^{709} (where B_k =
+    e^{-z_k} D_k is below the float range).
+    """
+    a = np.zeros(p.size + 1)
+    d = np.zeros(p.size + 1)
+    a[:-1] = _rev_cumsum(p)
+    if p.size:
+        dd, rel = _discounted(p, z)
+        d[:-1] = dd
+    else:
+        rel = 0.0
+    return a, d, rel * U
+
+
 def h_pl(
-    z: FloatArray, p: FloatArray, inf_mass: float, t: FloatArray, ab: tuple[FloatArray, FloatArray]
+    z: FloatArray,
+    p: FloatArray,
+    inf_mass: float,
+    t: FloatArray,
+    ad: tuple[FloatArray, FloatArray, float],
 ) -> tuple[FloatArray, FloatArray]:
     """h of a purely discrete PLD (mu = 0) at x = e^t: piecewise linear, exact up to round-off.
 
-    h(x) = A_k - x B_k + inf_mass, k = first index with z_k > t. Error bound:
-    s u (A_k + x B_k + inf_mass), s = :func:`sum_rel_err` (blocked sums of non-negative
-    terms, one product, one subtraction), plus x n 2^-1074 for products p_i e^{-z_i} that fall
-    into the subnormal range. x B_k is formed as exp(t + log B_k), so x = e^t never overflows.
+    h(x) = A_k - e^{t - z_k} D_k + inf_mass, k = first index with z_k > t (so the factor is
+    <= 1 at every t: no overflow past e^709; :func:`scaled_tail_sums`). Error bound:
+    s u A_k + (rel_D + (|t| + |z_k| + 8) 2u) e^{t - z_k} D_k + 4u inf_mass + n _UNDER, with
+    s = :func:`sum_rel_err` (blocked sums of non-negative terms), rel_D the bound of the
+    scaled sums, and the factor's own error (its argument rounds by u (|t| + |z_k|)).
     """
-    a, b = ab
+    a, d, rel_d = ad
+    n = p.size
     k = np.searchsorted(z, t, side="right")
-    ak, bk = a[k], b[k]
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        # x B_k <= A_k (every active atom has z_i > t): no overflow once formed in logs
-        xb = np.where(bk > 0, np.minimum(np.exp(t + np.log(bk)), ak * (1.0 + 4 * U)), 0.0)
-        sub = np.where(ak > 0, p.size * np.exp(np.minimum(t, 800.0) - _LOG_SUBNORMAL), 0.0)
-    h = np.clip(ak - xb, 0.0, None) + inf_mass
-    # no active atom (A_k = 0): h = inf_mass exactly; else one more rounding of the sum
-    err = sum_rel_err(p.size) * U * (ak + xb) + np.where(ak > 0, 4 * U * inf_mass, 0.0) + sub
+    ak, dk = a[k], d[k]
+    zk = np.where(k < n, z[np.minimum(k, n - 1)], 0.0)
+    with np.errstate(under="ignore", invalid="ignore"):
+        f = np.where(k < n, np.exp(np.minimum(t - zk, 0.0)), 0.0)
+    xd = np.minimum(f * dk, ak * (1.0 + 4 * U))
+    h = np.clip(ak - xd, 0.0, None) + inf_mass
+    with np.errstate(invalid="ignore"):
+        rel_x = rel_d + (np.abs(t) + np.abs(zk) + 8.0) * 2 * U  # inf at t = +-inf (xd = 0)
+    err = (
+        sum_rel_err(n) * U * ak
+        + np.where(np.isfinite(rel_x), rel_x, 0.0) * xd
+        + np.where(ak > 0, 4 * U * inf_mass + n * _UNDER, 0.0)
+    )
     return np.minimum(h, 1.0 + err), err
 
 
@@ -234,55 +316,63 @@ def eps_pl(
     p: FloatArray,
     inf_mass: float,
     deltas: FloatArray,
-    ab: tuple[FloatArray, FloatArray],
+    ad: tuple[FloatArray, FloatArray, float],
 ) -> FloatArray:
     """Smallest eps >= 0 with h(e^eps) + err <= delta, exactly on the piecewise-linear curve.
 
-    Vectorized: h at the knots is decreasing; searchsorted finds the segment, then the line is
-    solved. The returned eps is rounded up (``nextafter``), so it is never below the exact
-    value for this PLD. inf where delta <= inf_mass (+ error).
+    Vectorized. Certified upper values of h at the knots (h at knot k counts the atoms above
+    it: A_{k+1} - e^{z_k - z_{k+1}} D_{k+1}) are made non-increasing by a running MINIMUM from
+    the left: h is decreasing, so min_{j <= k} of upper bounds at y_j is an upper bound at
+    y_k (a running maximum from the right would let one uncertifiable knot at the top -- a
+    loss past the float range -- spoil every knot below it). The first knot j certified
+    <= delta is found by ``searchsorted``; on the segment (y_{j-1}, y_j] the line
+    h = A_j - x e^{-z_j} D_j + inf is solved in logs (eps = z_j + log((A_j + inf - target)
+    / D_j), no overflow at any loss) and clipped to [z_{j-1}, z_j] (z_j itself is certified).
+    The result is rounded up (``nextafter``): never below the exact value for this PLD.
+    inf where delta < inf_mass (+ error).
     """
-    a, b = ab
+    a, d, rel_d = ad
     n = z.size
-    with np.errstate(over="ignore"):
-        y = np.exp(z)
-    # h at knot k: only atoms above it count
-    with np.errstate(divide="ignore"):
-        # y_k B_{k+1} <= A_{k+1}; capping it there (or at e^709) only raises h
-        yb = np.where(
-            b[1:] > 0, np.minimum(np.exp(np.minimum(z + np.log(b[1:]), 709.0)), a[1:]), 0.0
-        )
-    hk = np.clip(a[1:] - yb, 0.0, None) + inf_mass
-    sub = p.size * np.exp(np.minimum(z, 800.0) - _LOG_SUBNORMAL)  # subnormal products
-    errk = sum_rel_err(p.size) * U * (a[1:] + yb + inf_mass) + 8 * U * hk + sub
-    hk_up = hk + errk  # certified upper values at the knots (still decreasing up to round-off)
-    hk_up = np.where(np.isfinite(hk_up), hk_up, np.inf)  # never certify from a NaN
-    hk_up = np.maximum.accumulate(hk_up[::-1])[::-1]  # force monotone (only raises)
+    gaps = np.concatenate([z[1:] - z[:-1], [0.0]])
+    with np.errstate(under="ignore"):
+        f = np.exp(-gaps)  # e^{z_k - z_{k+1}}
+    xd = np.minimum(f * d[1:], a[1:])
+    hk = np.clip(a[1:] - xd, 0.0, None) + inf_mass
     m = sum_rel_err(p.size)
-    d = np.asarray(deltas, dtype=np.float64)
+    rel_x = rel_d + (np.abs(z) + np.abs(np.concatenate([z[1:], [0.0]])) + 8.0) * 2 * U
+    errk = m * U * a[1:] + rel_x * xd + 8 * U * hk + n * _UNDER
+    hk_up = hk + errk  # certified upper values at the knots
+    hk_up = np.where(np.isfinite(hk_up), hk_up, np.inf)  # never certify from a NaN
+    hk_up = np.minimum.accumulate(hk_up)  # non-increasing, still upper bounds (docstring)
+    dl = np.asarray(deltas, dtype=np.float64)
     k1 = int(np.searchsorted(z, 0.0, side="right"))
-    h1 = float(a[k1] - b[k1]) + inf_mass  # h(1)
-    err1 = m * U * (2.0 * float(a[k1]) + inf_mass) + 8 * U * h1
-    j = np.searchsorted(-hk_up, -d, side="left")
+    if k1 < n:
+        x1d = min(math.exp(-float(z[k1])) * float(d[k1]), float(a[k1]))
+        rel1 = rel_d + (abs(float(z[k1])) + 8.0) * 2 * U
+    else:
+        x1d, rel1 = 0.0, 0.0
+    h1 = max(float(a[k1]) - x1d, 0.0) + inf_mass  # h(1)
+    err1 = m * U * float(a[k1]) + rel1 * x1d + 8 * U * h1 + n * _UNDER
+    j = np.searchsorted(-hk_up, -dl, side="left")
     jc = np.minimum(j, n - 1)
-    aj, bj = a[jc], b[jc]
-    # on the segment (y_{j-1}, y_j] the active atoms are i >= j, h = A_j - x B_j + inf, and
-    # x B_j <= A_j there, so the round-off of the line is at most m u (2 A_j + inf) (relative
-    # to the tail sums, not to 1: small deltas keep their precision)
-    target = d - m * U * (2.0 * aj + inf_mass) - 8 * U * d - sub[jc]
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        xs = (aj + inf_mass - target) / bj * (1.0 + 4 * U)
-    lower = y[np.maximum(jc - 1, 0)]
-    xs = np.where((jc == 0) | ~(bj > 0), y[jc], np.clip(xs, lower, y[jc]))
-    with np.errstate(divide="ignore"):
-        e = np.maximum(np.log(xs), 0.0)
+    aj, dj = a[jc], d[jc]
+    zj = z[jc]
+    zprev = z[np.maximum(jc - 1, 0)]
+    # on (y_{j-1}, y_j] the active atoms are i >= j; the line's round-off is at most
+    # m u A_j + rel u e^{t - z_j} D_j <= (m u + rel) A_j (+ inf's rounding)
+    rel_line = rel_d + (np.abs(zj) + np.abs(zprev) + 8.0) * 2 * U
+    target = dl - (m * U + rel_line) * aj - 4 * U * inf_mass - 8 * U * dl - n * _UNDER
+    with np.errstate(divide="ignore", invalid="ignore"):
+        e = zj + np.log((aj + inf_mass - target) / dj) + 4 * U * (np.abs(zj) + 4.0)
+    ok = (jc > 0) & (dj > 0) & (target > inf_mass) & np.isfinite(e)
+    e = np.where(ok, np.clip(e, zprev, zj), zj)
+    e = np.maximum(e, 0.0)
     e = np.where(e > 0, np.nextafter(e, math.inf), 0.0)
-    e = np.where(h1 + err1 <= d, 0.0, e)
-    e = np.where(np.isfinite(e), e, math.inf)
-    out: FloatArray = np.where(((target > inf_mass) | (jc == 0)) & (j < n), e, math.inf)
+    e = np.where(h1 + err1 <= dl, 0.0, e)
+    out: FloatArray = np.where(j < n, e, math.inf)
     # beyond the largest loss h = inf_mass exactly (no atom is active), so any delta >=
     # inf_mass is met there even when the error margin above cannot be afforded
     pos = np.flatnonzero(p)
     z_top = max(0.0, float(z[pos[-1]])) if pos.size else 0.0
-    out = np.where(np.isinf(out) & (d >= inf_mass), np.minimum(out, z_top), out)
+    out = np.where(np.isinf(out) & (dl >= inf_mass), np.minimum(out, z_top), out)
     return out

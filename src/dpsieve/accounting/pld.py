@@ -104,12 +104,12 @@ class PLD(PLDConstructors):
         """The grid losses z_i of the discrete part (read-only copy)."""
         return _curves.knots(self.offset, self.probs.size, self.grid)
 
-    def _tails(self) -> tuple[FloatArray, FloatArray]:
-        ab = self._cache.get("ab")
-        if ab is None:
-            ab = _curves.tail_sums(self.losses, self.probs)
-            self._cache["ab"] = ab
-        return ab
+    def _tails(self) -> tuple[FloatArray, FloatArray, float]:
+        ad = self._cache.get("ad")
+        if ad is None:
+            ad = _curves.scaled_tail_sums(self.losses, self.probs)
+            self._cache["ad"] = ad
+        return ad
 
     def h_with_error(self, x: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
         """(h(x), bound on |floating-point error|) for x > 0, as arrays."""
