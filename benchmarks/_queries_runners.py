@@ -251,40 +251,80 @@ def run_sql_session_limits(path: Path) -> Result:
 
 # -- peers ---------------------------------------------------------------------------------
 
-def run_opendp(path: Path) -> Result:
-    """OpenDP's Polars Context: identifier = unit, at most L0 groups per unit and LINF
-    rows per (unit, group) (random truncation), per-row values clipped to [0, 10] (so a
-    unit's sum in a group is at most LINF * 10 = UNIT_SUM_UPPER, the same sensitivity
-    as dpsieve's per-unit clipping), explicit public keys (pure DP)."""
+#: OpenDP's sums are of integers: the values as whole thousandths (``round(value * 1000)``,
+#: a row-wise map of the data before OpenDP reads it), summed with bounds ``[0, 10,000]``
+#: and divided by 1,000 after the release. OpenDP's documentation recommends integer data
+#: for sums: a float sum's sensitivity grows with the margin's ``max_length`` (its bound on
+#: the rounding of a float sum), which at ``max_length`` = 10M rows made the Laplace scale
+#: of this sum 19,008 instead of 800. An integer sum's noise does not depend on
+#: ``max_length`` (it only bounds the sum against overflow): 800 with ``max_length`` 10M
+#: or 10^9 alike (checked with ``summarize()``).
+OPENDP_SCALE = 1000
+
+
+def _opendp_query(path: Path, num_groups: int) -> Any:
+    """The workload as an OpenDP 0.16 Polars query (not yet resolved).
+
+    ``truncate_num_groups(k)`` filters ``rank("dense").over(identifier) < k``: the dense
+    rank starts at 1, so it keeps ``k - 1`` groups per unit, and OpenDP's stability map
+    bounds the groups a unit touches by ``k``. Keeping L0 groups therefore takes
+    ``k = L0 + 1``, and OpenDP then adds noise for L0 + 1 groups (count and sum scales
+    100 and 1,000 instead of 80 and 800); ``k = L0`` keeps L0 - 1 groups, which on these
+    data drops 4.9 % of the rows (every row of a unit's fourth group), under noise for L0.
+    ``keep="first"`` keeps each unit's groups of smallest key: the default ``"sample"``
+    builds ``struct(hash(struct(g)), struct(g))``, two fields named ``g``, which Polars
+    refuses when the plan runs (summarize() resolves it; release() fails)."""
     import opendp.prelude as dp
     import polars as pl
     import pyarrow.parquet as pq
 
     dp.enable_features("contrib")
-    clock = Clock()
     rows = pq.ParquetFile(path).metadata.num_rows  # public: bounds any group's length
+    data = pl.scan_parquet(path).with_columns(
+        (pl.col("value").fill_nan(0.0).fill_null(0.0) * OPENDP_SCALE).round()
+        .cast(pl.Int64).alias("value"))
     ctx = dp.Context.compositor(
-        data=pl.scan_parquet(path),
-        privacy_unit=dp.unit_of(contributions=1, identifier=pl.col("unit")),
+        data=data, privacy_unit=dp.unit_of(contributions=1, identifier=pl.col("unit")),
         privacy_loss=dp.loss_of(epsilon=EPS), split_evenly_over=1,
         margins=[dp.polars.Margin(by=["g"], max_length=rows)])
     keys = pl.LazyFrame({"g": list(range(GROUPS))})
-    # keep="first" (the L0 groups of smallest key): OpenDP 0.16's default "sample" builds
-    # struct(hash(struct(g)), struct(g)), two fields named "g", which Polars refuses, and
-    # it does not accept the hash aliased. No unit has more than L0 groups in these data,
-    # so which groups are kept does not change the answer.
-    q = (ctx.query().truncate_num_groups(L0, by=["g"], keep="first")
-         .truncate_per_group(LINF, by=["g"])
-         .group_by("g").agg(dp.len(), pl.col("value").fill_null(0.0)
-                            .fill_nan(0.0).dp.sum((0.0, VALUE_UPPER)))
-         .with_keys(keys))
+    upper = round(VALUE_UPPER * OPENDP_SCALE)
+    return (ctx.query().truncate_num_groups(num_groups, by=["g"], keep="first")
+            .truncate_per_group(LINF, by=["g"])
+            .group_by("g").agg(dp.len(signed=False), pl.col("value").dp.sum((0, upper)))
+            .with_keys(keys))
+
+
+def _run_opendp(path: Path, num_groups: int) -> Result:
+    clock = Clock()
+    q = _opendp_query(path, num_groups)
     # the calibration alone, reported apart (release() does it again, and is counted)
-    calibration = clock.skip(q.resolve)
+    scales: list[float] = []
+    calibration = clock.skip(lambda: scales.extend(q.summarize()["scale"].to_list()))
     df = q.release().collect()
     times = clock.read()
-    counts, sums = _dense(iter(df.select("g", "len", "value").iter_rows()))
+    counts, sums = _dense((g, n, s / OPENDP_SCALE)
+                          for g, n, s in df.select("g", "len", "value").iter_rows())
     return {**times, "count": counts, "sum": sums,
-            "note": f"of which calibrating the noise scales: {calibration:.1f} s"}
+            "note": f"truncate_num_groups({num_groups}): Laplace scales {scales[0]:g} "
+                    f"(count) and {scales[1] / OPENDP_SCALE:g} (sum); calibrating them "
+                    f"took {calibration:.1f} s"}
+
+
+def run_opendp(path: Path) -> Result:
+    """OpenDP's Polars Context as its documentation recommends: identifier = unit, L0
+    groups per unit kept (``truncate_num_groups(L0 + 1)``, see :func:`_opendp_query`),
+    at most LINF rows per (unit, group) (``truncate_per_group``), per-row values clipped
+    to [0, 10] and summed as integers (so a unit's sum in a group is at most LINF * 10 =
+    UNIT_SUM_UPPER, the sensitivity of dpsieve's per-unit clipping), explicit public keys,
+    pure DP."""
+    return _run_opendp(path, L0 + 1)
+
+
+def run_opendp_drop(path: Path) -> Result:
+    """As :func:`run_opendp` with ``truncate_num_groups(L0)``: noise for L0 groups, but
+    each unit's L0-th group dropped."""
+    return _run_opendp(path, L0)
 
 
 def _pipelinedp_params() -> tuple[Any, Any]:
@@ -476,6 +516,7 @@ RUNNERS: dict[str, Callable[[Path], Result]] = {
     "sql-duckdb-session-limits": run_sql_session_limits,
     "sql-duckdb-lattice": run_sql_lattice,
     "opendp-polars": run_opendp,
+    "opendp-polars-drop": run_opendp_drop,
     "pipelinedp-local": run_pipelinedp_local,
     "dpsieve-spark": run_spark,
     "dpsieve-spark-warm": run_spark_warm,

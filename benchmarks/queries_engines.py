@@ -327,7 +327,10 @@ def part_peers(a: argparse.Namespace, out: list[str]) -> None:
             f"Command: `{a.command}`. {load()} at the start.", ""]
     rows = []
     for name, label in (("dpsieve-duckdb", "dpsieve, DuckDB engine"),
-                        ("opendp-polars", "OpenDP Context (Polars)"),
+                        ("opendp-polars", "OpenDP Context (Polars), integer sums, "
+                         f"L0 = {qd.L0} groups kept"),
+                        ("opendp-polars-drop", "OpenDP Context (Polars), integer sums, "
+                         f"truncate_num_groups({qd.L0}): {qd.L0 - 1} groups kept"),
                         ("pipelinedp-local", "PipelineDP LocalBackend")):
         try:
             rows.append((label, repeat(name, path, a.peer_repeats)))

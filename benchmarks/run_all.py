@@ -4,7 +4,9 @@ Usage: ``python -m benchmarks.run_all [--only NAME ...]``. Each ``benchmarks/<ar
 module is run as ``python -m benchmarks.<module>`` in its own process (so one peer's
 import cost or memory does not leak into another's numbers); each writes a markdown section
 to ``benchmarks/results/<area>.md``. This script then writes ``benchmarks/RESULTS.md``:
-a header naming the machine and the peers' versions, then every section.
+a header naming the machine and the peers' versions, then every section (a long one, listed
+in ``SUMMARISED``, by the summary that links to it). ``--merge-only`` rebuilds RESULTS.md
+from the result files alone: a reading added by hand goes into the result file.
 """
 
 from __future__ import annotations
@@ -19,6 +21,9 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+#: Result files too long for RESULTS.md: a summary section links to each instead
+#: (results/queries-engines.md summarises results/queries.md).
+SUMMARISED = frozenset({"queries.md"})
 PEERS = ("dp-accounting", "prv-accountant", "opendp", "autodp", "diffprivlib", "numpy", "scipy")
 
 
@@ -72,6 +77,8 @@ def merge() -> None:
         "",
     ]
     for sec in sorted((HERE / "results").glob("*.md")):
+        if sec.name in SUMMARISED:
+            continue
         lines.append(sec.read_text().rstrip())
         lines.append("")
     (HERE / "RESULTS.md").write_text("\n".join(lines))
