@@ -1,0 +1,182 @@
+"""What every route of the service shares: the :class:`ServiceState` one app holds (the
+ledger, the settings, the kept engines and frames) and the dependencies that read it
+(``principal`` -> :data:`Who`, ``owner`` -> :data:`Owner`, ``service_state`` ->
+:data:`Svc`). The routers (:mod:`dpsieve.service.routes`) take these as FastAPI
+dependencies; :func:`dpsieve.service.app.create_app` builds the state once per app and
+puts it on ``app.state.service``.
+
+A data set the key may not see answers 404 exactly like one that does not exist
+(:meth:`ServiceState.visible`).
+"""
+
+# no "from __future__ import annotations": FastAPI must see the Annotated aliases
+
+import hmac
+import math
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import Depends, Header, HTTPException, Request
+from fastapi import Path as PathParam
+
+from dpsieve._datasets import FileEngines
+from dpsieve._session_release import ReleaseLimits
+from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal
+from dpsieve.service.auth import FailedAuthLimiter, hash_key
+from dpsieve.service.errors import redact_quoted
+from dpsieve.service.settings import Settings
+from dpsieve.session import load_frame
+
+__all__ = ["DatasetName", "Frames", "Owner", "ServiceState", "Svc", "Who", "owner",
+           "principal", "service_state"]
+
+#: A data-set name in a URL path: bounded, no control characters (a NUL byte reached
+#: PostgreSQL, which refuses it with an error that became a 500).
+DatasetName = Annotated[str, PathParam(min_length=1, max_length=256,
+                                       pattern=r"^[^\x00-\x1f\x7f]+$")]
+
+
+class Frames:
+    """Data frames loaded on first admitted use, reloaded when the file changes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._cache: dict[str, tuple[float, Any]] = {}
+
+    def get(self, path: str) -> Any:
+        mtime = Path(path).stat().st_mtime
+        with self._lock:
+            hit = self._cache.get(path)
+            if hit is not None and hit[0] == mtime:
+                return hit[1]
+        frame = load_frame(path)
+        with self._lock:
+            self._cache[path] = (mtime, frame)
+        return frame
+
+
+def _after_spend(settings: Settings) -> Callable[[str], None] | None:
+    if not settings.spend_marker and settings.pause_after_spend <= 0:
+        return None
+
+    def hook(key: str) -> None:  # test only: lets a test kill us between spend and answer
+        if settings.spend_marker:
+            Path(settings.spend_marker).write_text(key)
+        time.sleep(settings.pause_after_spend)
+    return hook
+
+
+class ServiceState:
+    """One app's shared state: the ledger ``store``, the ``settings``, the owner key's
+    hash (compared by hash, never written to the ledger, so a restart with another key
+    revokes the old one), the failed-authentication limiter, the file engines and frames
+    kept across queries, the release limits and the Spark session (opened on first use)."""
+
+    def __init__(self, settings: Settings, store: BudgetStore) -> None:
+        self.settings = settings
+        self.store = store
+        self.owner_hash = hash_key(settings.owner_key) if settings.owner_key else None
+        self.frames = Frames()
+        self.engines = FileEngines()
+        self.after_spend = _after_spend(settings)
+        self.limiter = FailedAuthLimiter(settings.auth_failures_per_minute)
+        self.limits = ReleaseLimits(settings.release_max_cost, settings.release_max_group_work)
+        self._spark_lock = threading.Lock()
+        self._spark: list[Any] = []
+
+    def visible(self, p: Principal, name: str) -> dict[str, Any]:
+        """The registry record of ``name`` if ``p`` may see it, else 404 (as if absent)."""
+        src = self.store.dataset(name)
+        if src is None or (p.role != "owner" and name not in self.store.grants(p.name)):
+            raise HTTPException(404, f"No data set named {name!r} is visible to this key.")
+        return src
+
+    def budget_of(self, name: str) -> dict[str, Any]:
+        """The budget left of ``name`` as JSON (``{}``: no budget)."""
+        try:
+            return self.store.load_filter(name).remaining().to_dict()  # JSON at the edge
+        except BudgetNotFoundError:
+            return {}
+
+    def spark_engine(self, table: str) -> Any:
+        """The Spark engine over a catalog table (the session opened once, on first use)."""
+        from dpsieve.queries.engines.spark_connect import open_spark, spark_source
+
+        if self.settings.spark_url is None:
+            raise HTTPException(422, "'spark_table' needs a service started with a Spark URL "
+                                     "(DPSIEVE_SPARK_URL); this one has none.")
+        with self._spark_lock:
+            if not self._spark:
+                self._spark.append(open_spark(self.settings.spark_url))
+        return spark_source(table, self._spark[0])
+
+    def table_columns(self, src: dict[str, Any]) -> Any:
+        """A registration's column types, from metadata only (as at registration)."""
+        from dpsieve._session_query import engine_for
+
+        if not src.get("path"):
+            return self.spark_engine(str(src["spark_table"])).columns()
+        try:
+            return engine_for(str(src["path"])).columns()
+        except Exception as e:  # a file gone or unreadable since its registration
+            raise HTTPException(422, "the data set's file could not be read as a table: "
+                                     f"{redact_quoted(str(e))}") from None
+
+
+def service_state(request: Request) -> ServiceState:
+    """The app's :class:`ServiceState` (a dependency)."""
+    state: ServiceState = request.app.state.service
+    return state
+
+
+Svc = Annotated[ServiceState, Depends(service_state)]
+
+
+def principal(
+    request: Request,
+    authorization: Annotated[str | None, Header(max_length=512)] = None,
+    x_api_key: Annotated[str | None, Header(max_length=512)] = None,
+) -> Principal:
+    """Who sends the request: the owner (``settings.owner_key``) or an analyst (a key in
+    the ledger); 401 without a valid key, 429 for an address past its failed-attempt
+    limit (refused before any key is looked up)."""
+    svc = service_state(request)
+    addr = request.client.host if request.client else "unknown"
+    wait = svc.limiter.retry_after(addr)
+    if wait is not None:  # refused before any key is looked up
+        raise HTTPException(429, "Too many failed authentications from this address; "
+                                 f"retry in {math.ceil(wait)} s.",
+                            headers={"Retry-After": str(math.ceil(wait))})
+    key = x_api_key
+    if authorization and authorization.lower().startswith("bearer "):
+        key = authorization[7:].strip()
+    h = hash_key(key) if key else None
+    # the owner's hash is compared in constant time; analysts' hashes are looked up
+    # by an index in the ledger (no secret is compared byte by byte in Python)
+    if h is not None and svc.owner_hash is not None and hmac.compare_digest(h, svc.owner_hash):
+        request.state.principal_name = "owner"
+        return Principal("owner", "owner")
+    p = svc.store.principal_for_key(h) if h else None
+    request.state.key_hash = h
+    if p is None or p.role == "owner":
+        svc.limiter.failed(addr)
+        raise HTTPException(401, "A valid API key is required (header 'Authorization: "
+                                 "Bearer <key>' or 'X-API-Key').")
+    request.state.principal_name = p.name
+    return p
+
+
+Who = Annotated[Principal, Depends(principal)]
+
+
+def owner(p: Who) -> Principal:
+    """The principal, if it is the data owner (403 otherwise)."""
+    if p.role != "owner":
+        raise HTTPException(403, "Only the data owner may do this.")
+    return p
+
+
+Owner = Annotated[Principal, Depends(owner)]

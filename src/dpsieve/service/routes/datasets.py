@@ -1,0 +1,129 @@
+"""The owner registers data sets (a file on the server or a Spark catalog table, with its
+public schema and privacy unit), sets their budgets and grants them to analysts; any key
+lists the data sets it sees with their budgets left."""
+
+# no "from __future__ import annotations": FastAPI must see the local Annotated aliases
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from fastapi import APIRouter, HTTPException
+
+from dpsieve._datasets import registered_schema
+from dpsieve._session_query import engine_for
+from dpsieve._validation import fail
+from dpsieve.accounting.events import PrivacyDescription
+from dpsieve.filters.base import PrivacyFilter
+from dpsieve.service.budget_view import budget_text
+from dpsieve.service.deps import DatasetName, Owner, ServiceState, Svc, Who
+from dpsieve.service.errors import redact_quoted
+from dpsieve.service.routes.schema import unit_change
+from dpsieve.service.schemas import BudgetIn, DatasetIn, GrantIn
+from dpsieve.session import data_column_kinds, data_columns, filter_for_budget
+
+__all__ = ["budget_filter", "router", "set_budget"]
+
+router = APIRouter()
+
+
+def budget_filter(body: BudgetIn) -> tuple[PrivacyDescription, PrivacyFilter]:
+    """The budget's description and its filter, or a 422 naming ``budget`` for a budget
+    whose remaining privacy cannot be stated (e.g. GDP mu = 1e308 overflows)."""
+    desc = body.budget()  # JSON to typed values, once (service.schemas)
+    flt = filter_for_budget(desc, typical=body.typicals())
+    try:  # a budget the filter cannot state (e.g. GDP mu = 1e308 overflows) is refused
+        flt.remaining()
+        flt.to_json()
+    except (ArithmeticError, ValueError):
+        raise fail("budget", "budget", "a budget whose remaining privacy can be stated "
+                   "in floating point (its parameters are too large)",
+                   body.description()) from None
+    return desc, flt
+
+
+def set_budget(svc: ServiceState, name: str, body: BudgetIn) -> dict[str, Any]:
+    st = svc.store
+    desc, flt = budget_filter(body)
+    st.create_budget(name, flt, replace=True)
+    src = st.dataset(name) or {}
+    st.register_dataset(name, {**src, "neighbouring": desc.neighbouring.value,
+                               "budget": desc.to_dict()})
+    return {"dataset": name, "budget": desc.to_dict(), "remaining": svc.budget_of(name)}
+
+
+def declared_schema(svc: ServiceState, body: DatasetIn,
+                    actual: Callable[[], Any]) -> dict[str, Any]:
+    """The public schema to store (checked, with the privacy unit, before any write;
+    the unit may not change once the budget has paid for queries)."""
+    declared = None if body.columns is None else [
+        c.model_dump(exclude_none=True) for c in body.columns]
+    schema = registered_schema(actual, declared, body.privacy_unit)
+    unit_change(svc.store, body.name, svc.store.dataset(body.name) or {}, body.privacy_unit)
+    return {"schema": schema, "privacy_unit": body.privacy_unit}
+
+
+@router.post("/v1/datasets", status_code=201, tags=["owners"])
+def register(body: DatasetIn, _: Owner, svc: Svc) -> dict[str, Any]:
+    """Register a file (or a Spark catalog table) with its public schema: column types
+    from metadata, the owner's declared types, domains and bounds, and the privacy
+    unit (``privacy_unit``: the column identifying a person; absent: one row each)."""
+    st = svc.store
+    if body.spark_table is not None:  # metadata only: the catalog's column types
+        if body.budget is not None:
+            budget_filter(body.budget)
+        cols = svc.spark_engine(body.spark_table).columns()
+        schema_s = declared_schema(svc, body, lambda: cols)
+        old = st.dataset(body.name) or {}
+        st.register_dataset(body.name, {
+            **{k: v for k, v in old.items() if k != "path"},
+            "spark_table": body.spark_table, "columns": [c.name for c in cols],
+            "column_types": {c.name: c.type.value for c in cols}, **schema_s})
+        out_s: dict[str, Any] = {"dataset": body.name, "spark_table": body.spark_table,
+                                 **schema_s["schema"]}
+        if body.budget is not None:
+            out_s.update(set_budget(svc, body.name, body.budget))
+        return out_s
+    assert body.path is not None  # the model requires exactly one source
+    path = Path(body.path).expanduser().resolve()
+    if path.suffix.lower() not in (".csv", ".parquet", ".pq") or not path.is_file():
+        raise HTTPException(422, f"'path' must name an existing .csv or .parquet file on "
+                                 f"the server. Got {body.path!r} instead.")
+    if body.budget is not None:
+        budget_filter(body.budget)  # validate before anything is written
+    old = st.dataset(body.name) or {}
+    try:
+        columns = data_columns(path)
+        kinds = data_column_kinds(path)  # public schema: names and kinds, no values
+        table = engine_for(str(path)).columns()  # the types the engine reads (metadata)
+    except Exception as e:  # an unreadable file is the owner's input error
+        raise HTTPException(422, "'path' could not be read as a table: "
+                                 f"{redact_quoted(str(e))}") from None
+    schema = declared_schema(svc, body, lambda: table)
+    st.register_dataset(body.name, {**old, "path": str(path), "columns": columns,
+                                    "column_types": kinds, **schema})
+    out: dict[str, Any] = {"dataset": body.name, "path": str(path), **schema["schema"]}
+    if body.budget is not None:
+        out.update(set_budget(svc, body.name, body.budget))
+    return out
+
+
+@router.put("/v1/datasets/{name}/budget", tags=["owners"])
+def put_budget(name: DatasetName, body: BudgetIn, _: Owner, svc: Svc) -> dict[str, Any]:
+    if svc.store.dataset(name) is None:
+        raise HTTPException(404, f"No data set named {name!r}.")
+    return set_budget(svc, name, body)
+
+
+@router.post("/v1/datasets/{name}/grants", status_code=201, tags=["owners"])
+def grant(name: DatasetName, body: GrantIn, _: Owner, svc: Svc) -> dict[str, Any]:
+    svc.store.grant(body.analyst, name)
+    return {"dataset": name, "analyst": body.analyst}
+
+
+@router.get("/v1/datasets", tags=["analysts"])
+def list_datasets(p: Who, svc: Svc) -> list[dict[str, Any]]:
+    st = svc.store
+    names = st.datasets() if p.role == "owner" else st.grants(p.name)
+    return [{"dataset": n, "remaining": svc.budget_of(n), "budget_left": budget_text(st, n)}
+            for n in names]
