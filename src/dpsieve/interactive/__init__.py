@@ -1,0 +1,37 @@
+"""Interactive children: mechanisms an analyst keeps open under one budget (docs/interactive.md).
+
+Each child declares its whole privacy when it is opened (charged once to the budget's
+filter) and then answers from its own state, one question or step at a time:
+
+* :class:`SparseVector` -- above/below threshold questions (:class:`LaplaceSVT`,
+  :class:`GaussianSVT`; NumericSparse with ``numeric_share``);
+* :class:`ContinualCounter` -- running counts over data appended in time steps, one
+  Gaussian mechanism over the whole stream (BLT factorization, memory independent of T);
+* :class:`AnswerCache` -- private multiplicative weights over a declared domain: linear
+  queries answered from its state, paid for only by updates.
+
+States are JSON (``to_state``, :func:`child_from_state`); ``public()`` never holds a secret.
+"""
+
+from __future__ import annotations
+
+from dpsieve.interactive.base import (
+    STATE_VERSION,
+    Child,
+    ChildExhaustedError,
+    child_from_state,
+    register_child,
+)
+from dpsieve.interactive.sparse_vector import Answer, GaussianSVT, LaplaceSVT, SparseVector
+
+__all__ = [
+    "STATE_VERSION",
+    "Answer",
+    "Child",
+    "ChildExhaustedError",
+    "GaussianSVT",
+    "LaplaceSVT",
+    "SparseVector",
+    "child_from_state",
+    "register_child",
+]
