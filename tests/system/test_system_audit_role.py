@@ -120,6 +120,18 @@ def test_service_runs_under_a_role_that_may_only_append_to_the_audit_log(
         ("DROP TRIGGER audit_no_change ON audit", "InsufficientPrivilege"),
         ("DROP TABLE audit", "InsufficientPrivilege"),
         ("CREATE TABLE audit2 (x int)", "InsufficientPrivilege"),
+        # the rest of the ledger: only what the service does (narrowed grants)
+        ("DELETE FROM spends", "InsufficientPrivilege"),
+        ("UPDATE spends SET decision = '{}'", "InsufficientPrivilege"),
+        ("DELETE FROM budgets", "InsufficientPrivilege"),
+        ("UPDATE budgets SET budget_id = 'x'", "InsufficientPrivilege"),
+        ("UPDATE principals SET role = 'owner'", "InsufficientPrivilege"),
+        ("DELETE FROM principals", "InsufficientPrivilege"),
+        ("DELETE FROM grants", "InsufficientPrivilege"),
+        ("DELETE FROM datasets", "InsufficientPrivilege"),
+        ("UPDATE api_keys SET principal = 'ana'", "InsufficientPrivilege"),
+        ("INSERT INTO ready VALUES (2, 't')", "InsufficientPrivilege"),
+        ("TRUNCATE spends", "InsufficientPrivilege"),
         ("INSERT INTO audit (ts, budget_id, principal, event, key, payload)"
          " VALUES ('t', 'people', 'x', 'note', '', '{}')", None),  # appending is allowed
     ]
@@ -134,6 +146,23 @@ def test_service_runs_under_a_role_that_may_only_append_to_the_audit_log(
             assert type(e.value).__name__ == refused, (sql, e.value)
         after = c.execute("SELECT count(*) FROM audit").fetchone()[0]
     assert after == rows + 1  # every row kept; the one append added
+    # what the role can still do to the budget (reset its state, append a row) is seen
+    # by the service at start-up: that budget is refused, naming it, the other is served
+    with psycopg.connect(_url(svc), autocommit=True,
+                         options=f"-c search_path={schema}") as c:
+        c.execute("UPDATE budgets SET state = initial WHERE budget_id = 'people'")
+    store = PostgresStore(_url(svc), schema=schema)
+    try:
+        app = create_app(Settings(owner_key=OWNER), store=store)
+        with TestClient(app, raise_server_exceptions=False) as c:
+            r = c.get("/v1/datasets/people/budget", headers={"Authorization": f"Bearer {OWNER}"})
+            assert r.status_code == 503, r.text
+            assert r.json()["error"] == "ledger_integrity"
+            assert r.json()["dataset"] == "people"
+            assert c.get("/v1/datasets/other/budget", headers={
+                "Authorization": f"Bearer {OWNER}"}).status_code == 200
+    finally:
+        store.close()
     # the owner role can still not rewrite rows either (the trigger)
     with psycopg.connect(_url(roles["owner"]), autocommit=True,
                          options=f"-c search_path={schema}") as c, \

@@ -1,7 +1,8 @@
 """Issue 18, item 5, end to end: a stored filter state that violates an invariant is not
 served. The ledger rebuilds the filter with ``filter_from_json`` on every read and spend;
-a tampered state (``pure_dp`` spent -5, which used to read as 6 eps left) makes the
-service refuse that budget with an error naming the field, and nothing is spent."""
+a tampered state (``pure_dp`` spent -5, which used to read as 6 eps left) is refused by a
+read naming the field, and by a spend as an altered budget (its state is not the replay
+of its audit log), and nothing is spent."""
 
 from __future__ import annotations
 
@@ -56,13 +57,21 @@ def test_a_tampered_state_is_refused_naming_the_field(tmp_path: Path) -> None:
         assert c.post("/v1/datasets/people/queries", json=Q, headers=ana).status_code == 200
         spent = _spends(db)
         _tamper(db, spent="-5/1")
-        for method, path in (("get", "/v1/datasets/people/budget"),
-                             ("post", "/v1/datasets/people/queries")):
+        # a read: the state is parsed and refused, naming the field
+        r = c.get("/v1/datasets/people/budget", headers=ana)
+        assert 400 <= r.status_code < 500, (r.status_code, r.text)
+        body = r.json()
+        assert body["parameter"] == "spent", body
+        assert "'spent'" in body["message"], body
+        assert "stored state" in body["message"], body
+        # a spend: the state is not the replay of the audit log, so the budget is refused
+        # as altered before the filter reads it (and from then on, reads too)
+        for method, path in (("post", "/v1/datasets/people/queries"),
+                             ("get", "/v1/datasets/people/budget")):
             r = c.request(method.upper(), path, headers=ana,
                           json=Q if method == "post" else None)
-            assert 400 <= r.status_code < 500, (path, r.status_code, r.text)
-            body = r.json()
-            assert body["parameter"] == "spent", body
-            assert "'spent'" in body["message"], body
-            assert "stored state" in body["message"], body
+            assert r.status_code == 503, (path, r.status_code, r.text)
+            assert r.json()["error"] == "ledger_integrity"
+            assert r.json()["dataset"] == "people"
+            assert "'people'" in r.json()["message"]
         assert _spends(db) == spent  # the refused query spent nothing

@@ -1,4 +1,5 @@
-"""``dpsieve budget show|set``: read and set data-set budgets in a ledger directly."""
+"""``dpsieve budget show|set|schema|verify``: read, set and verify data-set budgets in a
+ledger directly."""
 
 from __future__ import annotations
 
@@ -70,6 +71,45 @@ def show(
     for r in rows:
         table.add_row(r["dataset"], r["summary"]["text"], str(r["admitted"]))
     Console().print(table)
+
+
+@app.command("verify")
+def verify(
+    dataset: str | None = typer.Argument(None, help="One data set (default: every budget)."),
+    database_url: str = DB,
+    schema: str = SCHEMA,
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Replay each budget's audit log and check its hash chain, its stored state and its
+    spends against the replay; exit 1 naming every budget whose state or log was
+    altered (the service refuses to serve those). Prints each chain's head hash and
+    length: kept elsewhere, they show a log rewritten with recomputed hashes."""
+    from dpsieve.ledger import open_store
+    from dpsieve.ledger.redact import redact_url
+
+    store = open_store(database_url, schema=schema)
+    try:
+        check = getattr(store, "verify", None)
+        if not callable(check):
+            raise _fail(f"{redact_url(database_url)} keeps no audit log to verify.")
+        checks = check(dataset)
+    finally:
+        store.close()
+    if dataset is not None and not checks:
+        raise _fail(f"No budget named {dataset!r} in {redact_url(database_url)}.")
+    bad = [c for c in checks if not c.ok]
+    if as_json:
+        typer.echo(json.dumps({"ok": not bad, "budgets": [c.to_dict() for c in checks]}))
+    else:
+        for c in checks:
+            name = repr(c.budget_id) if c.is_budget else f"(no budget: {c.budget_id!r})"
+            verdict = "ok" if c.ok else "ALTERED: " + "; ".join(c.problems)
+            typer.echo(f"{name}: {verdict} ({c.rows} rows, {c.admitted} admitted spends, "
+                       f"head {c.head[:16]})")
+    if bad:
+        typer.echo("Altered: " + ", ".join(repr(c.budget_id) for c in bad)
+                   + " (the service will not serve them).", err=True)
+        raise typer.Exit(code=1)
 
 
 def _schema_of(store: Any, dataset: str, src: dict[str, Any], fresh: bool,

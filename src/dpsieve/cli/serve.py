@@ -58,7 +58,11 @@ def serve(
         info = setup_example(store)
         typer.echo(f"Example data set {info['dataset']!r} registered for analyst 'demo'.")
         typer.echo(usage(base, info["api_key"]))
-    app = create_app(settings, store=store)
+    app = create_app(settings, store=store)  # replays and checks every budget's log first
+    altered = getattr(store, "altered", None)
+    for name, problem in (altered() if callable(altered) else {}).items():
+        typer.echo(f"dpsieve: budget {name!r} fails verification and will not be served: "
+                   f"{problem}", err=True)
     import logging
 
     access = logging.getLogger("dpsieve.service.access")  # one JSON line per request

@@ -44,6 +44,7 @@ __all__ = [
     "FilterLoader",
     "IdempotencyKeyReuseError",
     "KeyRevokedError",
+    "LedgerIntegrityError",
     "LedgerUnavailableError",
     "Principal",
     "SpendOutcome",
@@ -56,6 +57,7 @@ __all__ = [
     "load_filters",
     "parsed_initial",
     "query_to_dict",
+    "refusal_record",
     "spend_key",
     "utcnow",
 ]
@@ -84,9 +86,25 @@ class LedgerUnavailableError(LedgerError):
     (:func:`dpsieve.ledger.redact.redact`); the service answers 503 without it.
     """
 
-    def __init__(self, message: str, *, cannot_write: bool = False) -> None:
+    def __init__(self, message: str, *, cannot_write: bool = False,
+                 uncertain: bool = False) -> None:
         super().__init__(message)
         self.cannot_write = cannot_write
+        #: the failure came at the commit of a write: it may have landed or not
+        self.uncertain = uncertain
+
+
+class LedgerIntegrityError(LedgerError):
+    """A budget's stored state or audit log fails verification (its hash chain is broken,
+    or its state is not the replay of its log: :mod:`dpsieve.ledger.chain`); nothing is
+    served from that budget and nothing was spent."""
+
+    def __init__(self, budget_id: str, problem: str) -> None:
+        self.budget_id, self.problem = budget_id, problem
+        what = f"budget {budget_id!r}" if budget_id else "the log of key revocations"
+        super().__init__(
+            f"The ledger's record of {what} fails verification: {problem}. Nothing is "
+            "served from it until the data owner restores it (dpsieve budget verify).")
 
 
 class BudgetNotFoundError(LedgerError, KeyError):
@@ -286,6 +304,22 @@ def default_loader(s: str) -> PrivacyFilter:
 def canonical_json(obj: Any) -> str:
     """Deterministic JSON (sorted keys, no whitespace); NaN and infinities are refused."""
     return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+#: A refused request's record keeps at most this many characters of its canonical JSON.
+REFUSAL_RECORD_CHARS = 2048
+
+
+def refusal_record(request: Any, text: str, fp: str) -> str:
+    """The audit payload of a refused request, bounded: the request itself when its
+    canonical JSON ``text`` has at most :data:`REFUSAL_RECORD_CHARS` characters, else its
+    first characters (``excerpt``, a string); always its SHA-256 (``fp``) and size."""
+    if len(text) <= REFUSAL_RECORD_CHARS:
+        return ('{"request":' + text + ',"request_bytes":' + str(len(text.encode()))
+                + ',"request_sha256":"' + fp + '"}')
+    return canonical_json({"excerpt": text[:REFUSAL_RECORD_CHARS],
+                           "request_bytes": len(text.encode()), "request_sha256": fp,
+                           "truncated": True})
 
 
 def fingerprint(request: dict[str, Any]) -> str:

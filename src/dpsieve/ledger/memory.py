@@ -7,6 +7,7 @@ service whose answers must outlive a crash (use :class:`~dpsieve.ledger.sqlite.S
 
 from __future__ import annotations
 
+import json
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -25,11 +26,13 @@ from dpsieve.ledger.base import (
     SpendOutcome,
     SpendRecord,
     _json_safe,
+    canonical_json,
     default_loader,
     fingerprint,
     left_json,
     parsed_initial,
     query_to_dict,
+    refusal_record,
     spend_key,
     utcnow,
 )
@@ -143,11 +146,15 @@ class MemoryStore:
                     raise IdempotencyKeyReuseError(
                         f"The idempotency key {key!r} was used before for a different request."
                     )
-                self._log(budget_id, principal, "replay", key, {"request": req})
+                self._log(budget_id, principal, "replay", key, {"request_sha256": fp})
                 return SpendOutcome(key, old.decision, replayed=True, answer=old.answer)
             flt = self._loads(b.state)
             decision = flt.try_spend(query)  # may raise: then nothing is logged or charged
-            self._log(budget_id, principal, "request", key, {"request": req})
+            if decision.admitted:
+                self._log(budget_id, principal, "request", key, {"request": req})
+            else:  # a bounded record (the request may be large)
+                self._log(budget_id, principal, "request", key,
+                          json.loads(refusal_record(req, canonical_json(req), fp)))
             self._log(budget_id, principal, "decision", key, decision.to_dict())
             if decision.admitted:
                 b.state = flt.to_json()
@@ -245,8 +252,8 @@ class MemoryStore:
         with self._lock:
             return sorted(d for p, d in self._grants if p == principal)
 
-    def check_writable(self) -> None:
-        """Memory can always take a write."""
+    def check_ready(self) -> None:
+        """Memory is always ready."""
 
     def close(self) -> None:
         """Nothing to release."""

@@ -23,7 +23,8 @@ from typing import Any
 from dpsieve._validation import Redacted, fail
 from dpsieve.ledger.base import FilterLoader, LedgerUnavailableError
 from dpsieve.ledger.location import parse_location
-from dpsieve.ledger.sql import MIGRATIONS, Cursor, SQLStore
+from dpsieve.ledger.migrations import LATEST
+from dpsieve.ledger.sql import Cursor, SQLStore
 
 __all__ = ["PostgresStore", "audit_role_sql"]
 
@@ -35,30 +36,38 @@ _APPEND_ONLY = (
 )
 _SCHEMA_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _MIGRATION_LOCK = 0x64707369  # "dpsi": pg_advisory_xact_lock key for migrations
+_CHAIN_LOCK = 0x64707372  # appends to the chain of rows of no budget (key revocations)
 
 
-#: Tables the service reads and writes (every one but the audit log and the version table).
-_SERVICE_TABLES = ("budgets", "spends", "principals", "api_keys", "datasets", "grants",
-                   "ready")
+#: What the service does to each table, no more: budgets and spends are never deleted
+#: (a reset or a deleted spend is also detected by the chain's replay), principals and
+#: grants never changed, keys deleted only to revoke them, the audit log only appended
+#: to, the readiness table never written (the probe reads).
+_SERVICE_GRANTS = (
+    ("SELECT, INSERT, UPDATE (state, initial, n_spends, updated_at)", ("budgets",)),
+    ("SELECT, INSERT, UPDATE (answer, answered_at)", ("spends",)),
+    ("SELECT, INSERT, UPDATE (source)", ("datasets",)),
+    # DELETE to revoke; UPDATE of one harmless column because PostgreSQL requires one for
+    # the spend's SELECT ... FOR SHARE of its key (which orders it with a revocation)
+    ("SELECT, INSERT, DELETE, UPDATE (created_at)", ("api_keys",)),
+    ("SELECT, INSERT", ("principals", "grants", "audit")),
+    ("SELECT", ("schema_version",)),
+)
 
 
 def audit_role_sql(schema: str = "dpsieve", role: str = "dpsieve_service") -> list[str]:
-    """The grants that let ``role`` run the service on ``schema`` while it may only append
-    to (and read) the audit log: no UPDATE, DELETE or TRUNCATE on ``audit``, and no
-    ownership, so it cannot drop or disable the append-only trigger either. Run them as
+    """The grants that let ``role`` run the service on ``schema`` and do nothing more
+    (``_SERVICE_GRANTS``): it may only append to (and read) the audit log, and owns
+    nothing, so it cannot drop or disable the append-only trigger either. Run them as
     the role that owns the schema (which created it, e.g. with ``dpsieve budget show
     --database-url`` under that role), after every migration (docs/service.md, "Audit log
     on PostgreSQL"; tested in tests/system/test_system_audit_role.py)."""
     for what, v in (("schema", schema), ("role", role)):
         if not _SCHEMA_RE.match(v):
             raise fail(what, "audit_role_sql", "a lower-case SQL identifier", v)
-    tables = ", ".join(f"{schema}.{t}" for t in _SERVICE_TABLES)
-    return [
-        f"GRANT USAGE ON SCHEMA {schema} TO {role}",
-        f"GRANT SELECT, INSERT, UPDATE, DELETE ON {tables} TO {role}",
-        f"GRANT SELECT ON {schema}.schema_version TO {role}",
-        f"GRANT SELECT, INSERT ON {schema}.audit TO {role}",
-    ]
+    return [f"GRANT USAGE ON SCHEMA {schema} TO {role}"] + [
+        f"GRANT {privileges} ON {', '.join(f'{schema}.{t}' for t in tables)} TO {role}"
+        for privileges, tables in _SERVICE_GRANTS]
 
 
 class PostgresStore(SQLStore):
@@ -98,7 +107,7 @@ class PostgresStore(SQLStore):
             # An up-to-date schema is used as it is: a service role that owns nothing and
             # may only append to the audit table (docs/service.md, "Audit log") starts
             # without any CREATE privilege. Otherwise migrate under the advisory lock.
-            if self._version(cur) < MIGRATIONS[-1][0]:
+            if self._version(cur) < LATEST:
                 cur.run("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))
                 cur.run(f"CREATE SCHEMA IF NOT EXISTS {schema}")
                 self._migrate(cur)
@@ -154,17 +163,37 @@ class PostgresStore(SQLStore):
 
     @contextmanager
     def _tx(self, *, write: bool) -> Iterator[Cursor]:
+        body_done = False
         try:
             with self._checkout() as conn, conn.transaction():
                 yield Cursor(conn.cursor(), "format")
+                body_done = True  # the transaction's exit commits
         except self._psycopg.OperationalError as e:
             # the server went away (or refuses writes): idle pooled connections are most
             # likely dead too, so they are dropped and the next request reconnects. A
-            # commit cut off here may or may not have landed; a retry with the same
-            # idempotency key is charged at most once.
+            # commit cut off here may or may not have landed (uncertain); a retry with the
+            # same idempotency key is charged at most once.
             self._drain()
             raise LedgerUnavailableError(f"The PostgreSQL ledger at {self._loc.display} "
-                                         f"failed: {self._loc.scrub(str(e))}") from None
+                                         f"failed: {self._loc.scrub(str(e))}",
+                                         uncertain=write and body_done) from None
+
+    def _snapshot(self, cur: Cursor) -> None:
+        cur.run("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+
+    def _chain_lock(self, cur: Cursor) -> None:
+        cur.run("SELECT pg_advisory_xact_lock(?)", (_CHAIN_LOCK,))
+
+    def check_ready(self) -> None:
+        """Readiness without writing: the server answers, is not a read-only replica or
+        session, and this role may append to the audit log."""
+        with self._tx(write=False) as cur:
+            row = cur.run("SELECT pg_is_in_recovery(), current_setting('transaction_read_only'),"
+                          " has_table_privilege(current_user, 'audit', 'INSERT')").one()
+        if row is None or bool(row[0]) or str(row[1]) == "on" or not bool(row[2]):
+            raise LedgerUnavailableError(f"The PostgreSQL ledger at {self._loc.display} "
+                                         "cannot take writes (read-only or no privilege).",
+                                         cannot_write=True)
 
     def _drain(self) -> None:
         while True:

@@ -8,15 +8,23 @@ admitted query in view (check-and-spend in one transaction). The transaction com
 (``synchronous=FULL`` / WAL flush) before :meth:`spend` returns, so an answer is never
 computed for a spend that is not on disk.
 
+The audit log is a hash chain per budget and the budget's state is a function of it
+(:mod:`dpsieve.ledger.chain`). Inside each spend's transaction the store checks that the
+stored state is the replay of the budget's log: from the position it verified last
+(kept per budget in memory, so a spend with no other writer in between reads one more
+row, the chain's last), it replays the rows written since and compares; a budget whose
+state or log was altered is refused from then on (:class:`LedgerIntegrityError`), as it
+is after :meth:`verify` (the service runs it at start-up) finds it altered.
+
 Statements are written with ``?`` placeholders; PostgreSQL's ``%s`` are substituted.
-The schema is created by numbered migrations recorded in ``schema_version``.
+The schema is created by numbered migrations (:mod:`dpsieve.ledger.migrations`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -30,7 +38,7 @@ from dpsieve.ledger.base import (
     FilterLoader,
     IdempotencyKeyReuseError,
     KeyRevokedError,
-    Principal,
+    LedgerIntegrityError,
     SpendOutcome,
     SpendRecord,
     _json_safe,
@@ -39,66 +47,19 @@ from dpsieve.ledger.base import (
     left_json,
     parsed_initial,
     query_to_dict,
+    refusal_record,
     spend_key,
     utcnow,
 )
+from dpsieve.ledger.chain import ChainBroken, ChainRow, Checkpoint, Replay, state_sha
+from dpsieve.ledger.chain import encode_charge as _encode_charge
+from dpsieve.ledger.migrations import AUDIT_COLUMNS, MIGRATIONS, migrate
+from dpsieve.ledger.sql_registry import Cursor, Head, SQLRegistry
 
 __all__ = ["MIGRATIONS", "Cursor", "SQLStore"]
 
-#: Numbered migrations; ``{serial}`` is the dialect's auto-increment primary key.
-MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
-    (
-        1,
-        (
-            "CREATE TABLE budgets (budget_id TEXT PRIMARY KEY, state TEXT NOT NULL,"
-            " initial TEXT NOT NULL, n_spends INTEGER NOT NULL DEFAULT 0,"
-            " created_at TEXT NOT NULL, updated_at TEXT NOT NULL)",
-            "CREATE TABLE spends (budget_id TEXT NOT NULL REFERENCES budgets(budget_id),"
-            " key TEXT NOT NULL, seq BIGINT NOT NULL, principal TEXT NOT NULL,"
-            " fingerprint TEXT NOT NULL, decision TEXT NOT NULL, request TEXT NOT NULL,"
-            " answer TEXT, created_at TEXT NOT NULL, answered_at TEXT,"
-            " PRIMARY KEY (budget_id, key))",
-            "CREATE TABLE audit (seq {serial}, ts TEXT NOT NULL, budget_id TEXT NOT NULL,"
-            " principal TEXT NOT NULL, event TEXT NOT NULL, key TEXT NOT NULL,"
-            " payload TEXT NOT NULL)",
-            "CREATE INDEX audit_by_budget ON audit (budget_id, seq)",
-            "CREATE TABLE principals (name TEXT PRIMARY KEY, role TEXT NOT NULL,"
-            " created_at TEXT NOT NULL)",
-            "CREATE TABLE api_keys (key_hash TEXT PRIMARY KEY,"
-            " principal TEXT NOT NULL REFERENCES principals(name), created_at TEXT NOT NULL)",
-            "CREATE TABLE datasets (name TEXT PRIMARY KEY, source TEXT NOT NULL,"
-            " created_at TEXT NOT NULL)",
-            "CREATE TABLE grants (principal TEXT NOT NULL REFERENCES principals(name),"
-            " dataset TEXT NOT NULL REFERENCES datasets(name), created_at TEXT NOT NULL,"
-            " PRIMARY KEY (principal, dataset))",
-            "{append_only}",
-        ),
-    ),
-    # the readiness probe's one row: /readyz commits a write here (issue 11 defect 3)
-    (2, ("CREATE TABLE ready (id INTEGER PRIMARY KEY, ts TEXT NOT NULL)",)),
-)
 
-
-class Cursor:
-    """A thin wrapper running ``?``-placeholder SQL on a DB-API cursor of either dialect."""
-
-    def __init__(self, raw: Any, paramstyle: str) -> None:
-        self.raw = raw
-        self._pg = paramstyle == "format"
-
-    def run(self, sql: str, params: tuple[Any, ...] = ()) -> Cursor:
-        self.raw.execute(sql.replace("?", "%s") if self._pg else sql, params)
-        return self
-
-    def one(self) -> tuple[Any, ...] | None:
-        row = self.raw.fetchone()
-        return None if row is None else tuple(row)
-
-    def all(self) -> list[tuple[Any, ...]]:
-        return [tuple(r) for r in self.raw.fetchall()]
-
-
-class SQLStore(ABC):
+class SQLStore(SQLRegistry):
     """:class:`~dpsieve.ledger.base.BudgetStore` over a SQL database (see module docstring)."""
 
     #: SQL suffix that row-locks the budget read in a write transaction ("" for SQLite).
@@ -110,6 +71,10 @@ class SQLStore(ABC):
         self._loads: FilterLoader = loads or default_loader
         #: initial filters parsed, by their exact stored text (see :meth:`load_filters`)
         self._initials: Memo[PrivacyFilter] = Memo(64)
+        #: per budget, the last position of its chain verified by replay
+        self._verified: dict[str, Checkpoint] = {}
+        #: budgets found altered: refused (the problem, in words)
+        self._altered: dict[str, str] = {}
 
     # -- backend hooks ------------------------------------------------------------------
     @abstractmethod
@@ -125,32 +90,50 @@ class SQLStore(ABC):
         """Release connections."""
 
     def _migrate(self, cur: Cursor) -> None:
-        cur.run("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY,"
-                " applied_at TEXT NOT NULL)")
-        done = {int(r[0]) for r in cur.run("SELECT version FROM schema_version").all()}
-        sub = self._dialect()
-        for version, statements in MIGRATIONS:
-            if version in done:
-                continue
-            for st in statements:
-                for part in st.format(**sub).split(";;"):
-                    if part.strip():
-                        cur.run(part)
-            cur.run("INSERT INTO schema_version VALUES (?, ?)", (version, utcnow()))
+        migrate(cur, self._dialect())
+
+    # -- the chain ----------------------------------------------------------------------
+    def _guard(self, budget_id: str) -> None:
+        problem = self._altered.get(budget_id)
+        if problem is not None:
+            raise LedgerIntegrityError(budget_id, problem)
 
     @staticmethod
-    def _log(cur: Cursor, budget_id: str, principal: str, event: str, key: str,
-             payload: Any, *, text: str | None = None) -> int:
-        """Append an audit row; ``text``: the payload's canonical JSON, if already made."""
-        row = cur.run(
-            "INSERT INTO audit (ts, budget_id, principal, event, key, payload)"
-            " VALUES (?, ?, ?, ?, ?, ?) RETURNING seq",
-            (utcnow(), budget_id, principal, event, key,
-             canonical_json(_json_safe(payload)) if text is None else text),
-        ).one()
-        if row is None:
-            raise LedgerError("The audit log did not return the sequence number of a row.")
-        return int(row[0])
+    def _rows(cur: Cursor, budget_id: str, after: int = 0) -> list[ChainRow]:
+        rows = cur.run(f"SELECT {AUDIT_COLUMNS} FROM audit WHERE budget_id = ? AND seq > ?"
+                       " ORDER BY seq", (budget_id, after)).all()
+        return [_chain_row(r) for r in rows]
+
+    def _check(self, cur: Cursor, budget_id: str, row: tuple[Any, ...]) -> Head:
+        """The chain's head, after checking that the stored budget ``row`` (state, initial,
+        n_spends) is the replay of its log (from the last verified position)."""
+        self._guard(budget_id)
+        head = self._head(cur, budget_id)
+        state, initial, n = str(row[0]), str(row[1]), int(row[2])
+        cp = self._verified.get(budget_id)
+        if cp is not None and (cp.seq, cp.n, cp.head, cp.admitted) == (
+                head.seq, head.n, head.hash, n) and cp.state == state and cp.initial == initial:
+            return head
+        rep = Replay(budget_id, self._loads, start=cp)
+        try:
+            for r in self._rows(cur, budget_id, cp.seq if cp else 0):
+                rep.feed(r)
+            rep.finish(state, initial, n)
+        except ChainBroken as e:
+            raise self._altered_now(budget_id, str(e)) from None
+        self._verified[budget_id] = rep.checkpoint()
+        return head
+
+    def _advance(self, budget_id: str, before: Head, after: Head, state: str | None = None,
+                 initial: str | None = None, spent: int = 0) -> None:
+        """After a commit: move the verified position from ``before`` to ``after`` (the
+        rows this store just wrote), if it was at ``before``."""
+        cp = self._verified.get(budget_id)
+        if cp is None or (cp.seq, cp.n, cp.head) != (before.seq, before.n, before.hash):
+            return
+        self._verified[budget_id] = Checkpoint(
+            after.seq, after.n, after.hash, cp.state if state is None else state,
+            cp.initial if initial is None else initial, cp.admitted + spent)
 
     def _locked_budget(self, cur: Cursor, budget_id: str) -> tuple[Any, ...]:
         row = cur.run(
@@ -161,37 +144,43 @@ class SQLStore(ABC):
             raise BudgetNotFoundError(f"No budget named {budget_id!r}.")
         return row
 
-    def check_writable(self) -> None:
-        """Commit a one-row write (the readiness probe); LedgerUnavailableError if not."""
-        with self._tx(write=True) as cur:
-            cur.run("INSERT INTO ready VALUES (1, ?) ON CONFLICT (id) DO UPDATE"
-                    " SET ts = excluded.ts", (utcnow(),))
-
     # -- budgets ------------------------------------------------------------------------
     def create_budget(self, budget_id: str, flt: PrivacyFilter, *, replace: bool = False) -> None:
         state = flt.to_json()
         now = utcnow()
         with self._tx(write=True) as cur:
             row = cur.run(
-                "SELECT n_spends FROM budgets WHERE budget_id = ?" + self._lock_suffix,
-                (budget_id,),
-            ).one()
+                "SELECT state, initial, n_spends FROM budgets WHERE budget_id = ?"
+                + self._lock_suffix, (budget_id,)).one()
             if row is not None and not replace:
                 raise LedgerError(f"A budget named {budget_id!r} already exists.")
-            if row is not None and int(row[0]) > 0:
+            if row is not None:
+                self._check(cur, budget_id, row)  # a reset n_spends is not believed
+            if row is not None and int(row[2]) > 0:
                 raise LedgerError(
                     f"The budget {budget_id!r} has admitted spends and cannot be replaced; "
                     "replacing it would forget privacy loss already incurred."
                 )
             if row is None:
+                self._guard(budget_id)
                 cur.run("INSERT INTO budgets VALUES (?, ?, ?, 0, ?, ?)",
                         (budget_id, state, state, now, now))
             else:
                 cur.run("UPDATE budgets SET state = ?, initial = ?, updated_at = ?"
                         " WHERE budget_id = ?", (state, state, now, budget_id))
-            self._log(cur, budget_id, "", "budget_set", "", {"filter": left_json(flt)})
+            head = self._head(cur, budget_id)
+            before = Head(head.seq, head.n, head.hash)
+            self._write(cur, head, budget_id, "", "budget_set", "",
+                         canonical_json(_json_safe({"filter": left_json(flt)})),
+                         canonical_json({"state": state}))
+        if row is None and before.n == 0:
+            self._verified[budget_id] = Checkpoint(head.seq, head.n, head.hash, state, state,
+                                                   0)
+        else:
+            self._advance(budget_id, before, head, state, state)
 
     def _read_state(self, budget_id: str, column: str) -> str:
+        self._guard(budget_id)
         with self._tx(write=False) as cur:
             row = cur.run(f"SELECT {column} FROM budgets WHERE budget_id = ?",
                           (budget_id,)).one()
@@ -209,6 +198,7 @@ class SQLStore(ABC):
         """(current, initial) filters read in one transaction (one snapshot). The initial
         one is read-only and may be shared between calls: it is parsed once per exact
         stored text (:func:`dpsieve.ledger.base.load_filters`)."""
+        self._guard(budget_id)
         with self._tx(write=False) as cur:
             row = cur.run("SELECT state, initial FROM budgets WHERE budget_id = ?",
                           (budget_id,)).one()
@@ -241,11 +231,14 @@ class SQLStore(ABC):
         req = _json_safe(request if request is not None else {"query": query_to_dict(query)})
         # each JSON text made once: req_text is canonical_json(req), so fp is
         # fingerprint(req), and {"request": req} (one key, req already JSON-safe) renders
-        # as '{"request":' + req_text + '}': the rows are byte for byte what they were
+        # as '{"request":' + req_text + '}'
         req_text = canonical_json(req)
         fp = hashlib.sha256(req_text.encode()).hexdigest()
+        new_state: str | None = None
         with self._tx(write=True) as cur:
-            state = str(self._locked_budget(cur, budget_id)[0])
+            row = self._locked_budget(cur, budget_id)
+            head = self._check(cur, budget_id, row)
+            before = Head(head.seq, head.n, head.hash)
             kh = spend_key.get()
             # PostgreSQL: FOR SHARE makes a concurrent revocation (DELETE) wait for this
             # spend to commit, and this check wait for a pending revocation: a spend never
@@ -262,29 +255,41 @@ class SQLStore(ABC):
                     raise IdempotencyKeyReuseError(
                         f"The idempotency key {key!r} was used before for a different request."
                     )
-                self._log(cur, budget_id, principal, "replay", key, None,
-                          text='{"request":' + req_text + "}")
+                # bounded: the request is in the log once, with its admission
+                self._write(cur, head, budget_id, principal, "replay", key,
+                             '{"request_sha256":"' + fp + '"}')
                 answer = None if old[2] is None else json.loads(old[2])
-                return SpendOutcome(key, _decision(old[1]), replayed=True, answer=answer)
-            flt = self._loads(state)
-            decision = flt.try_spend(query)  # may raise: the transaction rolls back
-            self._log(cur, budget_id, principal, "request", key, None,
-                      text='{"request":' + req_text + "}")
-            dec_text = canonical_json(_json_safe(decision.to_dict()))
-            seq = self._log(cur, budget_id, principal, "decision", key, None, text=dec_text)
-            if decision.admitted:
-                now = utcnow()
-                cur.run("UPDATE budgets SET state = ?, n_spends = n_spends + 1, updated_at = ?"
-                        " WHERE budget_id = ?", (flt.to_json(), now, budget_id))
-                cur.run(
-                    "INSERT INTO spends (budget_id, key, seq, principal, fingerprint, decision,"
-                    " request, answer, created_at, answered_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL)",
-                    (budget_id, key, seq, principal, fp, dec_text, req_text, now),
-                )
-        return SpendOutcome(key, decision)
+                out = SpendOutcome(key, _decision(old[1]), replayed=True, answer=answer)
+            else:
+                flt = self._loads(str(row[0]))
+                decision = flt.try_spend(query)  # may raise: the transaction rolls back
+                dec_text = canonical_json(_json_safe(decision.to_dict()))
+                if not decision.admitted:  # a bounded record (the request may be large)
+                    self._write(cur, head, budget_id, principal, "request", key,
+                                 refusal_record(req, req_text, fp))
+                    self._write(cur, head, budget_id, principal, "decision", key, dec_text)
+                else:
+                    new_state = flt.to_json()
+                    self._write(cur, head, budget_id, principal, "request", key,
+                                 '{"request":' + req_text + "}")
+                    seq = self._write(cur, head, budget_id, principal, "decision", key, dec_text,
+                                       canonical_json({"charge": _encode_charge(query),
+                                                       "state_sha256": state_sha(new_state)}))
+                    now = utcnow()
+                    cur.run("UPDATE budgets SET state = ?, n_spends = n_spends + 1,"
+                            " updated_at = ? WHERE budget_id = ?", (new_state, now, budget_id))
+                    cur.run(
+                        "INSERT INTO spends (budget_id, key, seq, principal, fingerprint,"
+                        " decision, request, answer, created_at, answered_at)"
+                        " VALUES (?, ?, ?, ?, ?, ?, ?, NULL, ?, NULL)",
+                        (budget_id, key, seq, principal, fp, dec_text, req_text, now),
+                    )
+                out = SpendOutcome(key, decision)
+        self._advance(budget_id, before, head, new_state, spent=new_state is not None)
+        return out
 
     def record_answer(self, budget_id: str, key: str, answer: dict[str, Any]) -> dict[str, Any]:
+        self._guard(budget_id)
         with self._tx(write=True) as cur:
             self._locked_budget(cur, budget_id)
             row = cur.run(
@@ -299,11 +304,15 @@ class SQLStore(ABC):
             text = canonical_json(_json_safe(answer))
             cur.run("UPDATE spends SET answer = ?, answered_at = ? WHERE budget_id = ? AND key = ?",
                     (text, utcnow(), budget_id, key))
-            self._log(cur, budget_id, str(row[1]), "answer", key, {"released": True})
-            out: dict[str, Any] = json.loads(text)
-            return out
+            head = self._head(cur, budget_id)
+            before = Head(head.seq, head.n, head.hash)
+            self._write(cur, head, budget_id, str(row[1]), "answer", key, '{"released":true}')
+        self._advance(budget_id, before, head)
+        out: dict[str, Any] = json.loads(text)
+        return out
 
     def history(self, budget_id: str) -> list[SpendRecord]:
+        self._guard(budget_id)
         with self._tx(write=False) as cur:
             if cur.run("SELECT 1 FROM budgets WHERE budget_id = ?", (budget_id,)).one() is None:
                 raise BudgetNotFoundError(f"No budget named {budget_id!r}.")
@@ -323,6 +332,7 @@ class SQLStore(ABC):
         sql = "SELECT seq, ts, budget_id, principal, event, key, payload FROM audit"
         params: tuple[Any, ...] = ()
         if budget_id is not None:
+            self._guard(budget_id)
             sql += " WHERE budget_id = ?"
             params = (budget_id,)
         with self._tx(write=False) as cur:
@@ -330,83 +340,36 @@ class SQLStore(ABC):
         return [AuditEvent(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]),
                            json.loads(r[6])) for r in rows]
 
-    # -- registry -----------------------------------------------------------------------
-    def add_principal(self, name: str, role: str, key_hash: str) -> None:
-        now = utcnow()
-        with self._tx(write=True) as cur:
-            row = cur.run("SELECT role FROM principals WHERE name = ?", (name,)).one()
-            if row is not None and row[0] != role:
-                raise LedgerError(f"Principal {name!r} exists with role {row[0]!r}.")
-            if row is None:
-                cur.run("INSERT INTO principals VALUES (?, ?, ?)", (name, role, now))
-            if cur.run("SELECT 1 FROM api_keys WHERE key_hash = ?", (key_hash,)).one() is None:
-                cur.run("INSERT INTO api_keys VALUES (?, ?, ?)", (key_hash, name, now))
+    def verify(self, budget_id: str | None = None) -> list[Any]:
+        """Replay and check every budget's chain (or one's) against the stored budgets and
+        spends (:func:`dpsieve.ledger.verify.verify_store`): a list of
+        :class:`~dpsieve.ledger.verify.BudgetCheck`. Budgets found altered are refused
+        from then on; the others are marked verified."""
+        from dpsieve.ledger.verify import verify_store
 
-    def principal_keys(self, name: str) -> list[tuple[str, str]] | None:
-        """(key hash, created_at) of a principal's keys, oldest first; None if no such one."""
-        with self._tx(write=False) as cur:
-            if cur.run("SELECT 1 FROM principals WHERE name = ?", (name,)).one() is None:
-                return None
-            rows = cur.run("SELECT key_hash, created_at FROM api_keys WHERE principal = ?"
-                           " ORDER BY created_at, key_hash", (name,)).all()
-        return [(str(h), str(t)) for h, t in rows]
-
-    def revoke_key(self, name: str, key_id: str) -> bool:
-        """Delete the principal's key whose hash starts with ``key_id``; False if none.
-        Committed before returning: later requests with that key are refused."""
-        with self._tx(write=True) as cur:
-            rows = cur.run("SELECT key_hash FROM api_keys WHERE principal = ?", (name,)).all()
-            hit = [str(r[0]) for r in rows if str(r[0]).startswith(key_id)]
-            if len(hit) != 1:
-                return False
-            cur.run("DELETE FROM api_keys WHERE key_hash = ?", (hit[0],))
-            self._log(cur, "", name, "key_revoked", "", {"key_id": key_id})
-        return True
-
-    def principal_for_key(self, key_hash: str) -> Principal | None:
-        with self._tx(write=False) as cur:
-            row = cur.run(
-                "SELECT p.name, p.role FROM api_keys k JOIN principals p ON p.name = k.principal"
-                " WHERE k.key_hash = ?", (key_hash,)
-            ).one()
-        return None if row is None else Principal(str(row[0]), str(row[1]))
-
-    def register_dataset(self, name: str, source: dict[str, Any]) -> None:
-        text = canonical_json(source)
-        with self._tx(write=True) as cur:
-            if cur.run("SELECT 1 FROM datasets WHERE name = ?", (name,)).one() is None:
-                cur.run("INSERT INTO datasets VALUES (?, ?, ?)", (name, text, utcnow()))
+        checks = verify_store(self, budget_id)
+        for c in checks:
+            if c.problems:
+                self._altered_now(c.budget_id, c.problems[0])
             else:
-                cur.run("UPDATE datasets SET source = ? WHERE name = ?", (text, name))
+                self._altered.pop(c.budget_id, None)
+                if c.checkpoint is not None:
+                    self._verified[c.budget_id] = c.checkpoint
+        return checks
 
-    def dataset(self, name: str) -> dict[str, Any] | None:
-        with self._tx(write=False) as cur:
-            row = cur.run("SELECT source FROM datasets WHERE name = ?", (name,)).one()
-        if row is None:
-            return None
-        out: dict[str, Any] = json.loads(row[0])
-        return out
+    def altered(self) -> dict[str, str]:
+        """The budgets refused as altered, with the first problem found in each."""
+        return dict(self._altered)
 
-    def datasets(self) -> list[str]:
-        with self._tx(write=False) as cur:
-            return sorted(str(r[0]) for r in cur.run("SELECT name FROM datasets").all())
 
-    def grant(self, principal: str, dataset: str) -> None:
-        with self._tx(write=True) as cur:
-            if cur.run("SELECT 1 FROM principals WHERE name = ?", (principal,)).one() is None:
-                raise BudgetNotFoundError(f"No principal named {principal!r}.")
-            if cur.run("SELECT 1 FROM datasets WHERE name = ?", (dataset,)).one() is None:
-                raise BudgetNotFoundError(f"No data set named {dataset!r}.")
-            if cur.run("SELECT 1 FROM grants WHERE principal = ? AND dataset = ?",
-                       (principal, dataset)).one() is None:
-                cur.run("INSERT INTO grants VALUES (?, ?, ?)", (principal, dataset, utcnow()))
-
-    def grants(self, principal: str) -> list[str]:
-        with self._tx(write=False) as cur:
-            rows = cur.run("SELECT dataset FROM grants WHERE principal = ?", (principal,)).all()
-        return sorted(str(r[0]) for r in rows)
+def _chain_row(r: tuple[Any, ...]) -> ChainRow:
+    return ChainRow(int(r[0]), str(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]),
+                    str(r[6]), None if r[7] is None else int(r[7]),
+                    None if r[8] is None else str(r[8]), None if r[9] is None else str(r[9]),
+                    None if r[10] is None else str(r[10]))
 
 
 def _decision(text: str) -> Decision:
     d = json.loads(text)
     return Decision.from_dict(d)
+

@@ -114,7 +114,10 @@ class SQLiteStore(SQLStore):
             conn.execute("COMMIT")
         except sqlite3.Error as e:
             self._rollback(conn)
-            raise self._fault(e, "commit") from None
+            err = self._fault(e, "commit")
+            if isinstance(err, LedgerUnavailableError) and write:
+                err.uncertain = True  # a failed COMMIT may still have reached the WAL
+            raise err from None
 
     @staticmethod
     def _rollback(conn: sqlite3.Connection) -> None:
@@ -134,6 +137,22 @@ class SQLiteStore(SQLStore):
         return LedgerUnavailableError(
             f"The SQLite ledger {self.path!r} cannot {what} ({name}: {e}).",
             cannot_write=True)
+
+    def check_ready(self) -> None:
+        """Readiness without writing: a read, then the write lock taken and released at
+        once (``BEGIN IMMEDIATE``, ``ROLLBACK``: refused on a read-only file or
+        connection), and at least 1 MiB free beside the file."""
+        import os
+        import shutil
+
+        super().check_ready()
+        with self._write_lock:
+            conn = self._begin(True)
+            self._rollback(conn)
+        where = os.path.dirname(os.path.abspath(self.path))
+        if shutil.disk_usage(where).free < 1 << 20:
+            raise LedgerUnavailableError(f"The SQLite ledger {self.path!r} has less than "
+                                         "1 MiB of disk left.", cannot_write=True)
 
     def _drop_conn(self) -> None:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)

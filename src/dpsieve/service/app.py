@@ -23,7 +23,7 @@ from dpsieve.ledger.base import BudgetStore
 from dpsieve.ledger.factory import open_store
 from dpsieve.service.deps import ServiceState
 from dpsieve.service.errors import BodyLimit, install_error_handlers
-from dpsieve.service.logs import RequestLog
+from dpsieve.service.logs import RequestLog, verify_ledger
 from dpsieve.service.routes import ROUTERS
 from dpsieve.service.routes.meta import PAGE_HEADERS
 from dpsieve.service.routes.queries import QUERY_PATH
@@ -49,6 +49,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
 
     settings = settings or Settings()
     st: BudgetStore = store or open_store(settings.database_url, schema=settings.schema)
+    verify_ledger(st)  # before any request: a budget whose log or state was altered is refused
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:

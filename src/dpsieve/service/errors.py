@@ -26,6 +26,7 @@ from dpsieve.ledger.base import (
     BudgetNotFoundError,
     IdempotencyKeyReuseError,
     KeyRevokedError,
+    LedgerIntegrityError,
     LedgerUnavailableError,
 )
 from dpsieve.ledger.redact import redact
@@ -77,6 +78,9 @@ def _dp_error(_: Request, exc: Exception) -> JSONResponse:
                    else "The ledger is unavailable")
         return _error(503, "ledger_unavailable", message + "; nothing was spent or released. "
                       "Retrying later is safe.", headers={"Retry-After": "5"})
+    if isinstance(exc, LedgerIntegrityError):  # altered storage: not the client's doing
+        log.error("ledger integrity: %s", exc)
+        return _error(503, "ledger_integrity", str(exc), dataset=exc.budget_id)
     if isinstance(exc, ConcurrencyError):
         return _error(503, "busy", str(exc) + " Retrying is safe.")
     if isinstance(exc, LedgerError):

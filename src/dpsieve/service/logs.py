@@ -11,7 +11,7 @@ import time
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["RequestLog"]
+__all__ = ["RequestLog", "verify_ledger"]
 
 log = logging.getLogger("dpsieve.service.access")
 
@@ -45,3 +45,17 @@ class RequestLog:
                 "ms": round((time.perf_counter() - start) * 1000, 2),
                 "principal": state.get("principal_name"),
             }))
+
+
+def verify_ledger(store: object) -> list[str]:
+    """Replay and check every budget of ``store`` (its ``verify``, if it has one) before
+    the service answers anything; log each budget found altered (the store refuses it
+    from then on). Returns those lines."""
+    check = getattr(store, "verify", None)
+    if not callable(check):
+        return []
+    lines = [f"budget {c.budget_id!r} fails verification and will not be served: "
+             + "; ".join(c.problems) for c in check() if not c.ok]
+    for line in lines:
+        logging.getLogger("dpsieve.service").error(line)
+    return lines

@@ -35,8 +35,9 @@ def healthz() -> dict[str, str]:
 
 @router.get("/readyz", tags=["meta"])
 def readyz(svc: Svc) -> dict[str, str]:
-    """Readiness: the ledger can commit a write (503 ledger_unavailable if not)."""
-    check = getattr(svc.store, "check_writable", None)
+    """Readiness, without writing: the ledger answers and would take a write (503
+    ledger_unavailable if not)."""
+    check = getattr(svc.store, "check_ready", None)
     if callable(check):
         check()
     return {"status": "ready"}
