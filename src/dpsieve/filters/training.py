@@ -60,7 +60,7 @@ from dpsieve.errors import ValidationError
 from dpsieve.filters import _sgm_powers as sp
 from dpsieve.filters._common import FilterBase, StateReader, frac_from_json, frac_to_json
 from dpsieve.filters.base import BudgetLeft, Charge, Decision
-from dpsieve.mechanisms.subsampled import DPSGDStep
+from dpsieve.mechanisms.subsampled import DPSGDStep, step_grid
 
 __all__ = ["SIGMA_CAP", "TRAINING_GRID", "TrainingFilter", "kind_of"]
 
@@ -193,7 +193,7 @@ class TrainingFilter(FilterBase):
         sigma: float,
         rate: float,
         reserve: float | None = None,
-        grid: float = TRAINING_GRID,
+        grid: float | None = None,
         exchange_steps: int = _EXCHANGE_STEPS,
         sigma_hi: float | None = None,
         core: float = _CORE,
@@ -208,7 +208,8 @@ class TrainingFilter(FilterBase):
                      else 0.01 if sigma_hi is None else _RESERVE_MIXED)
         if not 0.0 <= frac < 1.0:
             raise fail("reserve", o, "a fraction of delta in [0, 1)", reserve)
-        grid = check_positive("grid", grid, o)
+        # None: the accountant's grid for the reference step (its loss scale; tight to 1 %)
+        grid = step_grid(ref.sigma, ref.rate) if grid is None else check_positive("grid", grid, o)
         if not (isinstance(exchange_steps, int) and exchange_steps >= 1):
             raise fail("exchange_steps", o, "an int >= 1", exchange_steps)
         hi_kind: _Kind | None = None

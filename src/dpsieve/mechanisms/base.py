@@ -92,12 +92,31 @@ def convert_sensitivity(
     )
 
 
+def _groups(mechanisms: Sequence[Mechanism]) -> list[tuple[Mechanism, int]]:
+    """Equal mechanisms (frozen dataclasses: equal fields) counted once each, in order of
+    first appearance; unhashable ones are grouped by identity."""
+    counts: dict[Any, list[Any]] = {}
+    for m in mechanisms:
+        try:
+            key: Any = ("eq", m)
+            hash(key)
+        except TypeError:
+            key = ("id", id(m))
+        if key in counts:
+            counts[key][1] += 1
+        else:
+            counts[key] = [m, 1]
+    return [(m, c) for m, c in counts.values()]
+
+
 def compose_plds(mechanisms: Sequence[Mechanism]) -> PLD:
     """The PLD of running ``mechanisms`` in sequence (all under one relation).
 
     Pessimistic: it dominates the composition in both directions of the relation. Mechanisms
     with a ``plds()`` method (removal and addition PLDs) are composed direction by direction
     and the worse direction is returned (as the supremum of the two compositions).
+    Repeated mechanisms (equal parameters) are composed by squaring (``self_compose``: log2 k
+    convolutions instead of k); composition is commutative, so grouping changes no bound.
 
     Raises :class:`~dpsieve.errors.NeighbourRelationError` when relations differ; convert
     with ``m.under(relation)`` first.
@@ -105,10 +124,13 @@ def compose_plds(mechanisms: Sequence[Mechanism]) -> PLD:
     if not mechanisms:
         raise fail("mechanisms", "compose_plds", "a non-empty sequence of mechanisms", mechanisms)
     check_same_relation(*(m.neighbouring for m in mechanisms))
-    if not any(callable(getattr(m, "plds", None)) for m in mechanisms):
-        out = mechanisms[0].pld()
-        for m in mechanisms[1:]:
-            out = out.compose(m.pld())
+    groups = _groups(mechanisms)
+    if not any(callable(getattr(m, "plds", None)) for m, _ in groups):
+        out: PLD | None = None
+        for m, k in groups:
+            part = m.pld() if k == 1 else m.pld().self_compose(k)
+            out = part if out is None else out.compose(part)
+        assert out is not None  # groups is non-empty
         return out
     # Mechanisms with two directions (``plds()``: removal and addition of a record, e.g. the
     # Poisson-subsampled Gaussian) compose within a direction; the others' ``pld()``
@@ -119,13 +141,17 @@ def compose_plds(mechanisms: Sequence[Mechanism]) -> PLD:
 
     rem: PLD | None = None
     add: PLD | None = None
-    for m in mechanisms:
+    for m, k in groups:
         plds = getattr(m, "plds", None)
         if callable(plds):
             d = plds()
             r, a = d.remove, d.add
         else:
             r = a = m.pld()
+        if k > 1:
+            one = r is a
+            r = r.self_compose(k)
+            a = r if one else a.self_compose(k)
         rem = r if rem is None else rem.compose(r)
         add = a if add is None else add.compose(a)
     if rem is None or add is None:  # unreachable: mechanisms is non-empty

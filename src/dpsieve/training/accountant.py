@@ -35,13 +35,18 @@ from typing import Any
 
 from dpsieve._validation import check_in_open, check_int, check_positive, fail
 from dpsieve.accounting.directed import DirectedPLD
-from dpsieve.mechanisms.subsampled import SAMPLINGS, DPSGDStep
+from dpsieve.mechanisms.subsampled import ACCOUNTANT_GRID, SAMPLINGS, DPSGDStep, step_grid
 
-__all__ = ["SAMPLINGS", "DPSGDAccountant", "DPSGDStep", "Step", "step_pld"]
+__all__ = [
+    "ACCOUNTANT_GRID",
+    "SAMPLINGS",
+    "DPSGDAccountant",
+    "DPSGDStep",
+    "Step",
+    "step_grid",
+    "step_pld",
+]
 
-#: Default grid of the accountant (loss units). 5e-4 keeps eps within ~4e-4 of the exact
-#: value at 2,663 steps (sigma 1, rate 0.01) and is what the benchmark uses.
-ACCOUNTANT_GRID = 5e-4
 #: Tail mass cut (to +inf: pessimistic) at each convolution.
 TAIL_MASS = 1e-13
 #: When the cut tails' +inf mass exceeds this share of the delta asked about (or returned), the
@@ -56,8 +61,13 @@ Step = DPSGDStep
 _STEP_CACHE: dict[tuple[float, float, float, bool], DirectedPLD] = {}
 
 
-def step_pld(step: Step, *, grid: float = ACCOUNTANT_GRID, pessimistic: bool = True) -> DirectedPLD:
-    """The (remove, add) PLDs of one step (cached; pessimistic by default)."""
+def step_pld(
+    step: Step, *, grid: float | None = None, pessimistic: bool = True
+) -> DirectedPLD:
+    """The (remove, add) PLDs of one step (cached; pessimistic by default; ``grid`` None:
+    :func:`step_grid`)."""
+    if grid is None:
+        grid = step_grid(step.sigma, step.rate)
     from dpsieve.mechanisms.subsampled import subsampled_gaussian_pld
 
     key = (step.sigma, step.rate, grid, pessimistic)
@@ -116,11 +126,13 @@ class DPSGDAccountant:
 
     ``step(sigma, rate)`` records steps; ``epsilon(delta)`` / ``delta(eps)`` report the
     guarantee of everything recorded, each an upper bound (certified) for add/remove
-    neighbours. ``grid`` trades speed for tightness (the bound is valid at any grid).
+    neighbours. ``grid`` trades speed for tightness (the bound is valid at any grid);
+    ``None`` (the default) chooses it from the recorded steps' loss scale: the finest
+    :func:`step_grid` over the step kinds recorded.
     """
 
-    def __init__(self, *, grid: float = ACCOUNTANT_GRID) -> None:
-        self._grid = check_positive("grid", grid, "DPSGDAccountant")
+    def __init__(self, *, grid: float | None = None) -> None:
+        self._grid = None if grid is None else check_positive("grid", grid, "DPSGDAccountant")
         self._history: list[tuple[Step, int]] = []
         self._cached: tuple[tuple[tuple[Step, int], ...], DirectedPLD] | None = None
         self._cached_uncut: tuple[tuple[tuple[Step, int], ...], DirectedPLD] | None = None
@@ -155,12 +167,19 @@ class DPSGDAccountant:
         return dict(c)
 
     # ------------------------------------------------------------------ guarantees
+    @property
+    def grid(self) -> float:
+        """The grid the composition uses now (fixed, or chosen from the steps recorded)."""
+        if self._grid is not None:
+            return self._grid
+        return min((step_grid(st.sigma, st.rate) for st in self.counts()), default=ACCOUNTANT_GRID)
+
     def pld(self) -> DirectedPLD:
         """The composed (remove, add) PLDs of the history (pessimistic; cached)."""
         key = tuple(sorted(self.counts().items(), key=lambda sc: (sc[0].rate, sc[0].sigma)))
         if self._cached is not None and self._cached[0] == key:
             return self._cached[1]
-        out = _compose_counts(dict(key), self._grid)
+        out = _compose_counts(dict(key), self.grid)
         self._cached = (key, out)
         return out
 
@@ -169,7 +188,7 @@ class DPSGDAccountant:
         key = tuple(sorted(self.counts().items(), key=lambda sc: (sc[0].rate, sc[0].sigma)))
         if self._cached_uncut is not None and self._cached_uncut[0] == key:
             return self._cached_uncut[1]
-        out = _compose_counts(dict(key), self._grid, 0.0)
+        out = _compose_counts(dict(key), self.grid, 0.0)
         self._cached_uncut = (key, out)
         return out
 
@@ -201,7 +220,7 @@ class DPSGDAccountant:
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
-        """JSON-ready state: the grid and the history."""
+        """JSON-ready state: the grid (None: automatic) and the history."""
         return {
             "grid": self._grid,
             "history": [dict(st.to_dict(), count=k) for st, k in self._history],
@@ -212,7 +231,7 @@ class DPSGDAccountant:
         """Inverse of :meth:`state_dict` (validates every entry)."""
         if not isinstance(state, dict) or "history" not in state:
             raise fail("state", "DPSGDAccountant.from_state_dict", "a dict with 'history'", state)
-        acc = cls(grid=state.get("grid", ACCOUNTANT_GRID))
+        acc = cls(grid=state.get("grid"))
         for h in state["history"]:
             if not isinstance(h, dict):
                 raise fail("history", "DPSGDAccountant.from_state_dict", "a list of dicts", h)

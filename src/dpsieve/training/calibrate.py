@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from dpsieve._validation import check_in_open, check_int, check_positive, fail
 from dpsieve.errors import NumericalError
-from dpsieve.training.accountant import ACCOUNTANT_GRID, DPSGDAccountant
+from dpsieve.training.accountant import DPSGDAccountant
 
 __all__ = ["dpsgd_sigma_for", "dpsgd_steps_for"]
 
 
-def _eps(sigma: float, rate: float, steps: int, delta: float, grid: float) -> float:
+def _eps(
+    sigma: float, rate: float, steps: int, delta: float, grid: float | None
+) -> float:
     acc = DPSGDAccountant(grid=grid)
     acc.step(sigma, rate, count=steps, sampling="full_batch" if rate == 1.0 else "poisson")
     return acc.epsilon(delta)
@@ -28,7 +30,7 @@ def dpsgd_sigma_for(
     rate: float,
     *,
     rtol: float = 1e-3,
-    grid: float = ACCOUNTANT_GRID,
+    grid: float | None = None,
 ) -> float:
     """The smallest noise multiplier (to relative ``rtol``) meeting (eps, delta) at ``steps``.
 
@@ -69,7 +71,7 @@ def dpsgd_sigma_for(
 
 
 def dpsgd_steps_for(
-    sigma: float, rate: float, eps: float, delta: float, *, grid: float = ACCOUNTANT_GRID
+    sigma: float, rate: float, eps: float, delta: float, *, grid: float | None = None
 ) -> int:
     """The largest number of steps whose certified eps at ``delta`` is <= ``eps`` (0 if none).
 

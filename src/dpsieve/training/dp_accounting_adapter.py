@@ -20,7 +20,7 @@ from typing import Any
 
 from dp_accounting import dp_event, privacy_accountant
 
-from dpsieve.training.accountant import ACCOUNTANT_GRID, DPSGDAccountant
+from dpsieve.training.accountant import DPSGDAccountant
 
 __all__ = ["DpsievePrivacyAccountant"]
 
@@ -35,7 +35,7 @@ class DpsievePrivacyAccountant(privacy_accountant.PrivacyAccountant):  # type: i
         self,
         neighboring_relation: Any = _Rel.ADD_OR_REMOVE_ONE,
         *,
-        grid: float = ACCOUNTANT_GRID,
+        grid: float | None = None,
     ) -> None:
         super().__init__(neighboring_relation)
         self._acc = DPSGDAccountant(grid=grid)

@@ -20,7 +20,7 @@ from typing import Any
 
 from opacus.accountants import IAccountant
 
-from dpsieve.training.accountant import ACCOUNTANT_GRID, DPSGDAccountant
+from dpsieve.training.accountant import DPSGDAccountant
 
 __all__ = ["DpsieveAccountant"]
 
@@ -28,7 +28,7 @@ __all__ = ["DpsieveAccountant"]
 class DpsieveAccountant(IAccountant):  # type: ignore[misc]
     """Opacus accountant interface; ``history`` holds (noise_multiplier, sample_rate, steps)."""
 
-    def __init__(self, *, grid: float = ACCOUNTANT_GRID) -> None:
+    def __init__(self, *, grid: float | None = None) -> None:
         self.history: list[tuple[float, float, int]] = []
         self._grid = grid
 
