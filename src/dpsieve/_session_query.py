@@ -16,6 +16,7 @@ a plan's answer is stored and read back (orchestration only; the privacy is deci
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +153,11 @@ def _resolved(cols: tuple[Column, ...], unit: str | None, table: tuple[Column, .
         if t.type != c.type:
             raise fail("schema", "Session", f"column {c.name!r} declared with the table's type "
                        f"{t.type.value!r}", c.type.value)
-    return Schema(table, None).with_columns(cols).with_unit(unit) if cols else Schema(table, unit)
+    if not cols:
+        return Schema(table, unit)
+    # the storage type is the table's (its metadata now), whatever was declared
+    cols = tuple(replace(c, storage=by_name[c.name].storage) for c in cols)
+    return Schema(table, None).with_columns(cols).with_unit(unit)
 
 
 def legacy_stored(kind: str, prepared: Prepared, answer: Answer) -> dict[str, Any]:

@@ -323,9 +323,10 @@ def _without_canonical_categories(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
 
     def lenient(ctype: Any, values: Any, name: str, owner: str, *,
-                max_len: int = 100_000) -> tuple[Any, ...]:
+                max_len: int = 100_000, **kw: Any) -> tuple[Any, ...]:
         calls.append(1)
-        return tuple(schema.canonical_value(ctype, v, name, owner) for v in values)
+        return tuple(schema.canonical_value(ctype, v, name, owner, kw.get("storage"))
+                     for v in values)
 
     class PerPosition:
         def __init__(self, inner: Any) -> None:

@@ -316,11 +316,12 @@ def _categories(a: Histogram | Linear, col: Column, owner: str) -> tuple[KeyValu
         if col.categories is None:
             raise fail("categories", owner, "a list of values (the column declares no public "
                        "domain)", None)
-        return col.categories
+        cats = col.categories  # declared: checked again against the storage type
     if col.type == ColumnType.OTHER:
         raise fail("column", owner, "a column of type integer, float, string or boolean",
                    col.name)
-    return canonical_values(col.type, list(cats), "categories", owner, max_len=10_000)
+    return canonical_values(col.type, list(cats), "categories", owner, max_len=10_000,
+                            storage=col.storage)
 
 
 def _histogram(a: Histogram, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> KindPlan:

@@ -245,11 +245,13 @@ def _check_predicate(schema: Schema, p: Predicate) -> Predicate:
         return p
     if p.op in (Op.IN, Op.NOT_IN):
         vals = p.value if isinstance(p.value, tuple) else (p.value,)
-        canon = tuple(canonical_value(col.type, v, "value", "where") for v in vals)
+        canon = tuple(canonical_value(col.type, v, "value", "where", col.storage)
+                      for v in vals)
         return Predicate(p.column, p.op, tuple(dict.fromkeys(canon)))
     if col.type == ColumnType.BOOLEAN and p.op not in (Op.EQ, Op.NE):
         raise fail("op", "where", "'==' or '!=' on a boolean column", p.op.value)
-    return Predicate(p.column, p.op, canonical_value(col.type, p.value, "value", "where"))
+    return Predicate(p.column, p.op, canonical_value(col.type, p.value, "value", "where",
+                                                     col.storage))
 
 
 def _keys(schema: Schema, q: Query) -> tuple[tuple[KeyValue, ...], ...] | None:
@@ -267,7 +269,7 @@ def _keys(schema: Schema, q: Query) -> tuple[tuple[KeyValue, ...], ...] | None:
         if len(k) != len(cols):
             raise fail("keys", "query", f"tuples of {len(cols)} values (one per group_by "
                        "column)", list(k))
-        out.append(tuple(canonical_value(c.type, v, "keys", "query")
+        out.append(tuple(canonical_value(c.type, v, "keys", "query", c.storage)
                          for c, v in zip(cols, k, strict=True)))
     if len(set(out)) != len(out):
         raise fail("keys", "query", "a list without repeated (or equal) keys", q.keys)

@@ -7,6 +7,12 @@ bounds -- is made before any budget is spent. It never holds a value of the data
 what the data steward declares or what an engine reports from the table's metadata
 (:meth:`dpsieve.queries.engine.Engine.columns`).
 
+Each column also carries its **storage type** (:attr:`Column.storage`), the physical type
+the engine reports from the table's metadata (DuckDB's names: ``INTEGER``, ``UBIGINT``,
+``FLOAT``, ...). Constants, keys and categories of an integer column are checked against
+its storage type's range before any spend (:func:`integer_range`): a value no row can hold
+is refused, never handed to an engine, where a failing cast could depend on the rows.
+
 The **privacy unit** is a column identifying the person (or other unit protected): the
 budget's neighbouring relation is then the addition or removal of *all* rows of one unit.
 Without it every row is its own unit.
@@ -29,6 +35,7 @@ __all__ = [
     "Schema",
     "canonical_value",
     "canonical_values",
+    "integer_range",
 ]
 
 #: A public value that can be compared with a column: a category, a group key, a constant.
@@ -55,32 +62,75 @@ class ColumnType(StrEnum):
         return self in (ColumnType.INTEGER, ColumnType.STRING, ColumnType.BOOLEAN)
 
 
-def canonical_value(ctype: ColumnType, value: Any, name: str, owner: str) -> KeyValue:
+#: The value range of each integer storage type (DuckDB's names; the frame and Spark
+#: engines report theirs in the same names).
+_INT_RANGES: dict[str, tuple[int, int]] = {
+    "TINYINT": (-(2**7), 2**7 - 1), "SMALLINT": (-(2**15), 2**15 - 1),
+    "INTEGER": (-(2**31), 2**31 - 1), "BIGINT": (-(2**63), 2**63 - 1),
+    "HUGEINT": (-(2**127), 2**127 - 1), "UTINYINT": (0, 2**8 - 1),
+    "USMALLINT": (0, 2**16 - 1), "UINTEGER": (0, 2**32 - 1), "UBIGINT": (0, 2**64 - 1),
+    "UHUGEINT": (0, 2**128 - 1)}
+
+
+def integer_range(storage: str | None) -> tuple[int, int]:
+    """The least and greatest value of an integer column stored as ``storage``. Unknown
+    (``None`` or a name not listed): ``BIGINT``'s, a range every engine binds and
+    compares constants in (the engines also treat a constant outside a column's range as
+    equal to no value, so this check is the refusal's, not their safety's)."""
+    return _INT_RANGES.get((storage or "BIGINT").upper(), _INT_RANGES["BIGINT"])
+
+
+def _utf8(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: no engine can hold or compare it
+        return False
+    return True
+
+
+def canonical_value(ctype: ColumnType, value: Any, name: str, owner: str,
+                    storage: str | None = None, *, ranged: bool = True) -> KeyValue:
     """``value`` as the column type's canonical Python value, or a ValidationError.
 
-    Integers: ``int`` (an integral float such as ``20.0`` becomes ``20``); floats: finite
-    ``float`` (``-0.0`` becomes ``0.0``, so equal values compare equal); strings: ``str``
-    only (``1`` is not ``"1"``); booleans: ``bool`` only. So ``[20, 20.0]`` on a numeric
-    column is a repeat, and ``"20"`` on it a type error.
+    Integers: ``int`` (an integral float such as ``20.0`` becomes ``20``) inside the range
+    of the column's storage type (:func:`integer_range`; a value outside it could never
+    be equal to a row's, and an engine asked to cast it may fail on the rows it reaches);
+    floats: finite ``float`` (``-0.0`` becomes ``0.0``, so equal values compare equal);
+    strings: ``str`` only (``1`` is not ``"1"``), valid Unicode (no lone surrogate);
+    booleans: ``bool`` only. So ``[20, 20.0]`` on a numeric column is a repeat, and
+    ``"20"`` on it a type error. The message names the parameter and the public
+    constraint, and echoes the caller's own value. ``ranged=False`` skips the range
+    check (a declaration, checked against the storage type when a query uses it).
     """
     if ctype == ColumnType.INTEGER:
         if isinstance(value, bool):
             raise fail(name, owner, "an integer (the column's type)", value)
-        if isinstance(value, int):
-            return int(value)
         if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-            return int(value)
-        raise fail(name, owner, "an integer (the column's type)", value)
+            value = int(value)
+        if not isinstance(value, int):
+            raise fail(name, owner, "an integer (the column's type)", value)
+        lo, hi = integer_range(storage) if ranged else (-(2**127), 2**128 - 1)
+        if not lo <= value <= hi:
+            kind = (storage or "BIGINT").upper()
+            raise fail(name, owner, f"an integer in [{lo}, {hi}] (the range of the "
+                       f"column's storage type {kind})", value)
+        return int(value)
     if ctype == ColumnType.FLOAT:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise fail(name, owner, "a finite number (the column's type)", value)
-        x = float(value)
+        try:
+            x = float(value)
+        except OverflowError:  # an int beyond the double range
+            x = math.inf
         if not math.isfinite(x):
             raise fail(name, owner, "a finite number (the column's type)", value)
         return x + 0.0  # -0.0 -> 0.0
     if ctype == ColumnType.STRING:
         if not isinstance(value, str):
             raise fail(name, owner, "a string (the column's type)", value)
+        if not _utf8(value):
+            raise fail(name, owner, "a string of valid Unicode (no lone surrogate)",
+                       value.encode("utf-8", "backslashreplace").decode("ascii"))
         return value
     if ctype == ColumnType.BOOLEAN:
         if not isinstance(value, bool):
@@ -91,12 +141,14 @@ def canonical_value(ctype: ColumnType, value: Any, name: str, owner: str) -> Key
 
 
 def canonical_values(ctype: ColumnType, values: Any, name: str, owner: str, *,
-                     max_len: int = 100_000) -> tuple[KeyValue, ...]:
+                     max_len: int = 100_000, storage: str | None = None,
+                     ranged: bool = True) -> tuple[KeyValue, ...]:
     """A non-empty list of distinct canonical values (repeats refused *after*
     canonicalisation: ``[20, 20.0]`` is a repeat on a numeric column)."""
     if not isinstance(values, list | tuple) or not values or len(values) > max_len:
         raise fail(name, owner, f"a non-empty list of at most {max_len} values", values)
-    out = tuple(canonical_value(ctype, v, name, owner) for v in values)
+    out = tuple(canonical_value(ctype, v, name, owner, storage, ranged=ranged)
+                for v in values)
     if len(set(out)) != len(out):
         raise fail(name, owner, "a list without repeated (or equal) values", values)
     return out
@@ -105,14 +157,23 @@ def canonical_values(ctype: ColumnType, values: Any, name: str, owner: str, *,
 @dataclass(frozen=True, slots=True)
 class Column:
     """One public column: name, type, and optional public domain (``categories``) and
-    ``bounds`` (defaults for clipping; declared by the steward, never read from data)."""
+    ``bounds`` (defaults for clipping; declared by the steward, never read from data).
+
+    ``storage`` is the physical type the engine reports from the table's metadata
+    (upper-case DuckDB names, e.g. ``INTEGER``; ``None``: not known). It is not part of
+    the column's identity (equality ignores it), nor of :meth:`to_dict`: the schema
+    stored at registration would hold a stale one after the file changes, so the
+    engine's current one is attached when a query's schema is resolved."""
 
     name: str
     type: ColumnType
     categories: tuple[KeyValue, ...] | None = None
     bounds: tuple[float, float] | None = None
+    storage: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
+        if self.storage is not None:
+            object.__setattr__(self, "storage", str(self.storage).upper())
         if not isinstance(self.name, str) or not self.name:
             raise fail("name", "Column", "a non-empty string", self.name)
         try:
@@ -122,7 +183,8 @@ class Column:
                        self.type) from None
         if self.categories is not None:
             object.__setattr__(self, "categories", canonical_values(
-                self.type, list(self.categories), "categories", f"Column {self.name!r}"))
+                self.type, list(self.categories), "categories", f"Column {self.name!r}",
+                ranged=False))
         if self.bounds is not None:
             b = self.bounds
             ok = (isinstance(b, tuple | list) and len(b) == 2

@@ -337,7 +337,8 @@ class DuckDBEngine:
 
     @staticmethod
     def _columns_of(described: list[tuple[Any, ...]]) -> tuple[Column, ...]:
-        return tuple(Column(str(r[0]), duckdb_column_type(str(r[1]))) for r in described)
+        return tuple(Column(str(r[0]), duckdb_column_type(str(r[1])), storage=str(r[1]))
+                     for r in described)
 
     def columns(self) -> tuple[Column, ...]:
         if self._keep_open:

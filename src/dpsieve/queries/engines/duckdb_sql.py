@@ -2,8 +2,24 @@
 statement (:func:`compile_sql`), and DuckDB's column types mapped to the schema's.
 
 Every constant from a query (bounds, categories, keys, the sampling key) is a bound
-parameter, never text in the SQL; identifiers are quoted. The engine that runs the SQL
-(memory limits, kept tables, batches) is :mod:`dpsieve.queries.engines.duckdb`.
+parameter, never text in the SQL. The statement is **total**: no value of any row can
+make it fail, so a failure never tells whether a row is present.
+
+* Constants are cast to the column's own storage type (``CAST($p AS INTEGER)`` on an
+  INTEGER column): DuckDB would otherwise cast between the column's type and the
+  constant's on the rows a comparison reaches, and fail on some of them. A constant
+  outside the storage type's range (refused before the spend, :func:`dpsieve.queries.
+  schema.integer_range`; possible here only if the table changed since) is equal to no
+  value and compiled to the comparison's constant outcome, never cast.
+* Data columns are always qualified with the source's alias (``"_dpsieve_src"."v"``),
+  and every internal name is one of ours, so no column name can be ambiguous with an
+  internal one.
+* Casts of row values that could fail are replaced: a UHUGEINT unit is encoded without a
+  cast to HUGEINT, the range test's projection runs under a CASE that only reads values
+  inside the range.
+
+The engine that runs the SQL (memory limits, kept tables, batches) is
+:mod:`dpsieve.queries.engines.duckdb`.
 """
 
 from __future__ import annotations
@@ -21,7 +37,7 @@ from dpsieve.queries.engine import (
     RowCount,
     ValueSum,
 )
-from dpsieve.queries.schema import Column, ColumnType
+from dpsieve.queries.schema import Column, ColumnType, KeyValue, integer_range
 
 __all__ = ["compile_sql", "duckdb_column_type"]
 
@@ -29,10 +45,10 @@ __all__ = ["compile_sql", "duckdb_column_type"]
 _INT = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
         "UINTEGER", "UBIGINT", "UHUGEINT")
 _FLOAT = ("FLOAT", "DOUBLE", "REAL")
-_LIST_TYPE = {ColumnType.INTEGER: "BIGINT[]", ColumnType.FLOAT: "DOUBLE[]",
-              ColumnType.STRING: "VARCHAR[]", ColumnType.BOOLEAN: "BOOLEAN[]"}
 _SCALAR_TYPE = {ColumnType.INTEGER: "BIGINT", ColumnType.FLOAT: "DOUBLE",
                 ColumnType.STRING: "VARCHAR", ColumnType.BOOLEAN: "BOOLEAN"}
+#: The alias of the table the statement reads (data columns are qualified with it).
+SRC = '"_dpsieve_src"'
 
 
 def duckdb_column_type(sql_type: str) -> ColumnType:
@@ -53,6 +69,42 @@ def _q(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _dc(name: str) -> str:
+    """A data column, qualified with the source's alias."""
+    return f"{SRC}.{_q(name)}"
+
+
+def _const_type(col: Column) -> str:
+    """The SQL type a constant compared with ``col`` is cast to: the column's own integer
+    storage type (so DuckDB never casts the column's values), else the type's scalar."""
+    if col.type == ColumnType.INTEGER and (col.storage or "") in _INT:
+        return str(col.storage)
+    return _SCALAR_TYPE[col.type]
+
+
+def _fits(v: KeyValue, col: Column) -> bool:
+    """Whether ``v`` is a value of ``col``'s type that its storage type can hold."""
+    t = col.type
+    if t == ColumnType.INTEGER:
+        if not isinstance(v, int) or isinstance(v, bool):
+            return False
+        lo, hi = integer_range(col.storage if (col.storage or "") in _INT else None)
+        return lo <= v <= hi
+    if t == ColumnType.FLOAT:
+        return isinstance(v, float)
+    if t == ColumnType.STRING:
+        return isinstance(v, str)
+    return isinstance(v, bool) and t == ColumnType.BOOLEAN
+
+
+def _bindable(v: KeyValue, col: Column) -> Any:
+    """``v`` as bound: integers of the 128-bit types as decimal text (DuckDB binds a
+    Python int as HUGEINT at most; the cast of the text to the storage type is exact)."""
+    if col.type == ColumnType.INTEGER and _const_type(col) in ("HUGEINT", "UHUGEINT"):
+        return str(v)
+    return v
+
+
 class _Params:
     """Named parameters ``$p0, $p1, ...`` with their SQL type casts."""
 
@@ -63,6 +115,14 @@ class _Params:
         name = f"p{len(self.values)}"
         self.values[name] = value
         return f"CAST(${name} AS {sql_type})"
+
+    def const(self, value: KeyValue, col: Column) -> str:
+        """A constant of ``col`` (checked to fit by the caller)."""
+        return self.add(_bindable(value, col), _const_type(col))
+
+    def consts(self, values: Sequence[KeyValue], col: Column) -> str:
+        """A list of constants of ``col`` (each checked to fit by the caller)."""
+        return self.add([_bindable(v, col) for v in values], _const_type(col) + "[]")
 
 
 def _mix(x: str) -> str:
@@ -77,12 +137,17 @@ def _mix(x: str) -> str:
     return xs(mul(xs(mul(xs(x, 27), C1), 33), C2), 27)
 
 
-def _encode(col: str, ctype: ColumnType) -> str:
-    """The 64-bit encoding of a unit or key value (``_mix.encode``) as UBIGINT SQL."""
+def _encode(col: str, c: Column) -> str:
+    """The 64-bit encoding of a unit or key value (``_mix.encode``: an integer's two's
+    complement low 64 bits) as UBIGINT SQL. A UHUGEINT is masked as it is (a cast to
+    HUGEINT fails above 2^127 - 1); every other integer type fits HUGEINT."""
+    ctype = c.type
     if ctype == ColumnType.STRING:
         e = f"md5_number_lower({col})"
     elif ctype == ColumnType.BOOLEAN:
         e = f"CAST({col} AS UBIGINT)"
+    elif c.storage == "UHUGEINT":
+        e = f"CAST({col} & CAST({MASK64} AS UHUGEINT) AS UBIGINT)"
     else:
         e = f"CAST(CAST({col} AS HUGEINT) & {MASK64} AS UBIGINT)"
     return f"(CASE WHEN {col} IS NULL THEN CAST({NULL_CODE} AS UBIGINT) ELSE {e} END)"
@@ -93,20 +158,41 @@ def _missing(col: str, ctype: ColumnType) -> str:
         f"({col} IS NULL)")
 
 
-def _predicate(p: Predicate, types: dict[str, ColumnType], prm: _Params) -> str:
-    c, t = _q(p.column), types[p.column]
-    miss = _missing(c, t)
+def _predicate(p: Predicate, cols: dict[str, Column], prm: _Params) -> str:
+    col = cols[p.column]
+    c = _dc(p.column)
+    miss = _missing(c, col.type)
+    present = f"(NOT {miss})"
     if p.op == Op.IS_NULL:
         return miss
     if p.op == Op.NOT_NULL:
-        return f"(NOT {miss})"
+        return present
     if p.op in (Op.IN, Op.NOT_IN):
         vals = p.value if isinstance(p.value, tuple) else (p.value,)
-        lst = prm.add(list(vals), _LIST_TYPE[t])
+        fit = [v for v in vals if _fits(v, col)]  # the others are equal to no value
+        if not fit:
+            return "FALSE" if p.op == Op.IN else present
         neg = "NOT " if p.op == Op.NOT_IN else ""
-        return f"(NOT {miss} AND {neg}list_contains({lst}, {c}))"
+        return f"({present} AND {neg}list_contains({prm.consts(fit, col)}, {c}))"
+    v = p.value
+    if isinstance(v, tuple) or not _fits(v, col):
+        return _constant_outcome(p, col, present)
     op = {"==": "=", "!=": "<>"}.get(p.op.value, p.op.value)
-    return f"(NOT {miss} AND {c} {op} {prm.add(p.value, _SCALAR_TYPE[t])})"
+    return f"({present} AND {c} {op} {prm.const(v, col)})"
+
+
+def _constant_outcome(p: Predicate, col: Column, present: str) -> str:
+    """The outcome of ``column op v`` for a ``v`` no value of the column equals: an
+    integer beyond the storage type's range orders above (or below) every value; a value
+    of another type (the table changed since the plan was checked) is only unequal."""
+    v = p.value
+    if p.op == Op.NE:
+        return present
+    if col.type == ColumnType.INTEGER and isinstance(v, int) and not isinstance(v, bool):
+        above = v > integer_range(col.storage if (col.storage or "") in _INT else None)[1]
+        if (p.op in (Op.LT, Op.LE) and above) or (p.op in (Op.GT, Op.GE) and not above):
+            return present
+    return "FALSE"
 
 
 def _lattice(col: str, ctype: ColumnType, g: float, lo: float, hi: float, rlo: int, rhi: int,
@@ -121,9 +207,10 @@ def _lattice(col: str, ctype: ColumnType, g: float, lo: float, hi: float, rlo: i
     return f"least(greatest({r}, {prm.add(rlo, 'BIGINT')}), {prm.add(rhi, 'BIGINT')})"
 
 
-def _row_expr(m: ValueSum | BucketCount, types: dict[str, ColumnType], prm: _Params,
+def _row_expr(m: ValueSum | BucketCount, cols: dict[str, Column], prm: _Params,
               joins: list[str], n: int) -> str:
-    col, t = _q(m.column), types[m.column]
+    c = cols[m.column]
+    col, t = _dc(m.column), c.type
     if isinstance(m, ValueSum):
         r = _lattice(col, t, m.granularity, m.lower, m.upper, m.row_lower, m.row_upper, prm)
         s = m.square_shift
@@ -131,10 +218,15 @@ def _row_expr(m: ValueSum | BucketCount, types: dict[str, ColumnType], prm: _Par
             return r
         return f"(({r}) * ({r}) + {1 << (s - 1)}) >> {s}" if s > 0 else f"({r}) * ({r})"
     if m.categories is not None:
-        alias = f"_c{n}"
-        lst = prm.add(list(m.categories), _LIST_TYPE[t])
-        joins.append(f"LEFT JOIN (SELECT unnest({lst}) AS v, unnest(range(len({lst}))) AS b)"
-                     f" AS {alias} ON {col} = {alias}.v")
+        alias = f"_dps_cat{n}"
+        # the categories that fit the column, with their indices (the others count no row)
+        fit = [(i, v) for i, v in enumerate(m.categories) if _fits(v, c)]
+        if not fit:
+            return "CAST(-1 AS BIGINT)"
+        vals = prm.consts([v for _, v in fit], c)
+        ids = prm.add([i for i, _ in fit], "BIGINT[]")
+        joins.append(f"LEFT JOIN (SELECT unnest({vals}) AS v, unnest({ids}) AS b) AS {alias}"
+                     f" ON {col} = {alias}.v")
         return f"COALESCE({alias}.b, -1)"
     b = m.bins
     assert b is not None
@@ -144,55 +236,64 @@ def _row_expr(m: ValueSum | BucketCount, types: dict[str, ColumnType], prm: _Par
 
 def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
                 ) -> tuple[str, dict[str, Any]]:
-    """(SQL, parameters) computing ``spec`` over ``source`` (a FROM clause item).
+    """(SQL, parameters) computing ``spec`` over ``source`` (a FROM clause item, read under
+    the alias :data:`SRC`).
 
     Result columns: the group (``_g`` for public keys, else the key columns ``k0..``),
     ``_units``, then one column per measure (a MAP bucket -> count for buckets). Each
     mixer application reads column references only (one layer per step), so the SQL stays
-    linear in the size of the spec.
+    linear in the size of the spec. Total on every table (module docstring).
     """
-    types = {c.name: c.type for c in columns}
+    cols = {c.name: c for c in columns}
     prm = _Params()
     k0, k1 = sampling_keys(spec.seed)
     joins: list[str] = []
     sel: list[str] = []
-    where = [_predicate(p, types, prm) for p in spec.where]
+    where = [_predicate(p, cols, prm) for p in spec.where]
     public = spec.keys is not None
     if spec.unit is not None:
-        uc = _q(spec.unit)
+        uc = _dc(spec.unit)
         sel.append(f"{uc} AS _u")
         where.append(f"{uc} IS NOT NULL")
-    lo = _key_range(spec, types)
+    lo = _key_range(spec, cols)
     if lo is not None:  # keys lo, lo + 1, ...: a range test, not a join (same rows, same ids)
         assert spec.keys is not None
-        c = _q(spec.group_by[0])
-        where.append(f"{c} BETWEEN {prm.add(lo, 'BIGINT')} AND "
-                     f"{prm.add(lo + len(spec.keys) - 1, 'BIGINT')}")
-        # the range test runs before the projection, so the value fits BIGINT here
-        sel.append(f"CAST({c} AS BIGINT) AS _g" if lo == 0 else
-                   f"(CAST({c} AS BIGINT) - {prm.add(lo, 'BIGINT')}) AS _g")
+        gc = cols[spec.group_by[0]]
+        c = _dc(gc.name)
+        test = (f"{c} BETWEEN {prm.const(lo, gc)} AND "
+                f"{prm.const(lo + len(spec.keys) - 1, gc)}")
+        where.append(test)
+        # the key's index, read only inside the range (which fits BIGINT): never a failing
+        # cast, whatever the order DuckDB evaluates the filter and the projection in
+        sel.append(f"(CASE WHEN {test} THEN CAST({c} AS BIGINT) - "
+                   f"{prm.add(lo, 'BIGINT')} END) AS _g")
         gcols = ["_g"]
     elif public and spec.group_by:
         assert spec.keys is not None
-        kcols = []
-        for j, c in enumerate(spec.group_by):
-            vals = [k[j] for k in spec.keys]
-            kcols.append(f"unnest({prm.add(vals, _LIST_TYPE[types[c]])}) AS k{j}")
-        kcols.append(f"unnest(range({len(spec.keys)})) AS gid")
-        joins.insert(0, f"JOIN (SELECT {', '.join(kcols)}) AS _keys ON " + " AND ".join(
-            f"{_q(c)} = _keys.k{j}" for j, c in enumerate(spec.group_by)))
-        sel.append("_keys.gid AS _g")
+        # the keys every column can hold, with their ids (the others match no row)
+        fit = [(i, k) for i, k in enumerate(spec.keys)
+               if all(_fits(v, cols[c]) for v, c in zip(k, spec.group_by, strict=True))]
+        if fit:
+            kcols = [f"unnest({prm.consts([k[j] for _, k in fit], cols[c])}) AS k{j}"
+                     for j, c in enumerate(spec.group_by)]
+            kcols.append(f"unnest({prm.add([i for i, _ in fit], 'BIGINT[]')}) AS gid")
+            joins.insert(0, f"JOIN (SELECT {', '.join(kcols)}) AS _dps_keys ON " + " AND ".join(
+                f"{_dc(c)} = _dps_keys.k{j}" for j, c in enumerate(spec.group_by)))
+            sel.append("_dps_keys.gid AS _g")
+        else:
+            where.append("FALSE")
+            sel.append("CAST(0 AS BIGINT) AS _g")
         gcols = ["_g"]
     elif public:
         sel.append("0 AS _g")
         gcols = ["_g"]
     else:
-        sel += [f"{_q(c)} AS k{j}" for j, c in enumerate(spec.group_by)]
+        sel += [f"{_dc(c)} AS k{j}" for j, c in enumerate(spec.group_by)]
         gcols = [f"k{j}" for j in range(len(spec.group_by))]
     for n, m in enumerate(spec.measures):
         if isinstance(m, ValueSum | BucketCount):
-            sel.append(f"{_row_expr(m, types, prm, joins, n)} AS _m{n}")
-    base = (f"SELECT {', '.join(sel)} FROM {source} {' '.join(joins)}"
+            sel.append(f"{_row_expr(m, cols, prm, joins, n)} AS _m{n}")
+    base = (f"SELECT {', '.join(sel)} FROM {source} AS {SRC} {' '.join(joins)}"
             + (f" WHERE {' AND '.join(where)}" if where else ""))
     g = ", ".join(gcols)
     idx = {m.name: n for n, m in enumerate(spec.measures)}
@@ -208,8 +309,8 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
             else:
                 out_cols.append(f"sum(least(greatest(_m{n}, {m.unit_lower}), {m.unit_upper}))"
                                 f" AS _o{n}")
-        sql = (f"WITH _b AS ({base}) SELECT {', '.join([g, 'count(*) AS _units', *out_cols])}"
-               f" FROM _b GROUP BY {g}")
+        sql = (f"WITH _dps_b AS ({base}) SELECT {', '.join([g, 'count(*) AS _units', *out_cols])}"
+               f" FROM _dps_b GROUP BY {g}")
         return sql, prm.values
     # per (unit, group) cells, then the L0 choice of each unit's groups
     cell_cols = ["count(*) AS _n"]
@@ -219,9 +320,9 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
                              f"AS _s{n}")
     # the cells are grouped on the raw unit and group; their 64-bit encodings h(u), h(g)
     # are functions of them, computed once per cell rather than once per row
-    cells = f"SELECT _u, {g}, {', '.join(cell_cols)} FROM _b GROUP BY _u, {g}"
-    cells = (f"SELECT *, {_encode('_u', types[spec.unit])} AS _hu, "
-             f"{_group_hash(spec, types)} FROM ({cells})")
+    cells = f"SELECT _u, {g}, {', '.join(cell_cols)} FROM _dps_b GROUP BY _u, {g}"
+    cells = (f"SELECT *, {_encode('_u', cols[spec.unit])} AS _hu, "
+             f"{_group_hash(spec, cols)} FROM ({cells})")
     for j in range(0 if public else len(spec.group_by)):  # h(g): one mixer layer per key
         cells = (f"SELECT * EXCLUDE (_e{j}) REPLACE ({_mix(f'xor(_hg, _e{j})')} AS _hg) "
                  f"FROM ({cells})")
@@ -233,7 +334,7 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
     tie = "_g" if "_hg" in drop else "_hg"  # _hg = CAST(_g AS UBIGINT), _g >= 0: same order
     cells = (f"SELECT * EXCLUDE ({', '.join(drop)}), {_mix('xor(_a0, _hg)')} AS _p0 FROM "
              f"(SELECT *, {a0} AS _a0 FROM ({cells}))")
-    kept = (f"SELECT * FROM _c QUALIFY row_number() OVER (PARTITION BY _u ORDER BY _p0, {tie})"
+    kept = (f"SELECT * FROM _dps_c QUALIFY row_number() OVER (PARTITION BY _u ORDER BY _p0, {tie})"
             f" <= {spec.max_groups}")
     L = spec.max_rows
     for n, m in enumerate(spec.measures):
@@ -242,55 +343,57 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
                             if m.level == Level.ROW else f"count(*) AS _o{n}")
         elif isinstance(m, ValueSum) and m.level == Level.UNIT:
             out_cols.append(f"sum(_s{n}) AS _o{n}")
-    main = f"SELECT {', '.join([g, 'count(*) AS _units', *out_cols])} FROM _k GROUP BY {g}"
-    ctes = [f"_b AS ({base})", f"_c AS ({cells})", f"_k AS ({kept})"]
+    main = f"SELECT {', '.join([g, 'count(*) AS _units', *out_cols])} FROM _dps_k GROUP BY {g}"
+    ctes = [f"_dps_b AS ({base})", f"_dps_c AS ({cells})", f"_dps_k AS ({kept})"]
     if not row_ms:
         return f"WITH {', '.join(ctes)} {main}", prm.values
     # L-inf: rank each kept cell's rows by content, keep the L-inf smallest priorities
     order = ", ".join(f"_m{idx[m.name]}" for m in row_ms)
-    a1 = _mix("xor(_k._hu, " + prm.add(k1, "UBIGINT") + ")")
-    on = " AND ".join(f"_b.{c} IS NOT DISTINCT FROM _k.{c}" for c in ["_u", *gcols])
-    part = ", ".join(f"_b.{c}" for c in ["_u", *gcols])
-    ranked = (f"SELECT _b.*, _k._hg AS _hg, {a1} AS _a1, row_number() OVER (PARTITION BY "
-              f"{part} ORDER BY {order}) - 1 AS _i FROM _b JOIN _k ON {on}")
+    a1 = _mix("xor(_dps_k._hu, " + prm.add(k1, "UBIGINT") + ")")
+    on = " AND ".join(f"_dps_b.{c} IS NOT DISTINCT FROM _dps_k.{c}" for c in ["_u", *gcols])
+    part = ", ".join(f"_dps_b.{c}" for c in ["_u", *gcols])
+    ranked = (f"SELECT _dps_b.*, _dps_k._hg AS _hg, {a1} AS _a1, row_number() OVER (PARTITION BY "
+              f"{part} ORDER BY {order}) - 1 AS _i FROM _dps_b JOIN _dps_k ON {on}")
     ranked = f"SELECT *, {_mix('xor(_a1, _hg)')} AS _b1 FROM ({ranked})"
-    rows = (f"SELECT * FROM _r QUALIFY row_number() OVER (PARTITION BY _u, {g} "
+    rows = (f"SELECT * FROM _dps_r QUALIFY row_number() OVER (PARTITION BY _u, {g} "
             f"ORDER BY {_mix('xor(_b1, CAST(_i AS UBIGINT))')}, _i) <= {L}")
     row_cols = []
     for m in row_ms:
         n = idx[m.name]
         row_cols.append(f"histogram(_m{n}) FILTER (WHERE _m{n} >= 0) AS _o{n}"
                         if isinstance(m, BucketCount) else f"sum(_m{n}) AS _o{n}")
-    ctes += [f"_r AS ({ranked})", f"_rk AS ({rows})",
-             f"_rs AS (SELECT {g}, {', '.join(row_cols)} FROM _rk GROUP BY {g})",
-             f"_m AS ({main})"]
-    gj = " AND ".join(f"_m.{c} IS NOT DISTINCT FROM _rs.{c}" for c in gcols)
-    pick = [f"_m.{c}" for c in gcols] + ["_m._units"] + [
-        f"{'_rs' if m in row_ms else '_m'}._o{n}" for n, m in enumerate(spec.measures)]
-    sql = f"WITH {', '.join(ctes)} SELECT {', '.join(pick)} FROM _m LEFT JOIN _rs ON {gj}"
+    ctes += [f"_dps_r AS ({ranked})", f"_dps_rk AS ({rows})",
+             f"_dps_rs AS (SELECT {g}, {', '.join(row_cols)} FROM _dps_rk GROUP BY {g})",
+             f"_dps_m AS ({main})"]
+    gj = " AND ".join(f"_dps_m.{c} IS NOT DISTINCT FROM _dps_rs.{c}" for c in gcols)
+    pick = [f"_dps_m.{c}" for c in gcols] + ["_dps_m._units"] + [
+        f"{'_dps_rs' if m in row_ms else '_dps_m'}._o{n}" for n, m in enumerate(spec.measures)]
+    sql = f"WITH {', '.join(ctes)} SELECT {', '.join(pick)} FROM _dps_m LEFT JOIN _dps_rs ON {gj}"
     return sql, prm.values
 
 
-def _key_range(spec: BoundingSpec, types: dict[str, ColumnType]) -> int | None:
+def _key_range(spec: BoundingSpec, cols: dict[str, Column]) -> int | None:
     """``lo`` when the public keys are one integer column's values ``lo, lo + 1, ...`` in
-    this order (key ``i`` is ``lo + i``, so its id is the value minus ``lo``), else None."""
+    this order (key ``i`` is ``lo + i``, so its id is the value minus ``lo``), inside both
+    BIGINT's range and the column's storage type's, else None."""
     if spec.keys is None or len(spec.group_by) != 1 or not spec.keys:
         return None
-    if types[spec.group_by[0]] != ColumnType.INTEGER:
+    col = cols[spec.group_by[0]]
+    if col.type != ColumnType.INTEGER:
         return None
     vals = [v for k in spec.keys if type(v := k[0]) is int]
     if len(vals) != len(spec.keys):
         return None
-    lo = vals[0]
-    if lo < -(2**63) or lo + len(vals) - 1 >= 2**63:
+    lo, hi = vals[0], vals[0] + len(vals) - 1
+    if not (lo >= -(2**63) and hi < 2**63 and _fits(lo, col) and _fits(hi, col)):
         return None
     return lo if all(v == lo + i for i, v in enumerate(vals)) else None
 
 
-def _group_hash(spec: BoundingSpec, types: dict[str, ColumnType]) -> str:
+def _group_hash(spec: BoundingSpec, cols: dict[str, Column]) -> str:
     """``_hg`` of a cell (public keys: the key's index; observed keys: 0, and the key
     encodings ``_e<j>`` that the mixer layers fold into it), as select items."""
     if spec.keys is not None:
         return "CAST(_g AS UBIGINT) AS _hg"
-    enc = [f"{_encode(f'k{j}', types[c])} AS _e{j}" for j, c in enumerate(spec.group_by)]
+    enc = [f"{_encode(f'k{j}', cols[c])} AS _e{j}" for j, c in enumerate(spec.group_by)]
     return ", ".join([*enc, "CAST(0 AS UBIGINT) AS _hg"])

@@ -23,6 +23,32 @@ _FILL: dict[ColumnType, Any] = {ColumnType.INTEGER: 0, ColumnType.FLOAT: 0.0,
                                 ColumnType.BOOLEAN: False, ColumnType.STRING: ""}
 _DTYPE: dict[ColumnType, Any] = {ColumnType.INTEGER: np.int64, ColumnType.FLOAT: np.float64,
                                  ColumnType.BOOLEAN: np.bool_, ColumnType.STRING: object}
+#: numpy's integer and float dtypes by their storage names (DuckDB's vocabulary).
+_STORAGE = {"int8": "TINYINT", "int16": "SMALLINT", "int32": "INTEGER", "int64": "BIGINT",
+            "uint8": "UTINYINT", "uint16": "USMALLINT", "uint32": "UINTEGER",
+            "uint64": "UBIGINT", "float16": "FLOAT", "float32": "FLOAT", "float64": "DOUBLE"}
+
+
+def _numpy_dtype(dtype: Any) -> Any:
+    """The numpy dtype behind a pandas (or numpy) dtype, or None."""
+    try:
+        return np.dtype(getattr(dtype, "numpy_dtype", dtype))
+    except TypeError:
+        return None
+
+
+def pandas_storage(dtype: Any) -> str | None:
+    """The storage type name of a pandas dtype (``int32`` -> ``INTEGER``; None if not a
+    numeric one)."""
+    nd = _numpy_dtype(dtype)
+    return None if nd is None else _STORAGE.get(nd.name)
+
+
+def _int_values(values: Any) -> Any:
+    """An integer column's values in their own dtype when numpy has it (so a uint64 above
+    2^63 keeps its value: comparisons and encodings read the exact integer), else int64."""
+    a = np.asarray(values)
+    return a if a.dtype.kind in "iu" else np.asarray(values, dtype=np.int64)
 
 
 def pandas_column_type(dtype: Any) -> ColumnType:
@@ -53,8 +79,9 @@ class PandasEngine:
         self._df = frame
 
     def columns(self) -> tuple[Column, ...]:
-        return tuple(Column(str(c), pandas_column_type(t))
-                     for c, t in self._df.dtypes.items())
+        return tuple(Column(str(c), ct, storage=pandas_storage(t) if ct.numeric else None)
+                     for c, t in self._df.dtypes.items()
+                     for ct in (pandas_column_type(t),))
 
     def _col(self, name: str, ctype: ColumnType) -> Col:
         s = self._df[name]
@@ -62,6 +89,10 @@ class PandasEngine:
         if ctype == ColumnType.STRING:
             vals = np.asarray([v if isinstance(v, str) else str(v) for v in
                                s.to_numpy(dtype=object, na_value="")], dtype=object)
+        elif ctype == ColumnType.INTEGER:
+            nd = _numpy_dtype(s.dtype)
+            native = nd if nd is not None and nd.kind in "iu" else np.int64
+            vals = _int_values(s.to_numpy(dtype=native, na_value=0))
         else:
             vals = s.to_numpy(dtype=_DTYPE[ctype], na_value=_FILL[ctype])
         if ctype == ColumnType.FLOAT:
@@ -90,6 +121,15 @@ def polars_column_type(dtype: Any) -> ColumnType:
     return ColumnType.OTHER
 
 
+def polars_storage(dtype: Any) -> str | None:
+    """The storage type name of a polars numeric dtype (``Int32`` -> ``INTEGER``)."""
+    names = {"Int8": "TINYINT", "Int16": "SMALLINT", "Int32": "INTEGER", "Int64": "BIGINT",
+             "Int128": "HUGEINT", "UInt8": "UTINYINT", "UInt16": "USMALLINT",
+             "UInt32": "UINTEGER", "UInt64": "UBIGINT", "UInt128": "UHUGEINT",
+             "Float32": "FLOAT", "Float64": "DOUBLE"}
+    return names.get(str(dtype))
+
+
 class PolarsEngine:
     """A polars DataFrame (or a LazyFrame, collected column by column) in memory."""
 
@@ -105,7 +145,8 @@ class PolarsEngine:
         self._df = frame
 
     def columns(self) -> tuple[Column, ...]:
-        return tuple(Column(str(n), polars_column_type(t)) for n, t in self._df.schema.items())
+        return tuple(Column(str(n), polars_column_type(t), storage=polars_storage(t))
+                     for n, t in self._df.schema.items())
 
     def _col(self, name: str, ctype: ColumnType) -> Col:
         import polars as pl
@@ -119,8 +160,9 @@ class PolarsEngine:
             vals = s.fill_null(0.0).fill_nan(0.0).to_numpy()
         else:
             vals = s.fill_null(_FILL[ctype]).to_numpy()
-        return Col(np.asarray(vals, dtype=_DTYPE[ctype]), np.asarray(missing, dtype=bool),
-                   ctype)
+        vals = _int_values(vals) if ctype == ColumnType.INTEGER else np.asarray(
+            vals, dtype=_DTYPE[ctype])
+        return Col(vals, np.asarray(missing, dtype=bool), ctype)
 
     def aggregate(self, spec: BoundingSpec) -> Aggregates:
         types = {c.name: c.type for c in self.columns()}

@@ -69,6 +69,11 @@ def _signed(x: int) -> int:
     return x - (1 << 64) if x >= _SIGN else x
 
 
+#: Spark's integer and float types by their storage names (DuckDB's vocabulary).
+_SPARK_STORAGE = {"byte": "TINYINT", "short": "SMALLINT", "integer": "INTEGER",
+                  "long": "BIGINT", "float": "FLOAT", "double": "DOUBLE"}
+
+
 def spark_column_type(type_name: str) -> ColumnType:
     """The public type of a Spark SQL type (its ``typeName()``)."""
     t = type_name.lower()
@@ -279,7 +284,8 @@ class SparkEngine:
         self._partitions = partitions
 
     def columns(self) -> tuple[Column, ...]:
-        return tuple(Column(f.name, spark_column_type(f.dataType.typeName()))
+        return tuple(Column(f.name, spark_column_type(f.dataType.typeName()),
+                            storage=_SPARK_STORAGE.get(f.dataType.typeName().lower()))
                      for f in self._df.schema.fields)
 
     # ---- the plan -----------------------------------------------------------------------
