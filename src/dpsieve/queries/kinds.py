@@ -63,6 +63,9 @@ Finish = Callable[[dict[str, npt.NDArray[np.float64]], dict[str, Calibrated], in
 
 #: Row values are pre-clipped to 2^11 times the bound of a per-unit sum (docs/queries.md).
 UNIT_ROW_FACTOR = 2.0**11
+#: The largest pre-clip of a per-unit sum's rows: 2^1000, far inside the doubles (bounds
+#: of magnitude up to 2^989, ~4e297, are admitted).
+MAX_ROW_CLIP = 2.0**1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +185,11 @@ def _sum_part(name: str, col: Column, lo: float, hi: float, per: Level, ctx: Ctx
     else:
         g = granularity_for(max(abs(lo), abs(hi)), ctx.privacy, share, ctx.k)
         p = UNIT_ROW_FACTOR * max(abs(lo), abs(hi))
+        if not p < MAX_ROW_CLIP:  # the rows' pre-clip would overflow the doubles
+            raise fail("upper", "sum", f"per-unit bounds of magnitude at most "
+                       f"{MAX_ROW_CLIP / UNIT_ROW_FACTOR!r} (each row is pre-clipped to "
+                       f"{UNIT_ROW_FACTOR:g} times the bound, a finite double)",
+                       (lo, hi))
         ulo, uhi = snap(lo, g), snap(hi, g)
         m = ValueSum(name, col.name, g, -p, p, snap(-p, g), snap(p, g), Level.UNIT, ulo, uhi)
         c = Contrib.interval(ulo, uhi)

@@ -40,7 +40,7 @@ from dpsieve.accounting.events import (
 )
 from dpsieve.errors import ValidationError
 from dpsieve.queries.engine import Level, Op, Predicate
-from dpsieve.queries.schema import KeyValue
+from dpsieve.queries.schema import KeyValue, finite_number
 
 __all__ = [
     "AGGREGATION_TYPES",
@@ -73,9 +73,15 @@ def _level(v: Any, owner: str) -> Level:
 def _opt_float(v: Any, name: str, owner: str) -> float | None:
     if v is None:
         return None
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+    if isinstance(v, bool) or not isinstance(v, int | float):
         raise fail(name, owner, "a finite number", v)
-    return float(v)
+    try:
+        x = float(v)
+    except OverflowError:  # an int beyond the doubles
+        x = math.inf
+    if not math.isfinite(x):
+        raise fail(name, owner, "a finite number", v)
+    return x
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +202,7 @@ class Linear:
         k = len(self.categories)
         ok = (isinstance(w, tuple | list) and 0 < len(w) <= 1000 and all(
             isinstance(r, tuple | list) and len(r) == k and all(
-                not isinstance(x, bool) and isinstance(x, int | float) and math.isfinite(x)
+                finite_number(x)
                 for x in r) for r in w))
         if not ok or not any(x != 0 for r in w for x in r):
             raise fail("workload", self.kind, f"a finite non-zero m x {k} matrix, m <= 1000",

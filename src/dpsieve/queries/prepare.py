@@ -38,6 +38,7 @@ from dpsieve.accounting.pld import PLD
 from dpsieve.errors import UnsupportedError
 from dpsieve.mechanisms import DiscreteGaussianMechanism, DiscreteLaplaceMechanism
 from dpsieve.mechanisms._random import as_source
+from dpsieve.mechanisms.noise import MAX_DISCRETE_SCALE
 from dpsieve.queries import engine as engine_module
 from dpsieve.queries.calibrate import Calibrated, calibrate, sensitivity
 from dpsieve.queries.engine import (
@@ -118,6 +119,12 @@ class Selection:
         return dgauss_noise(float(m.sampled_sigma2), 1.0)
 
 
+def _log_ratio(l0: int, delta: float) -> float:
+    """log(l0 / delta) without forming the ratio (it overflows for a subnormal delta:
+    40 / 5e-324 is infinite), rounded up by a relative 1e-12 (the threshold errs high)."""
+    return (math.log(l0) - math.log(delta)) * (1 + 1e-12)
+
+
 def _selection(total: PrivacyDescription, share: Fraction, delta: float,
                max_groups: int) -> Selection:
     """Noise on unit counts (L1 = L0, L2^2 = L0) and the threshold: the least integer tau
@@ -131,8 +138,12 @@ def _selection(total: PrivacyDescription, share: Fraction, delta: float,
         from dpsieve.accounting.families import round_fraction
 
         t = round_fraction(Fraction(l0) / eps, upper=True)
+        if not t <= MAX_DISCRETE_SCALE:
+            raise fail("privacy", "query", "large enough for DP key selection (the noise "
+                       f"scale {t!r} exceeds the exact sampler's limit "
+                       f"{MAX_DISCRETE_SCALE!r})", total)
         mech: Any = DiscreteLaplaceMechanism(t, l0, total.neighbouring, 1)
-        m = math.ceil(t * math.log(l0 / delta) * (1 + 1e-9)) + 1
+        m = math.ceil(t * _log_ratio(l0, delta) * (1 + 1e-9)) + 1
         charge: PrivacyDescription = ApproxDP(round_fraction(eps, upper=True), delta,
                                               total.neighbouring)
     else:
@@ -146,7 +157,7 @@ def _selection(total: PrivacyDescription, share: Fraction, delta: float,
             sigma = math.nextafter(sigma, math.inf)
         mech = DiscreteGaussianMechanism(sigma, float(l0), total.neighbouring, max(2, l0))
         s = math.sqrt(float(sampled_sigma2(sigma, "select")))
-        m = math.ceil(s * math.sqrt(2.0 * math.log(l0 / delta)) * (1 + 1e-9)) + 1
+        m = math.ceil(s * math.sqrt(2.0 * _log_ratio(l0, delta)) * (1 + 1e-9)) + 1
         charge = ApproxZCDP(round_fraction(rho, upper=True), delta, total.neighbouring)
     return Selection(mech, m + 1, delta, charge)
 
@@ -374,8 +385,22 @@ def _check_size(n_groups: int, plans: list[KindPlan], public: bool) -> None:
                    "refused before any spend)", cells)
 
 
+#: The largest noise scale (in answer units) a release may have: answers and intervals
+#: stay finite doubles with room for the tails (2^1000 ~ 1e301).
+MAX_ANSWER_SCALE = 2.0**1000
+
+
 def _calibrate(part: Part, share: Fraction, ctx: Ctx, total: PrivacyDescription,
                n_groups: int) -> Calibrated:
+    """The part's mechanism; refused (before the spend) when its noise in answer units
+    would not be a finite double far from overflow: it would answer infinity."""
     sens = sensitivity(part.release.contrib, ctx.max_groups if ctx.has_unit else 1,
                        ctx.groups, ctx.neighbouring)
-    return calibrate(part.release, sens, total, share, n_groups)
+    c = calibrate(part.release, sens, total, share, n_groups)
+    n = c.noise()
+    if not max(abs(n.scale), abs(n.std), abs(n.ci95)) < MAX_ANSWER_SCALE:
+        raise fail("aggregations", "query", f"noise of finite scale below {MAX_ANSWER_SCALE!r} "
+                   f"in the answer's units ({part.release.name!r} would have scale "
+                   f"{n.scale!r}: give tighter bounds, smaller coefficients or more privacy)",
+                   part.release.name)
+    return c

@@ -35,6 +35,7 @@ __all__ = [
     "Schema",
     "canonical_value",
     "canonical_values",
+    "finite_number",
     "integer_range",
 ]
 
@@ -78,6 +79,17 @@ def integer_range(storage: str | None) -> tuple[int, int]:
     compares constants in (the engines also treat a constant outside a column's range as
     equal to no value, so this check is the refusal's, not their safety's)."""
     return _INT_RANGES.get((storage or "BIGINT").upper(), _INT_RANGES["BIGINT"])
+
+
+def finite_number(x: Any) -> bool:
+    """Whether ``x`` is an int or float (not a bool) of finite double value (an int
+    beyond the doubles is not: ``math.isfinite`` would raise OverflowError on it)."""
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return False
+    try:
+        return math.isfinite(float(x))
+    except OverflowError:
+        return False
 
 
 def _utf8(value: str) -> bool:
@@ -188,8 +200,7 @@ class Column:
         if self.bounds is not None:
             b = self.bounds
             ok = (isinstance(b, tuple | list) and len(b) == 2
-                  and all(isinstance(x, int | float) and not isinstance(x, bool)
-                          and math.isfinite(x) for x in b) and b[0] < b[1])
+                  and all(finite_number(x) for x in b) and b[0] < b[1])
             if not ok or not self.type.numeric:
                 raise fail("bounds", f"Column {self.name!r}",
                            "two finite numbers lower < upper on a numeric column", b)

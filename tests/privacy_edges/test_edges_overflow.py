@@ -1,0 +1,118 @@
+"""Parameters whose arithmetic overflows are refused before the spend, alike on neighbours.
+
+Each case once failed with an OverflowError (a 500) or answered infinity after its
+charge: ``select.delta`` 5e-324 or 1e-308 with ``max_groups`` 40 (``log(40 / delta)``
+overflowed), per-unit sums and means with bounds of 1e306 (the rows' pre-clip overflowed),
+bounds and workloads whose noise scale overflowed (charged, then ``inf``). Now each is
+either answered with finite numbers or refused with a ValidationError naming a parameter,
+nothing spent, the same on a data set with and without one more unit.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from dpsieve import Session
+from dpsieve.accounting.events import ZCDP, ApproxDP, PureDP
+from dpsieve.errors import DPError
+
+P = {"type": "pure", "eps": 0.5}
+
+
+def _frames() -> tuple[pd.DataFrame, pd.DataFrame]:
+    d = pd.DataFrame({"pid": [1, 1, 2, 3, 4], "x": [1.0, 2.0, 3.0, 4.0, 5.0],
+                      "g": ["a", "b", "a", "c", "a"]})
+    extra = pd.DataFrame({"pid": [99, 99], "x": [1.7e308, -math.inf], "g": ["z", "a"]})
+    return d, pd.concat([d, extra], ignore_index=True)
+
+
+def _q(agg: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    return {"type": "query", "privacy": kw.pop("privacy", P), "aggregations": [agg], **kw}
+
+
+CASES: dict[str, dict[str, Any]] = {
+    "select delta 5e-324": _q({"type": "count", "per": "unit"}, group_by=["g"],
+                              select={"delta": 5e-324}, contribution={"max_groups": 40}),
+    "select delta 1e-308": _q({"type": "count", "per": "unit"}, group_by=["g"],
+                              select={"delta": 1e-308}, contribution={"max_groups": 40}),
+    "select zcdp delta 5e-324": _q({"type": "count", "per": "unit"}, group_by=["g"],
+                                   select={"delta": 5e-324},
+                                   contribution={"max_groups": 40},
+                                   privacy={"type": "zcdp", "rho": 0.5}),
+    "select tiny eps": _q({"type": "count", "per": "unit"}, group_by=["g"],
+                          select={"delta": 1e-6}, privacy={"type": "pure", "eps": 1e-300}),
+    "unit sum 1e306": _q({"type": "sum", "column": "x", "lower": 0, "upper": 1e306,
+                          "per": "unit"}),
+    "unit mean 1e306": _q({"type": "mean", "column": "x", "lower": -1e306, "upper": 1e306,
+                           "per": "unit"}),
+    "unit sum 1e305 keys": _q({"type": "sum", "column": "x", "lower": -1e305,
+                               "upper": 1e305, "per": "unit"}, group_by=["g"],
+                              keys=[["a"], ["b"]], contribution={"max_groups": 2}),
+    "row sum noise 1e308": _q({"type": "sum", "column": "x", "lower": -1e306,
+                               "upper": 1e306}, contribution={"max_rows": 100}),
+    "row mean 1.7e308": _q({"type": "mean", "column": "x", "lower": -1.7e308,
+                            "upper": 1.7e308}, contribution={"max_rows": 1}),
+    "zcdp sum 1.7e308": _q({"type": "sum", "column": "x", "lower": -1.7e308,
+                            "upper": 1.7e308}, contribution={"max_rows": 1},
+                           privacy={"type": "zcdp", "rho": 0.01}),
+    "bound 10**400": _q({"type": "sum", "column": "x", "lower": 0, "upper": 10**400},
+                        contribution={"max_rows": 1}),
+}
+
+
+def _outcome(frame: pd.DataFrame, spec: dict[str, Any]) -> tuple[str, str, bool, Any]:
+    zcdp = spec["privacy"]["type"] == "zcdp"
+    budget = ZCDP(10.0) if zcdp else ApproxDP(10.0, 1e-3)
+    s = Session(frame, budget=budget, privacy_unit="pid")
+    before = s.remaining().to_dict()
+    try:
+        r = s.run(spec)
+    except DPError as e:
+        return type(e).__name__, str(e), s.remaining().to_dict() == before, None
+    except Exception as e:  # the defect: anything but a refusal or an answer
+        return "error " + type(e).__name__, str(e), False, None
+    return "ok", "", s.remaining().to_dict() == before, r.value
+
+
+def _finite(v: Any) -> bool:
+    if isinstance(v, dict):
+        return all(_finite(x) for x in v.values())
+    if isinstance(v, list | tuple):
+        return all(_finite(x) for x in v)
+    return not isinstance(v, float) or math.isfinite(v)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_overflowing_parameters_are_refused_alike_before_the_spend(name: str) -> None:
+    d, d1 = _frames()
+    a, b = _outcome(d, CASES[name]), _outcome(d1, CASES[name])
+    assert a[:3] == b[:3], (a, b)
+    if a[0] == "ok":
+        assert _finite(a[3]), a  # answered: finite numbers only
+        assert _finite(b[3]), b
+    else:
+        assert a[0] in ("ValidationError", "IncompatiblePrivacyError"), a
+        assert a[2], a  # refused: nothing spent
+
+
+def test_tiny_select_delta_is_answered_on_an_approximate_budget() -> None:
+    """The threshold is computed as log(L0) - log(delta): finite for every delta."""
+    d, _ = _frames()
+    s = Session(d, budget=ApproxDP(10.0, 1e-3), privacy_unit="pid")
+    r = s.run(CASES["select delta 5e-324"])
+    sel = r.value["selection"]
+    assert sel["delta"] == 5e-324
+    assert sel["threshold"] > 40 * math.log(40 / 1e-300)  # far above every count here
+    assert sel["selected"] == 0
+
+
+def test_pure_budget_refuses_selection_before_the_spend() -> None:
+    d, _ = _frames()
+    s = Session(d, budget=PureDP(10.0), privacy_unit="pid")
+    with pytest.raises(DPError):
+        s.run(CASES["select delta 1e-308"])
+    assert s.remaining().to_dict()["exact"] == "10/1"
