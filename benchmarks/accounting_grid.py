@@ -99,6 +99,29 @@ def _fmt(v: float) -> str:
     return "nan" if v != v else f"{v:.6g}"
 
 
+def _write(args: Any, load0: float, rows: list[str], worst: float, done: bool) -> None:
+    load1 = os.getloadavg()[0]
+    text = [
+        "# DP-SGD accountant: automatic grid vs the tightest certified peers",
+        "",
+        f"`python -m benchmarks.accounting_grid{' --full' if args.full else ''} "
+        f"--timeout {args.timeout:g}` (load {load0:.1f} -> {load1:.1f}; peers in child "
+        "processes with that time limit). All values are certified upper bounds on eps; "
+        "best = min(dp_accounting PLD at 1e-5 pessimistic, PRV upper at eps_error 1e-3)."
+        + ("" if done else f" **Partial run: the first {len(rows)} rows.**"),
+        "",
+        f"Worst ours / best over the points where a peer answered: **{worst:.4f}** "
+        "(target <= 1.01).",
+        "",
+        "| sigma | rate | steps | delta | our grid | dpsieve (time) | dp_accounting 1e-5 "
+        "(time) | PRV upper (time) | ours / best |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+    ]
+    OUT.write_text("\n".join(text))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--full", action="store_true")
@@ -132,25 +155,8 @@ def main() -> None:
                         + f" | {_fmt(ratio)} |"
                     )
                     print(rows[-1], flush=True)
-    load1 = os.getloadavg()[0]
-    text = [
-        "# DP-SGD accountant: automatic grid vs the tightest certified peers",
-        "",
-        f"`python -m benchmarks.accounting_grid{' --full' if args.full else ''} "
-        f"--timeout {args.timeout:g}` (load {load0:.1f} -> {load1:.1f}; peers in child "
-        "processes with that time limit). All values are certified upper bounds on eps; "
-        "best = min(dp_accounting PLD at 1e-5 pessimistic, PRV upper at eps_error 1e-3).",
-        "",
-        f"Worst ours / best over the points where a peer answered: **{worst:.4f}** "
-        "(target <= 1.01).",
-        "",
-        "| sigma | rate | steps | delta | our grid | dpsieve (time) | dp_accounting 1e-5 "
-        "(time) | PRV upper (time) | ours / best |",
-        "|---|---|---|---|---|---|---|---|---|",
-        *rows,
-        "",
-    ]
-    OUT.write_text("\n".join(text))
+                _write(args, load0, rows, worst, done=False)  # a partial run leaves its rows
+    _write(args, load0, rows, worst, done=True)
     print(f"worst ratio {worst:.4f}; wrote {OUT}")
 
 
