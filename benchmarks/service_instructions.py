@@ -39,14 +39,14 @@ def instructions(src: Path, n: int, pg: bool) -> float:
     out = f"{d}/callgrind.out"
     schema = "instr_" + uuid.uuid4().hex[:8]
     url = PG_URL if pg else f"sqlite:///{d}/ledger.db"
-    env = {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": "0"}
+    env = {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": "0",
+           "DPSIEVE_OWNER_KEY": OWNER}
     with open(f"{d}/stderr", "w") as err:
         proc = subprocess.Popen(
             ["valgrind", "--tool=callgrind", "--instr-atstart=no",
              f"--callgrind-out-file={out}", sys.executable, "-c",
              "from dpsieve.cli import main; main()", "serve", "--database-url", url,
-             "--schema", schema, "--port", str(port), "--owner-key", OWNER,
-             "--host", "127.0.0.1"], env=env, stdout=subprocess.DEVNULL, stderr=err)
+             "--schema", schema, "--port", str(port), "--host", "127.0.0.1"], env=env, stdout=subprocess.DEVNULL, stderr=err)
     try:
         deadline = time.monotonic() + 600
         while True:

@@ -38,13 +38,14 @@ class Server:
                  env: dict[str, str] | None = None) -> None:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        full_env = {**os.environ, **(env or {})}
+        # the owner key through the environment: never on the command line (ps shows it)
+        full_env = {**os.environ, "DPSIEVE_OWNER_KEY": owner, **(env or {})}
         # stderr to a file, not a pipe nobody reads: the server writes one access-log
         # line per request there, and a full pipe (64 KiB, ~400 requests) would block it
         self._err = tempfile.TemporaryFile()  # noqa: SIM115 (closed by stop())
         self.proc = subprocess.Popen(
             [sys.executable, "-c", "from dpsieve.cli import main; main()", "serve",
-             "--database-url", url, "--port", str(self.port), "--owner-key", owner,
+             "--database-url", url, "--port", str(self.port),
              "--schema", schema, "--host", "127.0.0.1"],
             env=full_env, stdout=subprocess.DEVNULL, stderr=self._err,
         )

@@ -100,7 +100,11 @@ def _assert_unavailable(r: Any) -> None:
     assert r.status_code == 503, r.text
     body = r.json()
     assert body["error"] == "ledger_unavailable"
-    assert set(body) == {"error", "message"}  # no detail
+    # no detail; a query's 503 says whether it was charged and the key to retry with
+    assert set(body) - {"idempotency_key", "charged"} == {"error", "message"}
+    if "charged" in body:
+        assert r.headers["Idempotency-Key"] == body["idempotency_key"]
+        assert ("nothing was spent" in body["message"]) == (body["charged"] == "no")
     for leak in (SECRET, "postgresql", "127.0.0.1", "5432", "sqlite", ".db"):
         assert leak not in r.text
 
@@ -240,12 +244,14 @@ def test_sqlite_disk_full_is_503_and_recovers(sqlite_env: dict[str, Any]) -> Non
     pages = store._conn().execute("PRAGMA page_count").fetchone()[0]
     faults.max_pages = int(pages)  # the file may not grow: SQLITE_FULL once pages run out
     codes = []
+    charged = ""
     for _ in range(300):
         r = c.post("/v1/datasets/people/queries", json=COUNT, headers=ana)
         codes.append(r.status_code)
         if r.status_code != 200:
             _assert_unavailable(r)
             assert "cannot write" in r.json()["message"]
+            charged = r.json()["charged"]
             break
     assert codes[-1] == 503, codes
     admitted = codes.count(200)
@@ -253,8 +259,9 @@ def test_sqlite_disk_full_is_503_and_recovers(sqlite_env: dict[str, Any]) -> Non
     assert sum(h.answered for h in hist) == admitted
     # the 503 charged nothing (the spend's write failed), or its answer's write failed after
     # the data was read: then its spend stands, unanswered (never less privacy loss than
-    # what was computed; which write fills the last page depends on the answer's size)
-    assert len(hist) - admitted in (0, 1)
+    # what was computed; which write fills the last page depends on the answer's size),
+    # and the 503 says which
+    assert len(hist) - admitted == {"no": 0, "yes": 1}[charged]
     assert all(h.answered for h in hist[:admitted])
     faults.max_pages = 0
     codes = [c.post("/v1/datasets/people/queries", json=COUNT, headers=ana).status_code

@@ -55,9 +55,11 @@ __all__ = [
     "has_budget",
     "left_json",
     "load_filters",
+    "note_committed",
     "parsed_initial",
     "query_to_dict",
     "refusal_record",
+    "spend_journal",
     "spend_key",
     "utcnow",
 ]
@@ -72,6 +74,21 @@ class IdempotencyKeyReuseError(LedgerError):
 #: The API-key hash a spend is made with (set by the service around a query): checked
 #: inside the spend's transaction, so no spend with a key commits after its revocation did.
 spend_key: ContextVar[str | None] = ContextVar("dpsieve_spend_key", default=None)
+
+
+#: Set by a caller around a spend (the service, per query): the ledger appends
+#: ``"committed"`` once the spend's transaction committed, so a failure after it (storing
+#: the answer, reading the budget) is known to come after the charge, never reported as
+#: "nothing was spent".
+spend_journal: ContextVar[list[str] | None] = ContextVar("dpsieve_spend_journal",
+                                                         default=None)
+
+
+def note_committed() -> None:
+    """Record in :data:`spend_journal` (if set) that a spend committed."""
+    journal = spend_journal.get()
+    if journal is not None:
+        journal.append("committed")
 
 
 class KeyRevokedError(LedgerError):

@@ -30,6 +30,7 @@ from dpsieve.ledger.base import (
     default_loader,
     fingerprint,
     left_json,
+    note_committed,
     parsed_initial,
     query_to_dict,
     refusal_record,
@@ -147,6 +148,7 @@ class MemoryStore:
                         f"The idempotency key {key!r} was used before for a different request."
                     )
                 self._log(budget_id, principal, "replay", key, {"request_sha256": fp})
+                note_committed()
                 return SpendOutcome(key, old.decision, replayed=True, answer=old.answer)
             flt = self._loads(b.state)
             decision = flt.try_spend(query)  # may raise: then nothing is logged or charged
@@ -169,6 +171,7 @@ class MemoryStore:
                     answered=False,
                 )
                 b.spends[key] = _Spend(rec, fp, decision)
+            note_committed()
             return SpendOutcome(key, decision)
 
     def record_answer(self, budget_id: str, key: str, answer: dict[str, Any]) -> dict[str, Any]:

@@ -45,6 +45,7 @@ from dpsieve.ledger.base import (
     canonical_json,
     default_loader,
     left_json,
+    note_committed,
     parsed_initial,
     query_to_dict,
     refusal_record,
@@ -285,6 +286,8 @@ class SQLStore(SQLRegistry):
                         (budget_id, key, seq, principal, fp, dec_text, req_text, now),
                     )
                 out = SpendOutcome(key, decision)
+        if out.decision.admitted:  # a charge now on disk (or one made before: a replay)
+            note_committed()
         self._advance(budget_id, before, head, new_state, spent=new_state is not None)
         return out
 

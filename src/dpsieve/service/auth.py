@@ -10,11 +10,10 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
-import threading
-import time
-from collections import Counter, deque
+import string
+from collections import Counter
 
-__all__ = ["FailedAuthLimiter", "hash_key", "key_id", "new_key", "owner_key_problem"]
+__all__ = ["hash_key", "key_id", "new_key", "owner_key_problem"]
 
 
 def new_key() -> str:
@@ -35,54 +34,48 @@ def key_id(key_hash: str) -> str:
 
 #: An owner key must carry at least this many bits by the estimate of :func:`owner_key_problem`.
 MIN_OWNER_BITS = 128
+#: The character sets a random key is drawn from, smallest first: a key's bits are its
+#: length times log2 of the size of the first set holding all its characters.
+_ALPHABETS = (
+    ("hexadecimal", frozenset("0123456789abcdef")),
+    ("hexadecimal", frozenset("0123456789ABCDEF")),
+    ("base32", frozenset(string.ascii_uppercase + "234567")),
+    ("alphanumeric", frozenset(string.ascii_letters + string.digits)),
+    ("base64", frozenset(string.ascii_letters + string.digits + "+/-_")),
+    ("printable ASCII", frozenset(map(chr, range(33, 127)))),
+)
+#: A random key's characters are spread out: its empirical entropy per character is at
+#: least this share of the most its length and alphabet allow (random keys: >= 0.70 in
+#: 10^6 draws of each common form; "passwordpassword...": 0.55, "a1a1...": 0.25).
+MIN_SPREAD = 0.6
 
 
 def owner_key_problem(key: str) -> str | None:
-    """Why ``key`` is too weak to be the owner key, or None (issue 11: long and random).
+    """Why ``key`` is too weak to be the owner key, or None.
 
-    At least 32 characters and at least 128 bits by the empirical Shannon entropy of its
-    characters times its length: an estimate that errs high for structured keys, so it
-    refuses only keys that are certainly weak ("owner-kkkk...", a word repeated); use
-    ``dpsieve serve`` without --owner-key, or ``python -c "import secrets;
-    print(secrets.token_urlsafe(32))"``, for a key that passes by far."""
-    if len(key) < 32:
-        return f"it has {len(key)} characters (at least 32 are needed)"
-    counts = Counter(key)
-    bits = max(0.0, -sum(c * math.log2(c / len(key)) for c in counts.values()))  # no "-0"
+    Judged by length and alphabet: at least 128 bits as its length (without base64
+    ``=`` padding) times log2 of the smallest standard alphabet holding its characters
+    (hex: 4 bits a character, so ``openssl rand -hex 16`` passes; base64 6, printable
+    ASCII 6.6). That estimate is right for random keys and errs high for chosen ones, so
+    two checks catch structure: the characters' empirical entropy must reach
+    :data:`MIN_SPREAD` of the most possible, and the key may not be a shorter string
+    repeated. It refuses keys that are certainly weak, never a random one of 128 bits;
+    omit the key to have one generated (``dpsieve serve``)."""
+    body = key.rstrip("=")
+    n = len(body)
+    if n == 0:
+        return "it is empty"
+    name, size = next(((nm, len(a)) for nm, a in _ALPHABETS if set(body) <= a),
+                      ("any characters", 256))
+    bits = n * math.log2(size)
     if bits < MIN_OWNER_BITS:
-        return (f"it carries about {bits:.0f} bits by its character frequencies (at least "
+        return (f"{n} {name} characters carry at most {bits:.0f} bits (at least "
                 f"{MIN_OWNER_BITS} are needed)")
+    counts = Counter(body)
+    spread = max(0.0, -sum(c / n * math.log2(c / n) for c in counts.values()))  # no "-0"
+    if spread < MIN_SPREAD * min(math.log2(size), math.log2(n)):
+        return (f"its characters repeat too much to be random: about {spread * n:.0f} "
+                f"bits by their frequencies (at least {MIN_OWNER_BITS} are needed)")
+    if any(n % k == 0 and body == body[:k] * (n // k) for k in range(1, n // 2 + 1)):
+        return "it is a shorter string repeated"
     return None
-
-
-class FailedAuthLimiter:
-    """At most ``limit`` failed authentications per client address in ``window`` seconds;
-    beyond that the address is refused (429) until its oldest failure leaves the window,
-    before any key is looked up."""
-
-    def __init__(self, limit: int, window: float = 60.0) -> None:
-        self.limit, self.window = limit, window
-        self._fails: dict[str, deque[float]] = {}
-        self._lock = threading.Lock()
-
-    def _prune(self, addr: str, now: float) -> deque[float]:
-        q = self._fails.setdefault(addr, deque())
-        while q and q[0] <= now - self.window:
-            q.popleft()
-        return q
-
-    def retry_after(self, addr: str) -> float | None:
-        """Seconds until ``addr`` may try again, or None if it may now."""
-        now = time.monotonic()
-        with self._lock:
-            q = self._prune(addr, now)
-            if len(q) < self.limit:
-                if not q:
-                    self._fails.pop(addr, None)
-                return None
-            return max(0.0, q[0] + self.window - now)
-
-    def failed(self, addr: str) -> None:
-        now = time.monotonic()
-        with self._lock:
-            self._prune(addr, now).append(now)

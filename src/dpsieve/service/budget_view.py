@@ -134,8 +134,10 @@ def _refusals(st: BudgetStore, name: str, p: Principal) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     admitted = 0
     for e in st.audit(name):
-        if e.event == "request":
-            requests[e.key] = e.payload.get("request", {})
+        if e.event == "request":  # a refusal's record is bounded: maybe an excerpt only
+            requests[e.key] = _obj(e.payload.get("request"))
+            if e.payload.get("truncated"):
+                requests[e.key] = {"truncated": int(e.payload.get("request_bytes") or 0)}
         elif e.event == "decision" and e.payload.get("admitted", True):
             admitted += 1
         elif e.event == "decision":
@@ -152,8 +154,16 @@ def _refusals(st: BudgetStore, name: str, p: Principal) -> list[dict[str, Any]]:
             if _sees(p, e.principal):
                 req = requests.get(e.key, {})
                 row.update(principal=e.principal, detail=str(e.payload.get("reason", "")),
-                           description=describe_request(req) if req else "a query")
+                           description=_described(req))
             else:
                 row["description"] = "a query by another analyst"
             out.append(row)
     return out
+
+
+def _described(req: dict[str, Any]) -> str:
+    """A refused request in words, from its bounded record."""
+    if "truncated" in req:
+        return (f"a query of {req['truncated']:,} bytes (its record keeps the first "
+                "2,048 characters and its hash)")
+    return describe_request(req) if req else "a query"

@@ -25,8 +25,9 @@ from fastapi import Path as PathParam
 from dpsieve._datasets import FileEngines
 from dpsieve._session_release import ReleaseLimits
 from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal
-from dpsieve.service.auth import FailedAuthLimiter, hash_key
-from dpsieve.service.errors import redact_quoted
+from dpsieve.service.auth import hash_key
+from dpsieve.service.errors import Limited, redact_quoted
+from dpsieve.service.limits import FailureLimiter, ReadyCache, TokenBuckets, WindowCounter
 from dpsieve.service.settings import Settings
 from dpsieve.session import load_frame
 
@@ -82,7 +83,13 @@ class ServiceState:
         self.frames = Frames()
         self.engines = FileEngines()
         self.after_spend = _after_spend(settings)
-        self.limiter = FailedAuthLimiter(settings.auth_failures_per_minute)
+        self.failures = FailureLimiter(settings.auth_failures_per_minute, 60.0,
+                                       settings.auth_table_size)
+        self.quotas = TokenBuckets(settings.analyst_requests_per_second,
+                                   settings.analyst_request_burst, settings.auth_table_size)
+        self.refusals = WindowCounter(settings.refusals_per_window, settings.refusal_window,
+                                      settings.auth_table_size)
+        self.ready = ReadyCache(store)
         self.limits = ReleaseLimits(settings.release_max_cost, settings.release_max_group_work)
         self._spark_lock = threading.Lock()
         self._spark: list[Any] = []
@@ -141,15 +148,11 @@ def principal(
     x_api_key: Annotated[str | None, Header(max_length=512)] = None,
 ) -> Principal:
     """Who sends the request: the owner (``settings.owner_key``) or an analyst (a key in
-    the ledger); 401 without a valid key, 429 for an address past its failed-attempt
-    limit (refused before any key is looked up)."""
+    the ledger); 401 without a valid key. Failed attempts are limited per presented key
+    hash and per connection address (429; a key hash past its limit is not looked up
+    again), never a valid key (:mod:`dpsieve.service.limits`); an analyst past its
+    request quota gets 429 before any work."""
     svc = service_state(request)
-    addr = request.client.host if request.client else "unknown"
-    wait = svc.limiter.retry_after(addr)
-    if wait is not None:  # refused before any key is looked up
-        raise HTTPException(429, "Too many failed authentications from this address; "
-                                 f"retry in {math.ceil(wait)} s.",
-                            headers={"Retry-After": str(math.ceil(wait))})
     key = x_api_key
     if authorization and authorization.lower().startswith("bearer "):
         key = authorization[7:].strip()
@@ -159,13 +162,25 @@ def principal(
     if h is not None and svc.owner_hash is not None and hmac.compare_digest(h, svc.owner_hash):
         request.state.principal_name = "owner"
         return Principal("owner", "owner")
-    p = svc.store.principal_for_key(h) if h else None
+    blocked = svc.failures.key_blocked(h)  # failed too often: not looked up again
+    p = None if blocked is not None or h is None else svc.store.principal_for_key(h)
     request.state.key_hash = h
     if p is None or p.role == "owner":
-        svc.limiter.failed(addr)
+        addr = request.client.host if request.client else "unknown"
+        wait = svc.failures.failed(h, addr)
+        if wait is not None:
+            raise Limited("too_many_failed_authentications", "Too many failed "
+                          "authentications with this key or from this address; retry in "
+                          f"{math.ceil(wait)} s (a valid key is always admitted).", wait)
         raise HTTPException(401, "A valid API key is required (header 'Authorization: "
                                  "Bearer <key>' or 'X-API-Key').")
     request.state.principal_name = p.name
+    wait = svc.quotas.take(p.name)
+    if wait is not None:
+        raise Limited("too_many_requests", f"{p.name!r} sent more than "
+                      f"{svc.settings.analyst_request_burst} requests at once or "
+                      f"{svc.settings.analyst_requests_per_second:g} a second; retry in "
+                      f"{math.ceil(wait)} s.", wait)
     return p
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -32,7 +33,8 @@ from dpsieve.ledger.base import (
 from dpsieve.ledger.redact import redact
 from dpsieve.release.errors import InstanceTooLargeError
 
-__all__ = ["BodyLimit", "install_error_handlers", "redact_quoted"]
+__all__ = ["BodyLimit", "Limited", "QueryLedgerError", "install_error_handlers",
+           "redact_quoted"]
 
 log = logging.getLogger("dpsieve.service")
 
@@ -59,7 +61,68 @@ def _plain(v: Any) -> Any:
     return to_dict() if callable(to_dict) else v
 
 
-def _dp_error(_: Request, exc: Exception) -> JSONResponse:
+class Limited(Exception):  # noqa: N818 - an answer (429), not a fault
+    """429 ``code``: a limit of :mod:`dpsieve.service.limits` was reached; nothing was
+    done. ``retry_after``: seconds until it may succeed."""
+
+    def __init__(self, code: str, message: str, retry_after: float) -> None:
+        super().__init__(message)
+        self.code, self.message, self.retry_after = code, message, retry_after
+
+
+class QueryLedgerError(Exception):
+    """A query's ledger failed (503) after the server assigned it ``key``. ``charged``
+    says what is known: ``"no"`` (before any commit), ``"unknown"`` (the commit's outcome
+    was lost) or ``"yes"`` (the spend committed; its answer was not stored or sent). In
+    every case a retry with ``Idempotency-Key: key`` is charged at most once."""
+
+    def __init__(self, cause: Exception, key: str, charged: str) -> None:
+        super().__init__(str(cause))
+        self.cause, self.key, self.charged = cause, key, charged
+
+
+_CHARGED = {
+    "no": "nothing was spent or released",
+    "unknown": ("the ledger failed while committing the charge, which may or may not have "
+                "been recorded"),
+    "yes": ("the query was charged, but its answer could not be stored or sent (retrying "
+            "with the key releases it without a second charge)"),
+}
+
+
+def _stale(request: Request) -> None:
+    """A ledger fault was seen: the readiness probe asks the ledger again."""
+    svc = getattr(request.app.state, "service", None)
+    if svc is not None:
+        svc.ready.invalidate()
+
+
+def _query_fault(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, QueryLedgerError)
+    _stale(request)
+    cause = exc.cause
+    if isinstance(cause, LedgerUnavailableError):
+        log.warning("ledger unavailable: %s", redact(str(cause)))
+        code, what = "ledger_unavailable", ("The ledger cannot write (read-only or full "
+                                            "storage)" if cause.cannot_write
+                                            else "The ledger is unavailable")
+    else:
+        code, what = "busy", "The ledger could not be locked in time"
+    return _error(503, code, f"{what}; {_CHARGED[exc.charged]}. Retry with the header "
+                  f"'Idempotency-Key: {exc.key}': it is charged at most once.",
+                  headers={"Retry-After": "5", "Idempotency-Key": exc.key},
+                  idempotency_key=exc.key, charged=exc.charged)
+
+
+def _limited(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, Limited)
+    from dpsieve.service.limits import retry_after_header
+
+    return _error(429, exc.code, exc.message, headers=retry_after_header(exc.retry_after),
+                  retry_after=max(1, math.ceil(exc.retry_after)))
+
+
+def _dp_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, BudgetExceededError):
         return _error(409, "budget_exceeded", str(exc), remaining=_plain(exc.remaining),
                       requested=_plain(exc.requested), summary=exc.summary)
@@ -73,6 +136,7 @@ def _dp_error(_: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, KeyRevokedError):
         return _error(401, "unauthorized", str(exc))
     if isinstance(exc, LedgerUnavailableError):  # no detail: it would name the database
+        _stale(request)
         log.warning("ledger unavailable: %s", redact(str(exc)))
         message = ("The ledger cannot write (read-only or full storage)" if exc.cannot_write
                    else "The ledger is unavailable")
@@ -134,6 +198,8 @@ def _internal(_: Request, exc: Exception) -> JSONResponse:
 def install_error_handlers(app: FastAPI) -> None:
     """Map the dpsieve exception tree and request errors to JSON responses."""
     app.add_exception_handler(DPError, _dp_error)
+    app.add_exception_handler(QueryLedgerError, _query_fault)
+    app.add_exception_handler(Limited, _limited)
     app.add_exception_handler(RequestValidationError, _validation)
     app.add_exception_handler(StarletteHTTPException, _http)
     app.add_exception_handler(Exception, _internal)

@@ -35,8 +35,22 @@ class Settings:
     schema: str = "dpsieve"
     owner_key: str | None = None
     max_body_bytes: int = 1_000_000
-    #: Failed authentications allowed per client address per minute (then 429).
+    #: Failed authentications allowed per presented key hash and per connection address
+    #: per minute (then 429; a valid key is always admitted).
     auth_failures_per_minute: int = 30
+    #: Keys and addresses the failure table keeps (least recently seen dropped first).
+    auth_table_size: int = 10_000
+    #: Each analyst's request quota: a token bucket of this rate (per second; 0: none) ...
+    analyst_requests_per_second: float = 100.0
+    #: ... and this many requests at once (then 429 with Retry-After).
+    analyst_request_burst: int = 200
+    #: Refused queries allowed per analyst per ``refusal_window`` seconds (then 429
+    #: before the ledger is touched; 0: no cap).
+    refusals_per_window: int = 100
+    refusal_window: float = 600.0
+    #: Proxies whose X-Forwarded-For / X-Forwarded-Proto ``dpsieve serve`` believes
+    #: (addresses or networks); none by default: the socket's peer is the client.
+    trusted_proxies: tuple[str, ...] = ()
     pause_after_spend: float = 0.0
     spend_marker: str | None = None
     spark_url: str | None = None
@@ -44,6 +58,10 @@ class Settings:
     release_max_group_work: float = RELEASE_MAX_GROUP_WORK
     header_timeout: float = 10.0
     body_timeout: float = 30.0
+    #: Registration: at most this many columns (422 naming ``columns``) ...
+    max_columns: int = 1000
+    #: ... and its metadata read within this many seconds (422 naming ``path``).
+    registration_timeout: float = 10.0
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
@@ -55,6 +73,14 @@ class Settings:
             "owner_key": env.get("DPSIEVE_OWNER_KEY") or None,
             "max_body_bytes": int(env.get("DPSIEVE_MAX_BODY_BYTES", "1000000")),
             "auth_failures_per_minute": int(env.get("DPSIEVE_AUTH_FAILURES_PER_MINUTE", "30")),
+            "auth_table_size": int(env.get("DPSIEVE_AUTH_TABLE_SIZE", "10000")),
+            "analyst_requests_per_second": float(env.get(
+                "DPSIEVE_ANALYST_REQUESTS_PER_SECOND", "100")),
+            "analyst_request_burst": int(env.get("DPSIEVE_ANALYST_REQUEST_BURST", "200")),
+            "refusals_per_window": int(env.get("DPSIEVE_REFUSALS_PER_WINDOW", "100")),
+            "refusal_window": float(env.get("DPSIEVE_REFUSAL_WINDOW", "600")),
+            "trusted_proxies": tuple(x.strip() for x in env.get(
+                "DPSIEVE_TRUSTED_PROXIES", "").split(",") if x.strip()),
             "pause_after_spend": float(env.get("DPSIEVE_TEST_PAUSE_AFTER_SPEND", "0")),
             "spend_marker": env.get("DPSIEVE_TEST_SPEND_MARKER") or None,
             "spark_url": env.get("DPSIEVE_SPARK_URL") or None,
@@ -64,6 +90,8 @@ class Settings:
                                                     str(RELEASE_MAX_GROUP_WORK))),
             "header_timeout": float(env.get("DPSIEVE_HEADER_TIMEOUT", "10")),
             "body_timeout": float(env.get("DPSIEVE_BODY_TIMEOUT", "30")),
+            "max_columns": int(env.get("DPSIEVE_MAX_COLUMNS", "1000")),
+            "registration_timeout": float(env.get("DPSIEVE_REGISTRATION_TIMEOUT", "10")),
         }
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

@@ -5,19 +5,20 @@ lists the data sets it sees with their budgets left."""
 # no "from __future__ import annotations": FastAPI must see the local Annotated aliases
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, HTTPException
 
-from dpsieve._datasets import registered_schema
+from dpsieve._datasets import registered_schema, spent
 from dpsieve._session_query import engine_for
 from dpsieve._validation import fail
 from dpsieve.accounting.events import PrivacyDescription
+from dpsieve.errors import DPError
 from dpsieve.filters.base import PrivacyFilter
 from dpsieve.service.budget_view import budget_text
 from dpsieve.service.deps import DatasetName, Owner, ServiceState, Svc, Who
 from dpsieve.service.errors import redact_quoted
+from dpsieve.service.registration import column_count, resolve_path, with_deadline
 from dpsieve.service.routes.schema import unit_change
 from dpsieve.service.schemas import BudgetIn, DatasetIn, GrantIn
 from dpsieve.session import data_column_kinds, data_columns, filter_for_budget
@@ -52,6 +53,16 @@ def set_budget(svc: ServiceState, name: str, body: BudgetIn) -> dict[str, Any]:
     return {"dataset": name, "budget": desc.to_dict(), "remaining": svc.budget_of(name)}
 
 
+def _not_spent(svc: ServiceState, name: str) -> None:
+    """A budget given with a registration replaces the data set's budget: refused (409)
+    before anything is written once that budget has admitted a query (registering again
+    never resets a budget)."""
+    if spent(svc.store, name):
+        raise HTTPException(409, f"The data set {name!r} has a budget that has admitted "
+                                 "queries: registering it again keeps that budget (it is "
+                                 "never reset); send the registration without 'budget'.")
+
+
 def declared_schema(svc: ServiceState, body: DatasetIn,
                     actual: Callable[[], Any]) -> dict[str, Any]:
     """The public schema to store (checked, with the privacy unit, before any write;
@@ -72,6 +83,7 @@ def register(body: DatasetIn, _: Owner, svc: Svc) -> dict[str, Any]:
     if body.spark_table is not None:  # metadata only: the catalog's column types
         if body.budget is not None:
             budget_filter(body.budget)
+            _not_spent(svc, body.name)
         cols = svc.spark_engine(body.spark_table).columns()
         schema_s = declared_schema(svc, body, lambda: cols)
         old = st.dataset(body.name) or {}
@@ -85,17 +97,22 @@ def register(body: DatasetIn, _: Owner, svc: Svc) -> dict[str, Any]:
             out_s.update(set_budget(svc, body.name, body.budget))
         return out_s
     assert body.path is not None  # the model requires exactly one source
-    path = Path(body.path).expanduser().resolve()
-    if path.suffix.lower() not in (".csv", ".parquet", ".pq") or not path.is_file():
-        raise HTTPException(422, f"'path' must name an existing .csv or .parquet file on "
-                                 f"the server. Got {body.path!r} instead.")
+    path = resolve_path(body.path)  # a symlink loop or no such file: 422 naming 'path'
     if body.budget is not None:
         budget_filter(body.budget)  # validate before anything is written
+        _not_spent(svc, body.name)
     old = st.dataset(body.name) or {}
+    limits = svc.settings
+
+    def metadata() -> tuple[list[str], dict[str, str], Any]:
+        column_count(path, limits.max_columns)  # bounded: the header or the footer
+        return (data_columns(path), data_column_kinds(path),  # names and kinds, no values
+                engine_for(str(path)).columns())  # the types the engine reads (metadata)
     try:
-        columns = data_columns(path)
-        kinds = data_column_kinds(path)  # public schema: names and kinds, no values
-        table = engine_for(str(path)).columns()  # the types the engine reads (metadata)
+        columns, kinds, table = with_deadline(limits.registration_timeout, metadata,
+                                              str(path))
+    except DPError:
+        raise
     except Exception as e:  # an unreadable file is the owner's input error
         raise HTTPException(422, "'path' could not be read as a table: "
                                  f"{redact_quoted(str(e))}") from None

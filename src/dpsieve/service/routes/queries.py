@@ -1,16 +1,27 @@
 """``POST /v1/datasets/{name}/queries``: the one query route. The body is mapped to a
 typed request once (:mod:`dpsieve.service.schemas`), then the data set's session runs it
-(:meth:`dpsieve.session.Session.execute`): checked, charged durably in the ledger, run."""
+(:meth:`dpsieve.session.Session.execute`): checked, charged durably in the ledger, run.
+
+Every query runs under an idempotency key: the client's ``Idempotency-Key``, or one the
+server assigns (``srv-`` + 128 random bits), returned in the ``Idempotency-Key`` response
+header. A ledger fault is a 503 that says whether the query was charged (``charged``:
+``"no"``, ``"unknown"`` when the commit's outcome was lost, ``"yes"`` when the answer was
+lost after the charge) and carries the key (``idempotency_key``): a retry with it is
+charged at most once. An analyst past the refusal cap is refused (429) before the ledger
+is touched."""
 
 # no "from __future__ import annotations": FastAPI must see the local Annotated aliases
 
+import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException, Request
+from fastapi import APIRouter, Header, HTTPException, Request, Response
 
 from dpsieve._datasets import session_for
-from dpsieve.ledger.base import has_budget, spend_key
+from dpsieve.errors import BudgetExceededError, ConcurrencyError, IncompatiblePrivacyError
+from dpsieve.ledger.base import LedgerUnavailableError, has_budget, spend_journal, spend_key
 from dpsieve.service.deps import DatasetName, Svc, Who
+from dpsieve.service.errors import Limited, QueryLedgerError
 from dpsieve.service.schemas import QueryBody
 
 __all__ = ["QUERY_PATH", "router"]
@@ -23,13 +34,20 @@ QUERY_PATH = "/v1/datasets/{name}/queries"
 
 @router.post(QUERY_PATH, tags=["analysts"])
 def query(
-    name: DatasetName, body: QueryBody, p: Who, request: Request, svc: Svc,
+    name: DatasetName, body: QueryBody, p: Who, request: Request, response: Response,
+    svc: Svc,
     idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
 ) -> dict[str, Any]:
     st = svc.store
     src = svc.visible(p, name)
     if not has_budget(st, name):  # existence only: the spend reads the filter
         raise HTTPException(409, f"The data set {name!r} has no budget yet.")
+    wait = svc.refusals.retry_after(p.name)
+    if wait is not None:  # the refusals one analyst may write to the log are bounded
+        raise Limited("too_many_refusals", f"{svc.refusals.limit} queries by {p.name!r} "
+                      f"were refused in the last {svc.refusals.window:g} s; queries are "
+                      "refused without being run until the window ends (nothing was "
+                      "written or spent).", wait)
     # plans and the one-aggregation shapes run inside the engine (DuckDB for a file,
     # Spark for a catalog table, whose rows never leave it); release and the robust
     # estimators load a file's frame after the spend
@@ -39,12 +57,27 @@ def query(
         data, engine = str(src["path"]), svc.engines.get(str(src["path"]))
     session = session_for(src, data, st, name, p.name, svc.after_spend, svc.frames.get,
                           svc.limits, engine=engine)
-    key = f"{p.name}/{idempotency_key}" if idempotency_key else None
+    # every query has an idempotency key: the client's, or one assigned here and sent
+    # back (header and, after a ledger fault, body), so a retry is always safe
+    client_key = idempotency_key or "srv-" + uuid.uuid4().hex
+    journal: list[str] = []  # the ledger notes there when the charge committed
     # an analyst's spend commits only while the key is still valid (revocation races)
     token = spend_key.set(getattr(request.state, "key_hash", None)
                           if p.role != "owner" else None)
+    noted = spend_journal.set(journal)
     try:
         typed = body.request(session.neighbouring)  # JSON to typed values, once
-        return {"dataset": name, **session.execute(typed, key=key).to_dict()}
+        out = {"dataset": name,
+               **session.execute(typed, key=f"{p.name}/{client_key}").to_dict()}
+    except (BudgetExceededError, IncompatiblePrivacyError):
+        svc.refusals.count(p.name)
+        raise
+    except (LedgerUnavailableError, ConcurrencyError) as e:
+        charged = "yes" if journal else (
+            "unknown" if isinstance(e, LedgerUnavailableError) and e.uncertain else "no")
+        raise QueryLedgerError(e, client_key, charged) from None
     finally:
+        spend_journal.reset(noted)
         spend_key.reset(token)
+    response.headers["Idempotency-Key"] = client_key
+    return out

@@ -1,0 +1,291 @@
+"""Hostile and careless clients (issue 25): failed-authentication limits that a client
+cannot steer and that never lock out a valid key, per-analyst quotas, bounded refusals,
+health routes that never write, and a 503 that tells the truth about the charge and
+returns the idempotency key to retry with."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from service_harness import write_csv
+
+from dpsieve.errors import ConcurrencyError
+from dpsieve.ledger import SQLiteStore
+from dpsieve.ledger.base import LedgerUnavailableError, spend_journal
+from dpsieve.service import Settings, create_app
+
+OWNER = "dps_test-owner-key_Zc8TzL2wN4cVb6mRx9Qs3Kd7Jf"
+OWN = {"Authorization": f"Bearer {OWNER}"}
+Q = {"type": "count", "privacy": {"type": "pure", "eps": 0.1}}
+BIG = {"type": "count", "privacy": {"type": "pure", "eps": 50.0}}
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    yield from _env(tmp_path, Settings(owner_key=OWNER))
+
+
+def _env(tmp_path: Path, settings: Settings) -> Iterator[dict[str, Any]]:
+    store = SQLiteStore(tmp_path / "l.db")
+    with TestClient(create_app(settings, store=store), raise_server_exceptions=False) as c:
+        r = c.post("/v1/datasets", headers=OWN, json={
+            "name": "people", "path": str(write_csv(tmp_path / "people.csv")),
+            "budget": {"type": "pure", "eps": 10.0}})
+        assert r.status_code == 201, r.text
+        keys = {}
+        for name in ("ana", "bob"):
+            keys[name] = {"X-API-Key": c.post("/v1/analysts", headers=OWN,
+                                              json={"name": name}).json()["api_key"]}
+            c.post("/v1/datasets/people/grants", headers=OWN, json={"analyst": name})
+        yield {"client": c, "store": store, **keys}
+
+
+# -- failed authentications ------------------------------------------------------------
+def test_wrong_keys_never_lock_out_a_valid_key_from_the_same_address(env: dict[str, Any]
+                                                                     ) -> None:
+    """After 30 wrong keys from one address its valid analyst and owner keys got 429 for
+    60 s (one client locked out everyone behind its NAT or proxy)."""
+    c = env["client"]
+    codes = [c.get("/v1/me", headers={"X-API-Key": f"wrong-{i}"}).status_code
+             for i in range(60)]
+    assert codes[:30] == [401] * 30
+    assert set(codes[30:]) == {429}  # the address is past its limit: wrong keys back off
+    r = c.get("/v1/me", headers={"X-API-Key": "wrong-x"})
+    assert r.json()["error"] == "too_many_failed_authentications"
+    assert int(r.headers["Retry-After"]) >= 1
+    assert c.get("/v1/me", headers=env["ana"]).status_code == 200
+    assert c.get("/v1/me", headers=OWN).status_code == 200
+    assert c.post("/v1/datasets/people/queries", headers=env["ana"], json=Q).status_code == 200
+
+
+def test_a_key_that_failed_too_often_is_not_looked_up_again(env: dict[str, Any],
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    c, store = env["client"], env["store"]
+    looked: list[str] = []
+    real = store.principal_for_key
+    monkeypatch.setattr(store, "principal_for_key",
+                        lambda h: looked.append(h) or real(h))
+    codes = [c.get("/v1/me", headers={"X-API-Key": "same-wrong"}).status_code
+             for _ in range(40)]
+    assert codes[:30] == [401] * 30
+    assert codes[30:] == [429] * 10
+    assert len(looked) == 30  # refused from memory after its limit
+
+
+def test_failure_table_is_bounded(tmp_path: Path) -> None:
+    gen = _env(tmp_path, Settings(owner_key=OWNER, auth_table_size=50))
+    e = next(gen)
+    c = e["client"]
+    for i in range(400):
+        c.get("/v1/me", headers={"X-API-Key": f"k{i}"})
+    failures = c.app.state.service.failures  # type: ignore[attr-defined]
+    assert len(failures) <= 2 * 50
+    gen.close()
+
+
+def test_the_limiter_prunes_and_bounds_on_every_call() -> None:
+    from dpsieve.service.limits import FailureLimiter, TokenBuckets
+
+    now = [0.0]
+    lim = FailureLimiter(3, 60.0, max_keys=10, clock=lambda: now[0])
+    for i in range(100):
+        lim.failed(f"h{i}", f"10.0.0.{i}")
+        assert len(lim) <= 20
+    now[0] = 61.0
+    lim.failed("x", "y")  # every expired window dropped
+    assert len(lim) == 2
+    for _ in range(3):
+        lim.failed("k", "a")
+    assert lim.key_blocked("k") is not None
+    assert lim.key_blocked("other") is None
+    now[0] = 200.0
+    assert lim.key_blocked("k") is None
+    tb = TokenBuckets(1.0, 2, max_keys=5, clock=lambda: now[0])
+    assert [tb.take("a") is None for _ in range(3)] == [True, True, False]
+    now[0] += 1.0
+    assert tb.take("a") is None
+    for i in range(50):
+        tb.take(f"n{i}")
+        assert len(tb) <= 5
+
+
+# -- quotas ----------------------------------------------------------------------------
+def test_an_analysts_quota_is_its_own(tmp_path: Path) -> None:
+    gen = _env(tmp_path, Settings(owner_key=OWNER, analyst_requests_per_second=0.001,
+                                  analyst_request_burst=5))
+    e = next(gen)
+    c = e["client"]
+    codes = [c.get("/v1/me", headers=e["ana"]).status_code for _ in range(5)]
+    assert codes == [200] * 5  # the burst
+    r = c.post("/v1/datasets/people/queries", headers=e["ana"], json=Q)
+    assert r.status_code == 429, r.text
+    assert r.json()["error"] == "too_many_requests"
+    assert int(r.headers["Retry-After"]) >= 1
+    assert e["store"].history("people") == []  # refused before any work
+    assert c.get("/v1/me", headers=e["bob"]).status_code == 200  # bob's quota is his
+    assert c.get("/v1/me", headers=OWN).status_code == 200  # the owner has none
+    gen.close()
+
+
+# -- refusals --------------------------------------------------------------------------
+def test_refusals_are_capped_per_analyst_and_bounded(tmp_path: Path) -> None:
+    """~1 MB per refused request, 40 in 7.7 s with the budget exhausted, never deleted."""
+    gen = _env(tmp_path, Settings(owner_key=OWNER, refusals_per_window=5,
+                                  max_body_bytes=2_000_000))
+    e = next(gen)
+    c, store = e["client"], e["store"]
+    codes = [c.post("/v1/datasets/people/queries", headers=e["ana"], json=BIG).status_code
+             for _ in range(8)]
+    assert codes[:5] == [409] * 5
+    assert codes[5:] == [429] * 3
+    r = c.post("/v1/datasets/people/queries", headers=e["ana"], json=Q)
+    assert r.json()["error"] == "too_many_refusals"  # until the window ends
+    rows = len(store.audit("people"))
+    assert c.post("/v1/datasets/people/queries", headers=e["ana"], json=BIG
+                  ).status_code == 429
+    assert len(store.audit("people")) == rows  # nothing written
+    # bob is not affected; the owner's page still lists the five refusals
+    assert c.post("/v1/datasets/people/queries", headers=e["bob"], json=Q).status_code == 200
+    page = c.get("/v1/datasets/people/budget", headers=OWN).json()
+    assert len(page["refusals"]) == 5
+    assert page["refusals"][0]["principal"] == "ana"
+    gen.close()
+
+
+def test_a_large_refused_request_leaves_a_bounded_record(env: dict[str, Any]) -> None:
+    c, store = env["client"], env["store"]
+    body = {"type": "query", "privacy": {"type": "pure", "eps": 50.0},
+            "aggregations": [{"type": "count"}], "group_by": ["city"],
+            "keys": [[f"k{i:06d}" + "x" * 60] for i in range(10_000)]}
+    r = c.post("/v1/datasets/people/queries", headers=env["ana"], json=body)
+    assert r.status_code == 409, r.text[:300]
+    with store._tx(write=False) as cur:
+        biggest = max(len(str(x[0])) for x in cur.run("SELECT payload FROM audit").all())
+    assert biggest < 3000  # the request was ~750 kB
+    page = c.get("/v1/datasets/people/budget", headers=env["ana"]).json()
+    (ref,) = page["refusals"]
+    assert "bytes" in ref["description"]
+
+
+# -- health ----------------------------------------------------------------------------
+def test_health_routes_never_write(env: dict[str, Any]) -> None:
+    c, store = env["client"], env["store"]
+
+    def counts() -> list[int]:
+        with store._tx(write=False) as cur:
+            return [int(cur.run(f"SELECT count(*) FROM {t}").one()[0])
+                    for t in ("audit", "ready", "spends", "budgets")]
+    before = counts()
+    for _ in range(50):
+        assert c.get("/readyz").status_code == 200
+        assert c.get("/healthz").status_code == 200
+    assert counts() == before
+
+
+def test_readiness_asks_the_ledger_at_most_once_per_second() -> None:
+    from dpsieve.service.limits import ReadyCache
+
+    calls: list[int] = []
+    down = [False]
+    now = [0.0]
+
+    class Store:
+        def check_ready(self) -> None:
+            calls.append(1)
+            if down[0]:
+                raise LedgerUnavailableError("down")
+
+    cache = ReadyCache(Store(), clock=lambda: now[0])
+    for _ in range(100):
+        cache.check()
+    assert len(calls) == 1  # ready: kept for a second
+    now[0] = 1.5
+    down[0] = True
+    for _ in range(3):  # not ready: asked each time, so recovery shows at once
+        with pytest.raises(LedgerUnavailableError):
+            cache.check()
+    assert len(calls) == 4
+    down[0] = False
+    cache.check()
+    cache.check()
+    assert len(calls) == 5
+    cache.invalidate()  # a ledger fault seen elsewhere
+    cache.check()
+    assert len(calls) == 6
+
+
+# -- the 503 after an uncertain commit -------------------------------------------------
+def _fault(store: Any, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    """Make the next query's ledger fail: before the spend commits ("no"), at its commit
+    after it landed ("unknown": the commit's answer lost), or after it ("yes": storing
+    the answer)."""
+    real_spend, real_answer = store.spend, store.record_answer
+    armed = [True]
+
+    def spend(*a: Any, **k: Any) -> Any:
+        if armed[0] and where == "no":
+            armed[0] = False
+            raise LedgerUnavailableError("down")
+        if armed[0] and where == "unknown":  # committed, but the commit's answer lost
+            armed[0] = False
+            token = spend_journal.set(None)
+            try:
+                real_spend(*a, **k)
+            finally:
+                spend_journal.reset(token)
+            raise LedgerUnavailableError("lost", uncertain=True)
+        return real_spend(*a, **k)
+
+    def answer(*a: Any, **k: Any) -> Any:
+        if armed[0] and where == "yes":
+            armed[0] = False
+            raise ConcurrencyError("busy")
+        return real_answer(*a, **k)
+
+    monkeypatch.setattr(store, "spend", spend)
+    monkeypatch.setattr(store, "record_answer", answer)
+
+
+@pytest.mark.parametrize(("where", "charged"), [("no", 0), ("unknown", 1), ("yes", 1)])
+def test_a_503_says_what_was_charged_and_returns_the_key(
+        env: dict[str, Any], monkeypatch: pytest.MonkeyPatch, where: str,
+        charged: int) -> None:
+    """'503 nothing was spent' came after the spend committed (7/854 on a PostgreSQL stop):
+    a client that believed it and retried without a key paid twice."""
+    c, store = env["client"], env["store"]
+    _fault(store, monkeypatch, where)
+    r = c.post("/v1/datasets/people/queries", headers=env["ana"], json=Q)
+    assert r.status_code == 503, r.text
+    body = r.json()
+    assert body["charged"] == where
+    key = body["idempotency_key"]
+    assert key.startswith("srv-")
+    assert r.headers["Idempotency-Key"] == key
+    assert ("nothing was spent" in body["message"]) == (where == "no")
+    assert f"Idempotency-Key: {key}" in body["message"]
+    assert len(store.history("people")) == charged  # what the 503 said is true
+    retry = c.post("/v1/datasets/people/queries", headers={**env["ana"],
+                                                           "Idempotency-Key": key}, json=Q)
+    assert retry.status_code == 200, retry.text
+    assert retry.json()["replayed"] is (where != "no")
+    assert len(store.history("people")) == 1  # charged once in every case
+    again = c.post("/v1/datasets/people/queries", headers={**env["ana"],
+                                                           "Idempotency-Key": key}, json=Q)
+    assert again.json()["value"] == retry.json()["value"]
+
+
+def test_every_answer_carries_its_idempotency_key(env: dict[str, Any]) -> None:
+    c = env["client"]
+    r = c.post("/v1/datasets/people/queries", headers=env["ana"], json=Q)
+    assert r.status_code == 200
+    key = r.headers["Idempotency-Key"]
+    assert key.startswith("srv-")
+    assert r.json()["key"] == f"ana/{key}"
+    mine = c.post("/v1/datasets/people/queries", headers={**env["ana"],
+                                                          "Idempotency-Key": "k-1"}, json=Q)
+    assert mine.headers["Idempotency-Key"] == "k-1"
