@@ -314,12 +314,15 @@ class Verdict:
 
 
 def audit(run_a: Callable[[int], Sample], run_b: Callable[[int], Sample], *,
-          samples: int, pilot: int | None = None, alpha: float = ALPHA) -> Verdict:
+          samples: int, pilot: int | None = None, alpha: float = ALPHA,
+          events: Sequence[tuple[str, Event]] = ()) -> Verdict:
     """Audit one query on a neighbouring pair: ``run_a(k)`` / ``run_b(k)`` run it k times.
 
     The charge is the largest the ledger recorded for the pilot and test runs (they must
-    agree: a query whose charge varies is a failure of its own). False alarms: at most
-    ``alpha`` (module docstring)."""
+    agree: a query whose charge varies is a failure of its own). ``events``: more
+    candidate events, fixed by the caller and rated on the pilot's own rows (e.g. "a
+    group is released", which the resampling model cannot rate: a rare jump leaves the
+    medians where they are). False alarms: at most ``alpha`` (module docstring)."""
     pilot = pilot if pilot is not None else max(20, samples // 3)
     pa_, pb_ = run_a(pilot), run_b(pilot)
     ta, tb = run_a(samples), run_b(samples)
@@ -332,7 +335,9 @@ def audit(run_a: Callable[[int], Sample], run_b: Callable[[int], Sample], *,
     prof, grid = profile(cost), charge_eps_grid(cost)
     # choose the event and its direction on the pilot only: the largest excess the test
     # would show at `samples` runs if its rates were the pilot's (ties: the larger raw gap)
-    cands = _candidate_events(pa_, pb_)
+    cands = _candidate_events(pa_, pb_) + [
+        (name, ev, float(np.mean([ev(r) for r in pa_.rows])),
+         float(np.mean([ev(r) for r in pb_.rows]))) for name, ev in events]
     qa = np.array([c[2] for c in cands])
     qb = np.array([c[3] for c in cands])
     best: tuple[float, float, str, Event, bool] | None = None

@@ -38,26 +38,36 @@ SCHEMA = Schema.of([("pid", "integer"), ("city", "string"), ("cost", "float")], 
 BIG = ("big0", "big1", "big2", "big3")
 
 
-def _frame(small: int = 3000, big_units: int = 300, mid: int = 0) -> pd.DataFrame:
+def _frame(small: int = 3000, big_units: int = 300, mid: int = 0,
+           mid_units: int = 16) -> pd.DataFrame:
     """``small`` groups of one unit each (none survives the threshold but with probability
-    ~delta), ``mid`` groups of 16 units (at delta = 1e-2's threshold: half survive) and
-    four groups of ``big_units`` units (all survive: the thresholds are 16 and 44)."""
+    ~delta), ``mid`` groups of ``mid_units`` units (about half survive when that is the
+    selection's units_50) and four groups of ``big_units`` units (all survive)."""
     cities = ([f"c{i:05d}" for i in range(small)] + [f"m{i:03d}" for i in range(mid)
-                                                     for _ in range(16)]
+                                                     for _ in range(mid_units)]
               + [c for c in BIG for _ in range(big_units)])
     n = len(cities)
     return pd.DataFrame({"pid": np.arange(n, dtype=np.int64), "city": cities,
                          "cost": (np.arange(n) % 17).astype(np.float64)})
 
 
-def _prepared(delta: float = 1e-6) -> Prepared:
+def _prepared(delta: float = 1e-6, by: str = "auto", per: str = "unit") -> Prepared:
     spec = {"type": "query", "privacy": {"type": "pure", "eps": 1.0},
-            "aggregations": [{"type": "count", "per": "unit"},
+            "aggregations": [{"type": "count", "per": per},
                              {"type": "sum", "column": "cost", "lower": 0, "upper": 20,
                               "per": "unit"}],
-            "group_by": ["city"], "select": {"delta": delta},
+            "group_by": ["city"], "select": {"delta": delta, "by": by},
             "contribution": {"max_groups": 1, "max_rows": 2}}
     return prepare(from_spec(spec), SCHEMA, Neighbouring.ADD_REMOVE)
+
+
+def _mid_frame(p: Prepared) -> pd.DataFrame:
+    """400 one-unit groups, 60 groups at the selection's units_50 (units of one row: as
+    many as the rows it assumes for a row count), four big groups."""
+    assert p.charge.selection is not None
+    info = p.charge.selection.info()
+    return _frame(small=400, mid=60,
+                  mid_units=info["units_50"] * info.get("rows_per_unit_assumed", 1))
 
 
 class CountingEngine:
@@ -111,11 +121,14 @@ class ListEngine:
 
 def _old_run(p: Prepared, engine: Any, rng: np.random.Generator, seed: int,
              noise_batches: int | None = None) -> Answer:
-    """The selection as it ran before streaming (every group at once, commit dc75064's
-    Prepared.run), verbatim but for ``noise_batches``: draw the selection noise in chunks
-    of that many groups (the draws a streamed run makes), still thresholding all at once."""
+    """The selection all at once (every observed group held, as before streaming), its
+    per-group randomness drawn in chunks of ``noise_batches`` groups (the draws a streamed
+    run makes), then every group decided at once; the released count thresholded is the
+    one the selection drew (docs/proofs/queries.md §5.2)."""
+    from dpsieve.mechanisms._random import as_source
     from dpsieve.queries.calibrate import Calibrated
     from dpsieve.queries.prepare import _key_order
+    from dpsieve.queries.selection import GeometricSelection
 
     aggs = engine.aggregate(replace(p.spec, seed=seed))
     keys = list(aggs.keys)
@@ -124,18 +137,31 @@ def _old_run(p: Prepared, engine: Any, rng: np.random.Generator, seed: int,
     units = np.asarray(aggs.units, dtype=np.int64)
     n = len(units)
     step = n if noise_batches is None else noise_batches
-    draws = [np.asarray(sel.mechanism.sample(min(step, n - lo), rng), dtype=np.int64)
-             .reshape(-1) for lo in range(0, n, max(step, 1))]
-    noisy = units + (np.concatenate(draws) if draws else np.zeros(0, dtype=np.int64))
+    sizes = [min(step, n - lo) for lo in range(0, n, max(step, 1))]
+    noisy: Any = None
+    if isinstance(sel, GeometricSelection):
+        words = np.concatenate([as_source(rng, "t").words(k) for k in sizes] or
+                               [np.zeros(0, dtype=np.uint64)])
+        last = len(sel.table) - 1
+        probs = np.asarray(sel.table[:-1], dtype=np.uint64)[np.minimum(units, last - 1)]
+        keep = (units >= last) | (words < probs)
+    else:
+        draws = [np.asarray(sel.mechanism.sample(k, rng), dtype=np.int64).reshape(-1)
+                 for k in sizes]
+        z = np.concatenate(draws) if draws else np.zeros(0, dtype=np.int64)
+        stat = units if sel.statistic == "units" else np.asarray(aggs.values[sel.part])
+        noisy = stat + z
+        keep = noisy >= sel.threshold
     order = sorted(range(len(keys)), key=lambda i: _key_order(keys[i]))
-    idx = np.asarray([i for i in order if noisy[i] >= sel.threshold], dtype=np.int64)
-    sel_info = {"threshold": sel.threshold, "noise": sel.noise().to_dict(),
-                "delta": sel.delta, "selected": int(idx.size)}
+    idx = np.asarray([i for i in order if keep[i]], dtype=np.int64)
+    sel_info = {**sel.info(), "selected": int(idx.size)}
     noisy_parts: dict[str, Any] = {}
     cal: dict[str, Calibrated] = {}
     for c, part in zip(p.charge.parts, (q for k in p.plans for q in k.parts), strict=True):
-        exact = part.exact(aggs)
-        noisy_parts[part.release.name] = c.draw(exact[idx], rng)
+        if part.release.name == sel.part:
+            noisy_parts[sel.part] = noisy[idx].astype(np.float64).reshape(-1, 1)
+        else:
+            noisy_parts[part.release.name] = c.draw(part.exact(aggs)[idx], rng)
         cal[part.release.name] = c
     groups = [GroupAnswer(tuple(keys[i]), tuple(k.finish(noisy_parts, cal, j)
                                                 for k in p.plans))
@@ -180,10 +206,14 @@ def test_the_count_detects_a_caller_holding_every_group() -> None:
     assert counting.held_at_fetch[-1] == 300
 
 
+BYS = [("count", "unit"), ("count", "row"), ("units", "unit")]
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_one_batch_is_the_old_selection_bit_for_bit(seed: int) -> None:
-    p = _prepared(delta=1e-2)  # about half the mid groups pass
-    inner = PandasEngine(_frame(small=400, mid=60))
+@pytest.mark.parametrize(("by", "per"), BYS)
+def test_one_batch_is_the_old_selection_bit_for_bit(seed: int, by: str, per: str) -> None:
+    p = _prepared(delta=1e-2, by=by, per=per)
+    inner = PandasEngine(_mid_frame(p))  # about half the mid groups pass
     new = p.run(CountingEngine(inner), np.random.default_rng(seed), seed=11, batch=10**6)
     old = _old_run(p, inner, np.random.default_rng(seed), 11)
     assert new.to_dict() == old.to_dict()
@@ -191,11 +221,13 @@ def test_one_batch_is_the_old_selection_bit_for_bit(seed: int) -> None:
 
 
 @pytest.mark.parametrize(("seed", "batch"), [(0, 1), (1, 7), (2, 100), (3, 463)])
-def test_many_batches_are_the_old_selection_for_the_same_draws(seed: int, batch: int) -> None:
+@pytest.mark.parametrize(("by", "per"), BYS)
+def test_many_batches_are_the_old_selection_for_the_same_draws(seed: int, batch: int,
+                                                               by: str, per: str) -> None:
     """Streamed in batches, the answer is the all-at-once selection given the same noise
     per group (drawn batch by batch): the same groups, the same noisy answers."""
-    p = _prepared(delta=1e-2)
-    inner = PandasEngine(_frame(small=400, mid=60))
+    p = _prepared(delta=1e-2, by=by, per=per)
+    inner = PandasEngine(_mid_frame(p))
     new = p.run(CountingEngine(inner), np.random.default_rng(seed), seed=5, batch=batch)
     old = _old_run(p, inner, np.random.default_rng(seed), 5, noise_batches=batch)
     assert new.to_dict() == old.to_dict()
@@ -308,8 +340,8 @@ def test_duckdb_answers_as_the_fetchmany_stream_for_a_fixed_seed(tmp_path: Any, 
     so each group gets the same draw, the same groups are kept, and the same noise is added
     to their aggregates. About half the mid groups pass, so the draws decide."""
     path = tmp_path / "mid.parquet"
-    _frame(small=400, mid=60).to_parquet(path)
     p = _prepared(delta=1e-2)
+    _mid_frame(p).to_parquet(path)
     new = p.run(DuckDBEngine(path, threads=1), np.random.default_rng(seed), seed=5,
                 batch=batch)
     old = p.run(FetchmanyEngine(path, threads=1), np.random.default_rng(seed), seed=5,

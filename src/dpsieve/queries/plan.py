@@ -232,14 +232,24 @@ class Contribution:
                        (self.max_groups, self.max_rows))
 
 
+#: How DP key selection may choose groups: "count" thresholds a count the query releases
+#: (no privacy set aside), "units" a separate noisy unit count (a ``share`` of the
+#: privacy), "auto" the one releasing groups with the fewest units.
+SELECTION_BY = ("auto", "count", "units")
+
+
 @dataclass(frozen=True, slots=True)
 class KeySelection:
-    """DP key selection: groups are kept when a noisy count of their units passes a
-    threshold set by ``delta``; ``share`` of the query's privacy goes to the selection
-    (default: an equal share beside each aggregation)."""
+    """DP key selection: a group is kept when a noisy count of it passes a threshold set
+    by ``delta`` (docs/queries.md, "Group-by"). ``by``: ``"count"`` thresholds a count the
+    query releases (its own noise; no share of the privacy), ``"units"`` a separate noisy
+    unit count on ``share`` of the privacy (default: an equal share beside each
+    aggregation), ``"auto"`` (default; ``"units"`` when ``share`` is given) whichever
+    releases a group with the fewest units (docs/proofs/queries.md §5)."""
 
     delta: float
     share: float | None = None
+    by: str = "auto"
 
     def __post_init__(self) -> None:
         if (isinstance(self.delta, bool) or not isinstance(self.delta, int | float)
@@ -248,6 +258,13 @@ class KeySelection:
         if self.share is not None and (isinstance(self.share, bool) or not isinstance(
                 self.share, int | float) or not 0 < self.share < 1):
             raise fail("share", "select", "a float in (0, 1)", self.share)
+        if self.by not in SELECTION_BY:
+            raise fail("by", "select", f"one of {list(SELECTION_BY)}", self.by)
+        if self.share is not None:
+            if self.by == "count":
+                raise fail("share", "select", "absent with by='count' (a released count is "
+                           "thresholded: no share is set aside)", self.share)
+            object.__setattr__(self, "by", "units")
 
 
 @dataclass(frozen=True, slots=True)
@@ -420,8 +437,8 @@ def from_spec(spec: Any, neighbouring: str | None = None) -> Query:
     select = common.get("select")
     if select is not None:
         if not isinstance(select, Mapping):
-            raise fail("select", "query", "an object {delta, share}", select)
-        _keys_ok(select, {"delta", "share"}, "select")
+            raise fail("select", "query", "an object {delta, share, by}", select)
+        _keys_ok(select, {"delta", "share", "by"}, "select")
     where = common.get("where", [])
     if not isinstance(where, list):
         raise fail("where", "query", "a list of predicates", where)
@@ -436,7 +453,8 @@ def from_spec(spec: Any, neighbouring: str | None = None) -> Query:
         None if keys is None else tuple(tuple(k) if isinstance(k, list) else (k,)
                                         for k in keys),
         None if select is None else KeySelection(select.get("delta"),  # type: ignore[arg-type]
-                                                 select.get("share")),
+                                                 select.get("share"),
+                                                 select.get("by", "auto")),
         tuple(_predicate(p) for p in where),
         Contribution(contribution.get("max_groups", 1), contribution.get("max_rows")),
         None if weights is None else tuple(weights) if isinstance(weights, list) else weights,
@@ -467,7 +485,9 @@ def query_to_dict(q: Query) -> dict[str, Any]:
         out["keys"] = [list(k) for k in q.keys]
     if q.selection is not None:
         out["select"] = {"delta": q.selection.delta, **(
-            {} if q.selection.share is None else {"share": q.selection.share})}
+            {} if q.selection.share is None else {"share": q.selection.share}), **(
+            {} if q.selection.by == "auto" or q.selection.share is not None
+            else {"by": q.selection.by})}
     if q.where:
         out["where"] = [{"column": p.column, "op": p.op.value, **(
             {} if p.value is None else {"value": list(p.value) if isinstance(p.value, tuple)

@@ -23,6 +23,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from dpsieve._validation import fail
 from dpsieve.accounting.events import (
@@ -36,16 +37,14 @@ from dpsieve.accounting.events import (
 )
 from dpsieve.accounting.pld import PLD
 from dpsieve.errors import UnsupportedError
-from dpsieve.mechanisms import DiscreteGaussianMechanism, DiscreteLaplaceMechanism
 from dpsieve.mechanisms._random import as_source
-from dpsieve.mechanisms.noise import MAX_DISCRETE_SCALE
 from dpsieve.queries import engine as engine_module
 from dpsieve.queries.calibrate import Calibrated, calibrate, sensitivity
 from dpsieve.queries.engine import (
     Aggregates,
     BoundingSpec,
     Engine,
-    GroupBatch,
+    Level,
     Op,
     Predicate,
     RowCount,
@@ -53,8 +52,15 @@ from dpsieve.queries.engine import (
 )
 from dpsieve.queries.kinds import KINDS, Ctx, KindPlan, Part, label_of
 from dpsieve.queries.plan import Query
-from dpsieve.queries.result import Answer, GroupAnswer, Noise, dgauss_noise, dlap_noise
+from dpsieve.queries.result import Answer, GroupAnswer
 from dpsieve.queries.schema import ColumnType, KeyValue, Schema, canonical_value
+from dpsieve.queries.selection import (
+    NoisyThreshold,
+    Selection,
+    best,
+    count_candidates,
+    unit_candidates,
+)
 
 __all__ = ["Charge", "Prepared", "Selection", "prepare"]
 
@@ -77,89 +83,14 @@ class Charge:
         out = plds[0]
         for p in plds[1:]:
             out = out.compose(p)
-        if self.selection is not None:
-            s = self.selection
-            if not isinstance(s.mechanism, DiscreteLaplaceMechanism):
-                return None
-            out = out.compose(PLD.approx_dp(s.mechanism.pure_eps(), s.delta))
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class Selection:
-    """DP key selection (docs/proofs/queries.md §5): a group is kept when its unit count
-    plus noise reaches ``threshold``; (eps_or_rho, delta) is charged."""
-
-    mechanism: DiscreteLaplaceMechanism | DiscreteGaussianMechanism
-    threshold: int
-    delta: float
-    charge: PrivacyDescription
-
-    def keep(self, batch: GroupBatch, rng: np.random.Generator | None = None
-             ) -> Aggregates | None:
-        """The groups of ``batch`` whose unit count plus fresh noise (one draw per group,
-        in the batch's order) reaches the threshold, as new arrays; ``None`` if none.
-        Thresholding batch after batch is the same mechanism as thresholding all groups
-        at once: each group's decision reads its own count and its own noise only."""
-        if batch.units is None:
-            raise UnsupportedError(f"The {batch.engine!r} engine returned observed groups "
-                                   "without their unit counts (Aggregates.units).")
-        units = np.asarray(batch.units, dtype=np.int64)
-        if units.size == 0:
+        s = self.selection
+        if s is None:
+            return out
+        if isinstance(s, NoisyThreshold) and s.part is not None:  # its noise is a part's
+            return out.compose(PLD.zero_delta(s.tail_delta))
+        if not isinstance(s.charge, ApproxDP):
             return None
-        noisy = units + np.asarray(self.mechanism.sample(units.size, rng),
-                                   dtype=np.int64).reshape(-1)
-        chosen = np.nonzero(noisy >= self.threshold)[0]
-        return batch.take(chosen) if chosen.size else None
-
-    def noise(self) -> Noise:
-        m = self.mechanism
-        if isinstance(m, DiscreteLaplaceMechanism):
-            return dlap_noise(m.scale, 1.0)
-        return dgauss_noise(float(m.sampled_sigma2), 1.0)
-
-
-def _log_ratio(l0: int, delta: float) -> float:
-    """log(l0 / delta) without forming the ratio (it overflows for a subnormal delta:
-    40 / 5e-324 is infinite), rounded up by a relative 1e-12 (the threshold errs high)."""
-    return (math.log(l0) - math.log(delta)) * (1 + 1e-12)
-
-
-def _selection(total: PrivacyDescription, share: Fraction, delta: float,
-               max_groups: int) -> Selection:
-    """Noise on unit counts (L1 = L0, L2^2 = L0) and the threshold: the least integer tau
-    with L0 * P[Z >= tau - 1] <= delta (the chance a group made by one unit appears),
-    with P[Z >= m] <= exp(-m/t) (discrete Laplace) or exp(-m^2 / (2 s^2)) (discrete
-    Gaussian: sub-Gaussian, Canonne, Kamath, Steinke 2020); computed with a relative
-    margin of 1e-9 plus one: the threshold errs high, which is safe."""
-    l0 = max_groups
-    if isinstance(total, PureDP):
-        eps = Fraction(total.eps) * share
-        from dpsieve.accounting.families import round_fraction
-
-        t = round_fraction(Fraction(l0) / eps, upper=True)
-        if not t <= MAX_DISCRETE_SCALE:
-            raise fail("privacy", "query", "large enough for DP key selection (the noise "
-                       f"scale {t!r} exceeds the exact sampler's limit "
-                       f"{MAX_DISCRETE_SCALE!r})", total)
-        mech: Any = DiscreteLaplaceMechanism(t, l0, total.neighbouring, 1)
-        m = math.ceil(t * _log_ratio(l0, delta) * (1 + 1e-9)) + 1
-        charge: PrivacyDescription = ApproxDP(round_fraction(eps, upper=True), delta,
-                                              total.neighbouring)
-    else:
-        assert isinstance(total, ZCDP)
-        from dpsieve.accounting.families import round_fraction
-        from dpsieve.mechanisms.noise import sampled_sigma2
-
-        rho = Fraction(total.rho) * share
-        sigma = math.sqrt(float(Fraction(l0) / (2 * rho)))
-        while Fraction(l0) > 2 * rho * sampled_sigma2(sigma, "select"):
-            sigma = math.nextafter(sigma, math.inf)
-        mech = DiscreteGaussianMechanism(sigma, float(l0), total.neighbouring, max(2, l0))
-        s = math.sqrt(float(sampled_sigma2(sigma, "select")))
-        m = math.ceil(s * math.sqrt(2.0 * _log_ratio(l0, delta)) * (1 + 1e-9)) + 1
-        charge = ApproxZCDP(round_fraction(rho, upper=True), delta, total.neighbouring)
-    return Selection(mech, m + 1, delta, charge)
+        return out.compose(PLD.approx_dp(s.charge.eps, s.charge.delta))
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,31 +119,40 @@ class Prepared:
         spec = replace(self.spec, seed=seed)
         sel_info: dict[str, Any] | None = None
         sel = self.charge.selection
+        thresholded: dict[str, npt.NDArray[np.float64]] = {}
         if sel is None:
             aggs = engine.aggregate(spec)
             idx = np.arange(len(aggs.keys))
         else:
             kept: list[Aggregates] = []
+            counts: list[npt.NDArray[np.int64]] = []
             size = engine_module.SELECTION_BATCH if batch is None else batch
             for got in aggregate_batches(engine, spec, size):
                 chosen = sel.keep(got, rng)
                 del got  # only the groups kept are held while the next batch is fetched
                 if chosen is not None:
-                    kept.append(chosen)
+                    kept.append(chosen.aggs)
+                    if chosen.noisy is not None:
+                        counts.append(chosen.noisy)
             aggs = Aggregates.concat(spec, kept, engine.name)
             del kept
             order = sorted(range(len(aggs.keys)), key=lambda i: _key_order(aggs.keys[i]))
             idx = np.asarray(order, dtype=np.int64)
-            sel_info = {"threshold": sel.threshold, "noise": sel.noise().to_dict(),
-                        "delta": sel.delta, "selected": int(idx.size)}
+            sel_info = {**sel.info(), "selected": int(idx.size)}
+            if sel.part is not None:  # the released count is the one thresholded
+                noisy = (np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64))
+                thresholded[sel.part] = noisy[idx].astype(np.float64).reshape(-1, 1)
         keys = list(aggs.keys)
         noisy_parts: dict[str, Any] = {}
         cal: dict[str, Calibrated] = {}
         for c, part in zip(self.charge.parts, (p for k in self.plans for p in k.parts),
                            strict=True):
-            exact = part.exact(aggs)
-            noisy_parts[part.release.name] = c.draw(exact[idx], rng)
-            cal[part.release.name] = c
+            name = part.release.name
+            if name in thresholded:
+                noisy_parts[name] = thresholded[name] * c.release.unit
+            else:
+                noisy_parts[name] = c.draw(part.exact(aggs)[idx], rng)
+            cal[name] = c
         groups = []
         for j, i in enumerate(idx.tolist()):
             ests = tuple(k.finish(noisy_parts, cal, j) for k in self.plans)
@@ -287,13 +227,9 @@ def _keys(schema: Schema, q: Query) -> tuple[tuple[KeyValue, ...], ...] | None:
     return tuple(out)
 
 
-def _shares(q: Query) -> tuple[list[tuple[Fraction, ...]], Fraction]:
-    """Per aggregation, the shares of its parts; and the selection's share."""
+def _shares(q: Query, sel: Fraction) -> list[tuple[Fraction, ...]]:
+    """Per aggregation, the shares of its parts, beside ``sel`` for a separate selection."""
     n = len(q.aggregations)
-    sel = Fraction(0)
-    if q.selection is not None:
-        sel = (Fraction(1, n + 1) if q.selection.share is None
-               else Fraction(q.selection.share))
     w = [Fraction(x) for x in (q.weights or (1.0,) * n)]
     tw = sum(w)
     out = []
@@ -303,7 +239,7 @@ def _shares(q: Query) -> tuple[list[tuple[Fraction, ...]], Fraction]:
         out.append((each,) * parts)
     if sum(s for t in out for s in t) + sel > 1:  # exact: cannot happen
         raise fail("weights", "query", "shares summing to at most 1", q.weights)
-    return out, sel
+    return out
 
 
 def prepare(query: Query, schema: Schema, neighbouring: Neighbouring) -> Prepared:
@@ -320,20 +256,14 @@ def prepare(query: Query, schema: Schema, neighbouring: Neighbouring) -> Prepare
         raise UnsupportedError("DP key selection is offered under add/remove neighbours only")
     ctx = Ctx(schema, total, neighbouring, unit is not None, c.max_groups, c.max_rows,
               None if keys is None else len(keys))
-    shares, sel_share = _shares(query)
-    plans: list[KindPlan] = []
-    parts: list[Calibrated] = []
     n_groups = 1 if keys is None else len(keys)
-    for i, (a, sh) in enumerate(zip(query.aggregations, shares, strict=True)):
-        plans.append(KINDS[a.kind].build(a, ctx, sh, f"a{i}."))
-    _check_size(n_groups, plans, keys is not None)
-    for kp, sh in zip(plans, shares, strict=True):
-        for part, s in zip(kp.parts, sh, strict=True):
-            parts.append(_calibrate(part, s, ctx, total, n_groups))
-    selection = None
+    selection: Selection | None = None
     description: PrivacyDescription = total
-    if query.selection is not None:
-        selection = _selection(total, sel_share, query.selection.delta, ctx.k)
+    if query.selection is None:
+        plans, parts = _build(query, ctx, total, _shares(query, Fraction(0)), n_groups,
+                              keys is not None)
+    else:
+        selection, plans, parts = _select(query, ctx, total)
         description = (ApproxDP(total.eps, query.selection.delta, neighbouring)
                        if isinstance(total, PureDP)
                        else ApproxZCDP(total.rho, query.selection.delta, neighbouring))
@@ -346,6 +276,75 @@ def prepare(query: Query, schema: Schema, neighbouring: Neighbouring) -> Prepare
     labels = tuple(label_of(a) for a in query.aggregations)
     return Prepared(query, spec, Charge(description, tuple(parts), selection), tuple(plans),
                     labels)
+
+
+def _build(query: Query, ctx: Ctx, total: PureDP | ZCDP, shares: list[tuple[Fraction, ...]],
+           n_groups: int, public: bool) -> tuple[list[KindPlan], list[Calibrated]]:
+    """The kinds' plans at ``shares`` and their calibrated parts (observed keys: the
+    release is over at most ``max_groups`` coordinates a unit changes, calibrated as a
+    vector, never as one integer coordinate)."""
+    plans = [KINDS[a.kind].build(a, ctx, sh, f"a{i}.")
+             for i, (a, sh) in enumerate(zip(query.aggregations, shares, strict=True))]
+    _check_size(n_groups, plans, public)
+    groups = n_groups if public else max(2, ctx.k)
+    parts = [_calibrate(part, s, ctx, total, groups)
+             for kp, sh in zip(plans, shares, strict=True)
+             for part, s in zip(kp.parts, sh, strict=True)]
+    return plans, parts
+
+
+def _count_part(plans: list[KindPlan], ctx: Ctx) -> tuple[int, str, int] | None:
+    """The released count DP key selection may threshold: (flat part index, statistic,
+    the most one unit adds to it), a unit count first, else the first row count."""
+    found: list[tuple[int, str, int]] = []
+    flat = [p for kp in plans for p in kp.parts]
+    for i, part in enumerate(flat):
+        m = part.measures[0]
+        if len(part.measures) == 1 and isinstance(m, RowCount) and part.release.dims == 1:
+            units = m.level == Level.UNIT or not ctx.has_unit
+            found.append((i, "units" if units else "rows", part.release.contrib.a1))
+    found.sort(key=lambda f: f[1] != "units")
+    return found[0] if found else None
+
+
+def _select(query: Query, ctx: Ctx, total: PureDP | ZCDP
+            ) -> tuple[Selection, list[KindPlan], list[Calibrated]]:
+    """The selection construction releasing a group with the fewest units, with the
+    plans and parts it goes with (docs/proofs/queries.md §5)."""
+    sel = query.selection
+    assert sel is not None
+    l0 = ctx.k
+    cands: list[tuple[Selection, list[KindPlan], list[Calibrated]]] = []
+    if sel.by in ("auto", "count"):
+        shares = _shares(query, Fraction(0))
+        plans, parts = _build(query, ctx, total, shares, 1, False)
+        found = _count_part(plans, ctx)
+        if found is None and sel.by == "count":
+            raise fail("by", "select", "'auto' or 'units' for a query without a count or "
+                       "mean aggregation (by='count' thresholds the count it releases)",
+                       sel.by)
+        if found is not None:
+            i, statistic, rows = found
+            cal, share = parts[i], [s for t in shares for s in t][i]
+            for s, mech, charge in count_candidates(
+                    total, cal.mechanism, share, cal.sens.l2sq, rows, statistic,
+                    cal.release.name, sel.delta, l0, max(2, l0)):
+                ps = list(parts)
+                if mech is not None and charge is not None:
+                    ps[i] = Calibrated(cal.release, cal.sens, mech, charge)
+                cands.append((s, plans, ps))
+    if sel.by in ("auto", "units"):
+        n = len(query.aggregations)
+        share = Fraction(1, n + 1) if sel.share is None else Fraction(sel.share)
+        shares = _shares(query, share)
+        plans, parts = _build(query, ctx, total, shares, 1, False)
+        cands.extend((s, plans, parts)
+                     for s in unit_candidates(total, share, sel.delta, l0))
+    if not cands:
+        raise fail("privacy", "query", "large enough for DP key selection at this delta "
+                   "(every construction's noise exceeds the exact samplers' range)", total)
+    out: tuple[Selection, list[KindPlan], list[Calibrated]] = best(cands, lambda c: c[0])
+    return out
 
 
 #: The most numbers a plan with public keys may release (groups x numbers per group),
