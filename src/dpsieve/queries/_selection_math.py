@@ -25,7 +25,7 @@ import numpy as np
 from dpsieve._rounding import exp_bracket_fraction, rel_up, round_down
 
 __all__ = ["ONE", "dgauss_sf", "dgauss_tail_up", "dlap_sf", "dlap_tail_up",
-           "geometric_table", "least_threshold", "zcdp_delta_up"]
+           "geometric_table", "least_threshold", "log_tail_up", "zcdp_delta_up"]
 
 #: Keep probabilities of the truncated geometric are numerators over 2^64.
 ONE = 1 << 64
@@ -51,15 +51,34 @@ def dgauss_tail_up(s2: float, m: int) -> float:
     return rel_up(head + 0.5 * math.erfc(m / (s * math.sqrt(2.0))), MARGIN)
 
 
+def log_tail_up(family: str, param: float, m: int) -> float:
+    """An upper bound on log P[Z >= m] (m >= 1), by the bounds above taken in logs so that
+    no tail underflows (a delta of 5e-324 is a valid request): Laplace
+    -m/t - log(1 + q); Gaussian log(e^(-m^2/2s2) / (s sqrt(2 pi)) + Phi_bar(m/s)), with
+    Phi_bar(x) <= e^(-x^2/2) / (x sqrt(2 pi)) (Mills) once erfc would underflow; raised
+    by a relative and an absolute 1e-12."""
+    if family == "laplace":
+        x = -m / param - math.log1p(math.exp(-1.0 / param))
+    else:
+        s = math.sqrt(param)
+        z = m / s
+        if z < 20.0:
+            x = math.log(math.exp(-z * z / 2.0) / (s * math.sqrt(2.0 * math.pi))
+                         + 0.5 * math.erfc(z / math.sqrt(2.0)))
+        else:
+            x = -z * z / 2.0 + math.log((1.0 / s + 1.0 / z) / math.sqrt(2.0 * math.pi))
+    return x + abs(x) * 1e-12 + 1e-12
+
+
 def least_threshold(family: str, param: float, groups: int, delta: float) -> int | None:
-    """The least m >= 1 with ``groups * P[Z >= m] <= delta`` by the upper bounds above
+    """The least m >= 1 with ``groups * P[Z >= m] <= delta`` by :func:`log_tail_up`
     (``family`` "laplace" with scale ``param``, "gaussian" with variance ``param``): the
     chance that any of ``groups`` groups a unit creates clears ``m`` plus its count;
     ``None`` if it is beyond 2^52 (no threshold offered: the noise is too wide)."""
+    bar = math.log(delta) - math.log(groups)
 
     def ok(m: int) -> bool:
-        tail = dlap_tail_up(param, m) if family == "laplace" else dgauss_tail_up(param, m)
-        return groups * tail <= delta
+        return log_tail_up(family, param, m) <= bar
 
     hi = 1
     while not ok(hi):

@@ -31,7 +31,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from dpsieve._rounding import round_down, round_up, sub_down
+from dpsieve._rounding import rel_up, round_down, round_up, sub_down
 from dpsieve.accounting.events import (
     ZCDP,
     ApproxDP,
@@ -49,6 +49,7 @@ from dpsieve.queries._selection_math import (
     dlap_sf,
     geometric_table,
     least_threshold,
+    log_tail_up,
     zcdp_delta_up,
 )
 from dpsieve.queries.engine import Aggregates, GroupBatch
@@ -269,10 +270,11 @@ def count_candidates(total: PureDP | ZCDP, mechanism: DiscreteLaplaceMechanism |
     out: list[tuple[NoisyThreshold, DiscreteGaussianMechanism | None,
                     PrivacyDescription | None]] = []
     lap = isinstance(mechanism, DiscreteLaplaceMechanism)
-    m = (least_threshold("laplace", mechanism.scale, l0, delta) if lap else
+    m = (least_threshold("laplace", mechanism.scale, l0, delta)
+         if isinstance(mechanism, DiscreteLaplaceMechanism) else
          least_threshold("gaussian", float(mechanism.sampled_sigma2), l0, delta))
     if m is not None:
-        tail = min(l0 * _tail(mechanism, m), 1.0)
+        tail = min(l0 * _tail(mechanism, m), delta)  # certified <= delta in logs
         own: PrivacyDescription = (ApproxDP(0.0, tail, nb) if lap
                                    else ApproxZCDP(0.0, tail, nb))
         out.append((NoisyThreshold(mechanism, rows + m, delta, tail, own, statistic, rows,
@@ -298,11 +300,12 @@ def _l2(l2sq: int) -> float:
 
 
 def _tail(mech: DiscreteLaplaceMechanism | DiscreteGaussianMechanism, m: int) -> float:
-    from dpsieve.queries._selection_math import dgauss_tail_up, dlap_tail_up
-
+    """An upper bound on P[Z >= m] (:func:`log_tail_up`, exponentiated and rounded up)."""
     if isinstance(mech, DiscreteLaplaceMechanism):
-        return dlap_tail_up(mech.scale, m)
-    return dgauss_tail_up(float(mech.sampled_sigma2), m)
+        x = log_tail_up("laplace", mech.scale, m)
+    else:
+        x = log_tail_up("gaussian", float(mech.sampled_sigma2), m)
+    return min(1.0, rel_up(math.exp(x), 1e-12)) if x > -745 else 5e-324
 
 
 def unit_candidates(total: PureDP | ZCDP, share: Fraction, delta: float, l0: int
@@ -323,7 +326,8 @@ def unit_candidates(total: PureDP | ZCDP, share: Fraction, delta: float, l0: int
         m = least_threshold("laplace", t, l0, delta) if t <= MAX_DISCRETE_SCALE else None
         if m is not None:
             lap = DiscreteLaplaceMechanism(t, l0, nb, 1)
-            out.append(NoisyThreshold(lap, 1 + m, delta, l0 * _tail(lap, m), charge))
+            out.append(NoisyThreshold(lap, 1 + m, delta, min(l0 * _tail(lap, m), delta),
+                                      charge))
         g = gauss_for_eps(eps, delta, l0, 1, l0)
         if g is not None:
             sigma, _, tau, dt = g
@@ -336,7 +340,7 @@ def unit_candidates(total: PureDP | ZCDP, share: Fraction, delta: float, l0: int
         mech = DiscreteGaussianMechanism(sig, _l2(l0), nb, 2)
         m = least_threshold("gaussian", float(mech.sampled_sigma2), l0, delta)
         if m is not None:
-            out.append(NoisyThreshold(mech, 1 + m, delta, l0 * _tail(mech, m),
+            out.append(NoisyThreshold(mech, 1 + m, delta, min(l0 * _tail(mech, m), delta),
                                       ApproxZCDP(round_up(rho), delta, nb)))
     return out
 
