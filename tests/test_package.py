@@ -39,6 +39,8 @@ PUBLIC_MODULES = [
     "dpsieve.filters.training",
     "dpsieve.interactive",
     "dpsieve.interactive.base",
+    "dpsieve.interactive.blt",
+    "dpsieve.interactive.counter",
     "dpsieve.interactive.sparse_vector",
     "dpsieve.mechanisms",
     "dpsieve.mechanisms.additive",

@@ -22,16 +22,23 @@ from dpsieve.interactive.base import (
     child_from_state,
     register_child,
 )
+from dpsieve.interactive.blt import BLT, DEFAULT_BLT, fit_blt
+from dpsieve.interactive.counter import ContinualCounter, CounterSpec
 from dpsieve.interactive.sparse_vector import Answer, GaussianSVT, LaplaceSVT, SparseVector
 
 __all__ = [
+    "BLT",
+    "DEFAULT_BLT",
     "STATE_VERSION",
     "Answer",
     "Child",
     "ChildExhaustedError",
+    "ContinualCounter",
+    "CounterSpec",
     "GaussianSVT",
     "LaplaceSVT",
     "SparseVector",
     "child_from_state",
+    "fit_blt",
     "register_child",
 ]
