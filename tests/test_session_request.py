@@ -20,7 +20,6 @@ import pandas as pd
 import pytest
 from pydantic import TypeAdapter
 
-from dpsieve._session_request import Request, request_from_spec
 from dpsieve.accounting.events import GDP, ZCDP, ApproxDP, Neighbouring, PureDP
 from dpsieve.errors import ValidationError
 from dpsieve.filters import MixedFilter
@@ -32,6 +31,7 @@ from dpsieve.ledger.base import BudgetStore, SpendRecord
 from dpsieve.queries.plan import from_spec
 from dpsieve.service.schemas import BudgetIn, PrivacyIn, QueryBody
 from dpsieve.session import QueryResult, Session, filter_for_budget
+from dpsieve.session.request import Request, request_from_spec
 
 AR = Neighbouring.ADD_REMOVE
 

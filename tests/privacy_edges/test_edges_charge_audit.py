@@ -312,13 +312,13 @@ def _without_canonical_categories(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Defect 1 put back: categories used as given, repeats kept, each position counted
     on its own (as before 74d668d): ``["a"] * 1000`` releases 1000 copies of one count.
     The categories are checked in the query layer (``dpsieve.queries.kinds``) and counted
-    by the engine the session resolves (``dpsieve._session_query.engine_for``) or the
-    service's kept engine (``dpsieve._datasets.FileEngines.get``)."""
+    by the engine the session resolves (``dpsieve.queries.engines.resolve.engine_for``) or
+    the service's kept engine (``dpsieve.session.data.FileEngines.get``)."""
     import dataclasses
 
-    from dpsieve import _session_query
     from dpsieve.queries import kinds, schema
     from dpsieve.queries.engine import BucketCount
+    from dpsieve.queries.engines import resolve
 
     calls: list[int] = []
 
@@ -348,16 +348,16 @@ def _without_canonical_categories(monkeypatch: pytest.MonkeyPatch) -> list[int]:
                       for k, v in out.values.items()}
             return dataclasses.replace(out, values=values)
 
-    from dpsieve._datasets import FileEngines
+    from dpsieve.session.data import FileEngines
 
-    original, kept = _session_query.engine_for, FileEngines.get
+    original, kept = resolve.engine_for, FileEngines.get
 
     def kept_per_position(self: Any, path: str) -> Any:
         engine = kept(self, path)
         return None if engine is None else PerPosition(engine)
 
     monkeypatch.setattr(kinds, "canonical_values", lenient)
-    monkeypatch.setattr(_session_query, "engine_for",
+    monkeypatch.setattr(resolve, "engine_for",
                         lambda *a, **k: PerPosition(original(*a, **k)))
     # the service runs plans on its kept engines (fab4794), not through engine_for
     monkeypatch.setattr(FileEngines, "get", kept_per_position)

@@ -114,7 +114,7 @@ def test_parquet_and_kept_engines_refuse_before_the_spend(kind: str, tmp_path: P
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from dpsieve._datasets import FileEngines
+    from dpsieve.session.data import FileEngines
 
     t = getattr(pa, kind)()
     lo, hi = (0 if kind.startswith("u") else -(2 ** (t.bit_width - 1)),

@@ -154,9 +154,9 @@ def test_out_of_memory_under_the_default_runs_again_under_the_retry_limit(
 
 
 def _plan_of(plan: dict[str, Any]) -> Any:
-    from dpsieve._session_query import plan_of
+    from dpsieve.queries.plan import from_spec
 
-    return plan_of(plan, "add_remove")
+    return from_spec(plan, "add_remove")
 
 
 def test_a_given_limit_is_never_raised(tmp_path: Path, monkeypatch: Any) -> None:

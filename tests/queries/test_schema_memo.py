@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from dpsieve._datasets import stored_schema
-from dpsieve._session_query import resolve_schema
 from dpsieve.errors import ValidationError
 from dpsieve.queries.schema import Column, ColumnType, Schema
+from dpsieve.session.datasets import stored_schema
+from dpsieve.session.plans import resolve_schema
 
 
 def _stored(**col: object) -> dict[str, object]:

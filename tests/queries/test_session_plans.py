@@ -136,7 +136,7 @@ def test_every_source_gives_the_same_answer_for_the_same_randomness(fmt: str,
 
 
 def test_files_are_never_loaded_into_python(tmp_path: Any, monkeypatch: Any) -> None:
-    import dpsieve.session as session_mod
+    import dpsieve.session.data as session_mod
 
     path = tmp_path / "d.parquet"
     _frame().to_parquet(path)

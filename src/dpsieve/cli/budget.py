@@ -117,8 +117,8 @@ def _schema_of(store: Any, dataset: str, src: dict[str, Any], fresh: bool,
     """The public schema to register (from the file's metadata, the declarations and the
     privacy unit; ``fresh``: a new registration, else the stored declarations and unit are
     kept unless given), checked before anything is written."""
-    from dpsieve._datasets import registered_schema, unit_conflict
-    from dpsieve._session_query import engine_for
+    from dpsieve.session.data import file_columns
+    from dpsieve.session.datasets import registered_schema, unit_conflict
 
     if not src.get("path"):
         raise _fail(f"The data set {dataset!r} has no file: give --path.")
@@ -128,7 +128,7 @@ def _schema_of(store: Any, dataset: str, src: dict[str, Any], fresh: bool,
         if declared is None and isinstance(old.get("schema"), dict):
             declared = old["schema"].get("columns")
     try:
-        table = engine_for(str(src["path"])).columns()  # metadata only
+        table = file_columns(src["path"])  # metadata only
     except Exception as e:  # the reader's message is withheld: it may quote a cell
         raise _fail(f"{src['path']!r} could not be read as a table "
                     f"({type(e).__name__}).") from None
@@ -231,11 +231,11 @@ def edit_schema(
     """Edit a registered data set's declarations (and privacy unit) in place, before any
     query: checked against the file's metadata before anything is written; refused once
     its budget has paid for queries, unless nothing changes."""
-    from dpsieve._datasets import registered_schema, spent
-    from dpsieve._session_query import engine_for
     from dpsieve.errors import DPError
     from dpsieve.ledger import open_store
     from dpsieve.ledger.redact import redact_url
+    from dpsieve.session.data import file_columns
+    from dpsieve.session.datasets import registered_schema, spent
 
     if no_privacy_unit and privacy_unit is not None:
         raise _fail("give --privacy-unit or --no-privacy-unit, not both.")
@@ -256,7 +256,7 @@ def edit_schema(
         unit = None if no_privacy_unit else (privacy_unit if privacy_unit is not None
                                              else old.get("privacy_unit"))
         try:
-            table = engine_for(str(old["path"])).columns()  # metadata only
+            table = file_columns(old["path"])  # metadata only
         except DPError:
             raise
         except Exception as e:  # the reader's message is withheld: it may quote a cell

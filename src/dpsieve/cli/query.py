@@ -17,8 +17,6 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
            spark_table: str | None = None) -> Iterator[dict[str, Any]]:
     """Each query's answer, refusal or error, as soon as it is known (a generator: an
     answer already paid for is printed before a later query can fail)."""
-    from dpsieve._datasets import session_for
-    from dpsieve._session_request import request_from_spec
     from dpsieve.errors import (
         BudgetExceededError,
         DPError,
@@ -28,6 +26,8 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
     from dpsieve.ledger import open_store
     from dpsieve.ledger.redact import redact_url
     from dpsieve.session import load_frame
+    from dpsieve.session.datasets import session_for
+    from dpsieve.session.request import request_from_spec
 
     store = open_store(database_url, schema=schema)
     try:
@@ -82,9 +82,9 @@ def _schema(dataset: str, url: str | None, api_key: str | None, database_url: st
             raise typer.BadParameter(f"the service answered {r.status_code}: "
                                      f"{body.get('message', '')}")
         return dict(body)
-    from dpsieve._datasets import stored_schema
     from dpsieve.ledger import open_store
     from dpsieve.ledger.redact import redact_url
+    from dpsieve.session.datasets import stored_schema
 
     store = open_store(database_url, schema=schema)
     try:

@@ -22,41 +22,21 @@ from typing import Annotated, Any
 from fastapi import Depends, Header, HTTPException, Request
 from fastapi import Path as PathParam
 
-from dpsieve._datasets import FileEngines
-from dpsieve._session_release import ReleaseLimits
 from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal
 from dpsieve.service.auth import hash_key
 from dpsieve.service.errors import Limited, redact_quoted
 from dpsieve.service.limits import FailureLimiter, ReadyCache, TokenBuckets, WindowCounter
 from dpsieve.service.settings import Settings
-from dpsieve.session import load_frame
+from dpsieve.session.data import FileEngines, Frames, file_columns
+from dpsieve.session.release import ReleaseLimits
 
-__all__ = ["DatasetName", "Frames", "Owner", "ServiceState", "Svc", "Who", "owner",
+__all__ = ["DatasetName", "Owner", "ServiceState", "Svc", "Who", "owner",
            "principal", "service_state"]
 
 #: A data-set name in a URL path: bounded, no control characters (a NUL byte reached
 #: PostgreSQL, which refuses it with an error that became a 500).
 DatasetName = Annotated[str, PathParam(min_length=1, max_length=256,
                                        pattern=r"^[^\x00-\x1f\x7f]+$")]
-
-
-class Frames:
-    """Data frames loaded on first admitted use, reloaded when the file changes."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._cache: dict[str, tuple[float, Any]] = {}
-
-    def get(self, path: str) -> Any:
-        mtime = Path(path).stat().st_mtime
-        with self._lock:
-            hit = self._cache.get(path)
-            if hit is not None and hit[0] == mtime:
-                return hit[1]
-        frame = load_frame(path)
-        with self._lock:
-            self._cache[path] = (mtime, frame)
-        return frame
 
 
 def _after_spend(settings: Settings) -> Callable[[str], None] | None:
@@ -122,12 +102,10 @@ class ServiceState:
 
     def table_columns(self, src: dict[str, Any]) -> Any:
         """A registration's column types, from metadata only (as at registration)."""
-        from dpsieve._session_query import engine_for
-
         if not src.get("path"):
             return self.spark_engine(str(src["spark_table"])).columns()
         try:
-            return engine_for(str(src["path"])).columns()
+            return file_columns(src["path"])
         except Exception as e:  # a file gone or unreadable since its registration
             raise HTTPException(422, "the data set's file could not be read as a table: "
                                      f"{redact_quoted(str(e))}") from None

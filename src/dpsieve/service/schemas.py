@@ -7,7 +7,7 @@ infinities are refused with 422), strings and lists bounded, unknown fields refu
 This is where the service's JSON becomes typed values, once: :meth:`PrivacyIn.description`
 and :meth:`BudgetIn.budget` build privacy descriptions from the validated fields, and
 ``QueryIn.request`` / ``PlanIn.request`` the typed
-:class:`~dpsieve._session_request.Request` the session executes (its plan read by
+:class:`~dpsieve.session.request.Request` the session executes (its plan read by
 :func:`dpsieve.queries.plan.from_spec`). Nothing below the service sees the request JSON.
 """
 
@@ -39,7 +39,7 @@ from dpsieve.accounting.events import (
 )
 
 if TYPE_CHECKING:
-    from dpsieve._session_request import Request
+    from dpsieve.session.request import Request
 
 __all__ = ["AnalystIn", "BudgetIn", "ColumnIn", "DatasetIn", "GrantIn", "PlanIn", "PrivacyIn",
            "QueryBody", "QueryIn", "SchemaIn"]
@@ -143,7 +143,7 @@ class QueryIn(_Strict):
 
 
 def _request(body: QueryIn | PlanIn, neighbouring: Neighbouring) -> Request:
-    from dpsieve._session_request import request_from_spec
+    from dpsieve.session.request import request_from_spec
 
     spec = body.model_dump(exclude_none=True, exclude={"privacy"})
     spec["privacy"] = body.privacy.description(neighbouring.value)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from dpsieve._session_release import RELEASE_MAX_COST, RELEASE_MAX_GROUP_WORK
+from dpsieve.session.release import RELEASE_MAX_COST, RELEASE_MAX_GROUP_WORK
 
 __all__ = ["Settings"]
 

@@ -1,4 +1,5 @@
-"""One place that maps a user's data source to an engine (used by Session, service, CLI).
+"""The one place that maps a user's data source to an engine (Session, service and CLI
+resolve every source here).
 
 Resolution is by the source's *type*, never by its contents, so it reads no private value:
 
@@ -7,7 +8,9 @@ Resolution is by the source's *type*, never by its contents, so it reads no priv
 * a Spark DataFrame (classic or Spark Connect) -> :class:`SparkEngine`; a string with
   ``spark=`` given -> the table of that name in the Spark session's catalog;
 * a path or string naming a CSV, Parquet or DuckDB file -> :class:`DuckDBEngine`
-  (``table=`` names the table inside a DuckDB file);
+  (``table=`` names the table inside a DuckDB file; ``memory_limit=`` its memory limit);
+* a loader (a callable returning a frame) is called, then resolved; a pyarrow table is
+  read as pandas;
 * an object whose class implements the engine protocol (``name``, ``columns`` and
   ``aggregate``) is used as it is (frames are recognised first: a DataFrame with a column
   called ``name`` is still a DataFrame).
@@ -48,14 +51,25 @@ def is_engine(obj: Any) -> bool:
             and all(callable(getattr(kind, m, None)) for m in ("aggregate", "columns")))
 
 
-def engine_for(source: Any, *, table: str | None = None, spark: Any = None) -> Engine:
-    """The engine that runs plans on ``source`` (see the module docstring).
+#: The file suffixes a path may have (DuckDB reads them; ``table=`` names a DuckDB file's
+#: table).
+FILE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".parquet", ".pq", ".duckdb", ".db")
 
-    Raises :class:`~dpsieve.errors.ValidationError` naming ``source`` and the accepted
-    kinds (by type name; the source's contents are never read or echoed)."""
+
+def engine_for(source: Any, *, table: str | None = None, spark: Any = None,
+               memory_limit: str | None = None, name: str = "source",
+               owner: str = "engine_for") -> Engine:
+    """The engine that runs plans on ``source`` (see the module docstring). A file runs on
+    DuckDB under ``memory_limit`` (default: ``duckdb.default_memory_limit``); a loader (a
+    callable returning a frame, as a session's lazy data) is called, only when its engine
+    is needed (after the spend, or to read its column types); a pyarrow table is read as
+    pandas.
+
+    Raises :class:`~dpsieve.errors.ValidationError` naming ``name`` (of ``owner``) and the
+    accepted kinds (by type name; the source's contents are never read or echoed)."""
     if spark is not None:
         if not isinstance(source, str):
-            raise fail("source", "engine_for", "a table name in the Spark catalog when spark= "
+            raise fail(name, owner, "a table name in the Spark catalog when spark= "
                        "is given", type(source).__name__)
         from dpsieve.queries.engines.spark import SparkEngine
 
@@ -64,6 +78,14 @@ def engine_for(source: Any, *, table: str | None = None, spark: Any = None) -> E
         from dpsieve.queries.engines.spark import SparkEngine
 
         return SparkEngine(source)
+    if isinstance(source, (str, Path)):
+        if not str(source).lower().endswith(FILE_SUFFIXES):
+            raise fail(name, owner, "a .csv, .parquet or .duckdb path", str(source))
+        from dpsieve.queries.engines.duckdb import DuckDBEngine
+
+        return DuckDBEngine(source, table=table, memory_limit=memory_limit)
+    if callable(source) and not hasattr(source, "columns"):
+        source = source()  # a lazy loader of a frame
     if _is_instance(source, "pandas", ("DataFrame",)):
         from dpsieve.queries.engines.frames import PandasEngine
 
@@ -72,13 +94,13 @@ def engine_for(source: Any, *, table: str | None = None, spark: Any = None) -> E
         from dpsieve.queries.engines.frames import PolarsEngine
 
         return PolarsEngine(source)
-    if isinstance(source, (str, Path)):
-        from dpsieve.queries.engines.duckdb import DuckDBEngine
-
-        return DuckDBEngine(source, table=table)
     if is_engine(source):
         engine: Engine = source
         return engine
-    raise fail("source", "engine_for", "a pandas or polars DataFrame, a Spark DataFrame, a "
+    if hasattr(type(source), "to_pandas"):  # pyarrow tables
+        from dpsieve.queries.engines.frames import PandasEngine
+
+        return PandasEngine(source.to_pandas())
+    raise fail(name, owner, "a pandas or polars DataFrame, a Spark DataFrame, a "
                "CSV/Parquet/DuckDB file path, a Spark catalog table name with spark=, or an "
                "engine", type(source).__name__)

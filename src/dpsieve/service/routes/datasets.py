@@ -9,8 +9,6 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException
 
-from dpsieve._datasets import registered_schema, spent
-from dpsieve._session_query import engine_for
 from dpsieve._validation import fail
 from dpsieve.accounting.events import PrivacyDescription
 from dpsieve.errors import DPError
@@ -22,6 +20,8 @@ from dpsieve.service.registration import column_count, resolve_path, with_deadli
 from dpsieve.service.routes.schema import unit_change
 from dpsieve.service.schemas import BudgetIn, DatasetIn, GrantIn
 from dpsieve.session import data_column_kinds, data_columns, filter_for_budget
+from dpsieve.session.data import file_columns
+from dpsieve.session.datasets import registered_schema, spent
 
 __all__ = ["budget_filter", "router", "set_budget"]
 
@@ -107,7 +107,7 @@ def register(body: DatasetIn, _: Owner, svc: Svc) -> dict[str, Any]:
     def metadata() -> tuple[list[str], dict[str, str], Any]:
         column_count(path, limits.max_columns)  # bounded: the header or the footer
         return (data_columns(path), data_column_kinds(path),  # names and kinds, no values
-                engine_for(str(path)).columns())  # the types the engine reads (metadata)
+                file_columns(path))  # the types the engine reads (metadata)
     try:
         columns, kinds, table = with_deadline(limits.registration_timeout, metadata,
                                               str(path))

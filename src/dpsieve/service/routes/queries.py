@@ -17,12 +17,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, HTTPException, Request, Response
 
-from dpsieve._datasets import session_for
 from dpsieve.errors import BudgetExceededError, ConcurrencyError, IncompatiblePrivacyError
 from dpsieve.ledger.base import LedgerUnavailableError, has_budget, spend_journal, spend_key
 from dpsieve.service.deps import DatasetName, Svc, Who
 from dpsieve.service.errors import Limited, QueryLedgerError
 from dpsieve.service.schemas import QueryBody
+from dpsieve.session.datasets import session_for
 
 __all__ = ["QUERY_PATH", "router"]
 

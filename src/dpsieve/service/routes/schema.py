@@ -1,6 +1,6 @@
 """A registered data set's public schema: read by any key it is visible to, replaced in
 place by the owner, and the 409 for a privacy unit or declarations that may no longer
-change (the schema and the session a query runs in are :mod:`dpsieve._datasets`', shared
+change (the schema and the session a query runs in are :mod:`dpsieve.session.datasets`', shared
 with the CLI).
 
 A data set's schema is public metadata: column names and types as DuckDB reports them
@@ -19,10 +19,10 @@ from typing import Any
 
 from fastapi import APIRouter, HTTPException
 
-from dpsieve._datasets import registered_schema, spent, stored_schema, unit_conflict
 from dpsieve.ledger.base import BudgetStore
 from dpsieve.service.deps import DatasetName, Owner, Svc, Who
 from dpsieve.service.schemas import SchemaIn
+from dpsieve.session.datasets import registered_schema, spent, stored_schema, unit_conflict
 
 __all__ = ["router", "schema_change", "unit_change"]
 

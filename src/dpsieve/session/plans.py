@@ -1,16 +1,14 @@
-"""The session's side of the query layer: a data set's public schema, its engine, and how
-a plan's answer is stored and read back (orchestration only; the privacy is decided in
-:mod:`dpsieve.queries`).
+"""The session's side of the query layer: a data set's public schema and how a plan's
+answer is stored and read back (orchestration only; the privacy is decided in
+:mod:`dpsieve.queries`; the engine a source runs on is
+:func:`dpsieve.queries.engines.resolve.engine_for`'s).
 
-* :func:`engine_for` -- the engine a data source runs on: DuckDB for CSV, Parquet and
-  DuckDB files (the table never enters Python: only per-group aggregates come back),
-  pandas or polars for frames in memory, Spark for a Spark DataFrame, or the engine given.
 * :func:`resolve_schema` -- the public :class:`~dpsieve.queries.schema.Schema`: the
   steward's declaration (types, public domains and bounds) over the types the engine
   reports from the table's metadata, with the privacy unit. Built before any spend, from
   metadata only (a CSV's types are those DuckDB's reader infers from the file; declare them
   to fix them).
-* :func:`plan_of` -- a typed plan from a :class:`~dpsieve.queries.plan.Query` or its JSON.
+* :func:`legacy_stored` -- a one-aggregation shape's answer in its stored form.
 """
 
 from __future__ import annotations
@@ -21,17 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from dpsieve._memo import Memo
-from dpsieve._validation import fail, fail_private
-from dpsieve.queries.engine import Engine
-from dpsieve.queries.plan import Query, from_spec
+from dpsieve._validation import fail
+from dpsieve.queries.plan import Query
 from dpsieve.queries.prepare import Prepared
 from dpsieve.queries.result import Answer
 from dpsieve.queries.schema import Column, ColumnType, Schema
 
-__all__ = ["declared_unit", "engine_for", "is_plan", "legacy_stored", "plan_of",
-           "resolve_schema"]
-
-_FILES = (".csv", ".csv.gz", ".tsv", ".parquet", ".pq", ".duckdb", ".db")
+__all__ = ["declared_unit", "is_file", "is_plan", "legacy_stored", "resolve_schema"]
 
 
 def is_plan(spec: Any) -> bool:
@@ -39,44 +33,8 @@ def is_plan(spec: Any) -> bool:
     return isinstance(spec, Query) or (isinstance(spec, Mapping) and spec.get("type") == "query")
 
 
-def plan_of(spec: Any, neighbouring: str) -> Query:
-    """The typed plan (JSON mapped once, here; the privacy defaults to ``neighbouring``)."""
-    if isinstance(spec, Query):
-        return spec
-    return from_spec(spec, neighbouring)
-
-
 def is_file(data: Any) -> bool:
     return isinstance(data, str | Path)
-
-
-def engine_for(data: Any, table: str | None = None, memory_limit: str | None = None
-               ) -> Engine:
-    """The engine for a data source (a path, a pandas/polars frame, or a loader of one; a
-    Spark DataFrame; an engine object such as ``SparkEngine("db.table")``). A file runs
-    on DuckDB under ``memory_limit`` (default: ``duckdb.default_memory_limit``)."""
-    from dpsieve.queries.engines import DuckDBEngine, PandasEngine, PolarsEngine
-    from dpsieve.queries.engines.resolve import engine_for as resolve
-    from dpsieve.queries.engines.resolve import is_engine, is_spark_frame
-
-    if is_spark_frame(data) or is_engine(data):  # a Spark DataFrame, or e.g. SparkEngine(
-        return resolve(data)                     # "db.table", spark=...) for a catalog table
-    if is_file(data):
-        path = str(data)
-        if not path.lower().endswith(_FILES):
-            raise fail("data", "Session", "a .csv, .parquet or .duckdb path", path)
-        return DuckDBEngine(path, table=table, memory_limit=memory_limit)
-    if callable(data) and not hasattr(data, "columns"):
-        data = data()  # a lazy loader (called only after the spend, or to read dtypes)
-    mod = type(data).__module__.split(".")[0]
-    if mod == "polars":
-        return PolarsEngine(data)
-    if mod == "pandas":
-        return PandasEngine(data)
-    if hasattr(data, "to_pandas"):  # pyarrow tables
-        return PandasEngine(data.to_pandas())
-    raise fail_private("data", "Session", "a pandas/polars DataFrame or a .csv/.parquet/"
-                       ".duckdb path", data)
 
 
 #: resolve_schema's results for (declared Schema, table columns, unit), by identity.

@@ -11,61 +11,22 @@ schema is public metadata: it never holds a value of the data.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpsieve._memo import Memo
 from dpsieve.accounting.events import Neighbouring
 from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore
 from dpsieve.queries.schema import Column, ColumnType, Schema
 
-__all__ = ["FileEngines", "registered_schema", "session_for", "stored_schema",
-           "unit_conflict"]
+if TYPE_CHECKING:
+    from dpsieve.session.core import Session
+
+__all__ = ["registered_schema", "session_for", "spent", "stored_schema", "unit_conflict"]
 
 
 #: Stored schemas parsed (Schema is immutable), keyed by the stored value's repr.
 _SCHEMAS: Memo[Schema] = Memo(256)
-
-
-class FileEngines:
-    """DuckDB engines kept open across queries, one per registered file path (at most
-    ``size``, the least recently used dropped first), so a query neither opens a database
-    nor parses the file again (:class:`~dpsieve.queries.engines.duckdb.DuckDBEngine` with
-    ``keep_open``: files of at most ``copy_max_bytes`` are copied into it once). Keyed on
-    the registered path only (public registration data); the engine itself notices a
-    changed file (its stamp, checked on every call) and reads it again, and a data set
-    registered again with another path gets that path's engine. Thread-safe."""
-
-    def __init__(self, size: int = 8, copy_max_bytes: int = 16 * 2**20) -> None:
-        self._lock = threading.Lock()
-        self._size = size
-        self._copy_max_bytes = copy_max_bytes
-        self._engines: OrderedDict[str, Any] = OrderedDict()
-
-    def get(self, path: str) -> Any:
-        """The kept engine of ``path`` (made on first use; ``None`` for a path DuckDB cannot
-        open, e.g. a file gone since its registration: the session then refuses it as
-        before, with the error of its query type)."""
-        from dpsieve.errors import ValidationError
-        from dpsieve.queries.engines import DuckDBEngine
-
-        with self._lock:
-            engine = self._engines.get(path)
-            if engine is not None:
-                self._engines.move_to_end(path)
-                return engine
-        try:
-            engine = DuckDBEngine(path, keep_open=True, copy_max_bytes=self._copy_max_bytes)
-        except ValidationError:
-            return None
-        with self._lock:
-            engine = self._engines.setdefault(path, engine)
-            self._engines.move_to_end(path)
-            while len(self._engines) > self._size:
-                self._engines.popitem(last=False)
-        return engine
 
 
 def registered_schema(actual: Callable[[], tuple[Column, ...]],
@@ -75,7 +36,7 @@ def registered_schema(actual: Callable[[], tuple[Column, ...]],
     metadata) with the owner's declarations, and the privacy unit (a ValidationError
     naming the parameter if a declared column or the unit is not a column of the table,
     raised before anything is written)."""
-    from dpsieve._session_query import resolve_schema
+    from dpsieve.session.plans import resolve_schema
 
     cols = None if declared is None else [Column.from_dict(c) for c in declared]
     return resolve_schema(cols, privacy_unit, actual).to_dict()
@@ -108,11 +69,7 @@ def unit_conflict(st: BudgetStore, name: str, old: dict[str, Any],
     answers its budget already paid for protected the old unit, not the new one."""
     if not old or old.get("privacy_unit") == unit:
         return None
-    try:
-        spent = bool(st.history(name))
-    except BudgetNotFoundError:
-        spent = False
-    if not spent:
+    if not spent(st, name):
         return None
     return (f"The privacy unit of {name!r} cannot change from {old.get('privacy_unit')!r} "
             f"to {unit!r}: its budget has already paid for queries protecting the old "
@@ -122,12 +79,13 @@ def unit_conflict(st: BudgetStore, name: str, old: dict[str, Any],
 def session_for(src: dict[str, Any], data: Any, st: BudgetStore, name: str, principal: str,
                 after_spend: Callable[[str], None] | None,
                 frame_of: Callable[[str], Any], release_limits: Any = None,
-                engine: Any = None) -> Any:
+                engine: Any = None) -> Session:
     """The session one query runs in, on ``data`` (the file's path, or a Spark engine):
     plans and the one-aggregation shapes run inside the engine (``engine``, e.g. the
     file's from :class:`FileEngines`; default: one opened for the query); release and the
     robust estimators load the file through ``frame_of(path)`` after the spend."""
-    from dpsieve.session import Session, data_row_count
+    from dpsieve.session.core import Session
+    from dpsieve.session.data import data_row_count
 
     path = src.get("path")
     has_schema = isinstance(src.get("schema"), dict)

@@ -1,8 +1,8 @@
-"""Query release inside a session (private to :mod:`dpsieve.session`).
+"""Query release inside a session.
 
 A ``release`` query runs a :mod:`dpsieve.release` mechanism over a **public** categorical
 domain and is charged ``PureDP(eps, replace-one)`` before any data are read
-(:func:`_release_plan`). Instances too large to run are refused from public quantities
+(:func:`release_plan`). Instances too large to run are refused from public quantities
 (the domain, the workload, the public row count ``n``) before the spend. Values outside a
 column's public levels are counted as that column's first level: a row-wise map, so
 neighbouring data sets stay neighbours and ``n`` stays fixed (docs/session.md).
@@ -23,6 +23,9 @@ from dpsieve.accounting.events import (
     PrivacyDescription,
     PureDP,
 )
+
+__all__ = ["RELEASE_MAX_COST", "RELEASE_MAX_GROUP_WORK", "ReleaseLimits", "release_plan",
+           "release_privacy"]
 
 Frame = Any  # a pandas DataFrame (pandas is imported lazily)
 
@@ -54,6 +57,20 @@ class ReleaseLimits:
 
 _RELEASE_OPTIONS = {"envelope": ("rounds", "eta", "gamma"), "pmw": ("rounds",),
                     "mwem": ("rounds",), "laplace": (), "blr": ()}
+
+
+def release_privacy(p: PrivacyDescription, nb: Neighbouring) -> PrivacyDescription:
+    """A release query's privacy: PureDP(eps > 0) under replace-one, which must be the
+    budget's relation (the mechanisms are pure eps-DP under replace-one only)."""
+    if nb != Neighbouring.REPLACE_ONE:
+        raise fail("privacy", "release query", "spent under replace-one neighbours: the "
+                   "release mechanisms are pure eps-DP under replace-one only, which does "
+                   "not imply eps-DP under add/remove (no conversion is offered); open "
+                   "the session with a replace-one budget", p)
+    if not isinstance(p, PureDP) or p.neighbouring != nb:
+        raise fail("privacy", "release query", "PureDP(eps) under replace-one", p)
+    check_positive("eps", p.eps, "release query")
+    return p
 
 
 def _level_key(v: Any) -> str | None:
@@ -236,7 +253,7 @@ def _plain(v: Any) -> Any:
     return v
 
 
-def _release_plan(spec: dict[str, Any], p: PrivacyDescription, schema: Sequence[str],
+def release_plan(spec: dict[str, Any], p: PrivacyDescription, schema: Sequence[str],
                   rng: np.random.Generator | None, row_count: Callable[[], int],
                   limits: ReleaseLimits | None = None,
                   ) -> tuple[Any, Callable[[Frame], tuple[Any, dict[str, Any]]]]:
