@@ -40,6 +40,7 @@ PUBLIC_MODULES = [
     "dpsieve.interactive",
     "dpsieve.interactive.base",
     "dpsieve.interactive.blt",
+    "dpsieve.interactive.cache",
     "dpsieve.interactive.counter",
     "dpsieve.interactive.sparse_vector",
     "dpsieve.mechanisms",

@@ -23,6 +23,7 @@ from dpsieve.interactive.base import (
     register_child,
 )
 from dpsieve.interactive.blt import BLT, DEFAULT_BLT, fit_blt
+from dpsieve.interactive.cache import AnswerCache, CacheAnswer, CacheSpec
 from dpsieve.interactive.counter import ContinualCounter, CounterSpec
 from dpsieve.interactive.sparse_vector import Answer, GaussianSVT, LaplaceSVT, SparseVector
 
@@ -31,6 +32,9 @@ __all__ = [
     "DEFAULT_BLT",
     "STATE_VERSION",
     "Answer",
+    "AnswerCache",
+    "CacheAnswer",
+    "CacheSpec",
     "Child",
     "ChildExhaustedError",
     "ContinualCounter",

@@ -319,6 +319,11 @@ class SparseVector:
         return self.spec.pld()
 
     @property
+    def source(self) -> RandomSource:
+        """The source of this child's noise (children built on it draw from it too)."""
+        return self._src
+
+    @property
     def exhausted(self) -> bool:
         """True when no more questions are answered (positives or questions used up)."""
         if self.positives_used >= self.spec.positives:
