@@ -29,6 +29,7 @@ PUBLIC_MODULES = [
     "dpsieve.filters.auditor",
     "dpsieve.filters.capacity",
     "dpsieve.filters.gdp",
+    "dpsieve.filters.interleaved",
     "dpsieve.filters.mixed",
     "dpsieve.filters.natural",
     "dpsieve.filters.per_record",
