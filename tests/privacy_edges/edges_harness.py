@@ -95,8 +95,11 @@ class Entry:
             from dpsieve.service import Settings, create_app
 
             self.store = SQLiteStore(self.db)
-            app = create_app(Settings(owner_key=OWNER, max_body_bytes=5_000_000),
-                             store=self.store)
+            # the audits send hundreds of queries (and refusals) as one analyst: its
+            # request quota and refusal cap are lifted (they are tested in tests/system)
+            app = create_app(Settings(owner_key=OWNER, max_body_bytes=5_000_000,
+                                      analyst_requests_per_second=0,
+                                      refusals_per_window=0), store=self.store)
             self._ctx = TestClient(app, raise_server_exceptions=False)
             self._client = self._ctx.__enter__()
             own = {"Authorization": f"Bearer {OWNER}"}

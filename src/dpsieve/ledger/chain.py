@@ -37,7 +37,6 @@ import numpy as np
 from dpsieve.errors import DPError
 from dpsieve.filters.base import PrivacyFilter
 from dpsieve.filters.charge import Charge, charge_from_dict
-from dpsieve.ledger.base import canonical_json
 
 __all__ = ["GENESIS", "ChainBroken", "ChainRow", "Checkpoint", "Replay", "decode_charge",
            "encode_charge", "legacy_step", "row_hash", "state_sha"]
@@ -55,18 +54,31 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _digest(*parts: str | int | None) -> str:
+    """SHA-256 over ``parts``, each length-prefixed (``None`` apart from ``""``), so no
+    two sequences of fields hash alike."""
+    h = hashlib.sha256()
+    for p in parts:
+        if p is None:
+            h.update(b"\x00")
+            continue
+        b = str(p).encode("utf-8")
+        h.update(b"\x01" + len(b).to_bytes(8, "big"))
+        h.update(b)
+    return h.hexdigest()
+
+
 def row_hash(prev: str, n: int, ts: str, budget_id: str, principal: str, event: str,
              key: str, payload: str, replay: str | None) -> str:
     """The hash of a chained row: every stored field, its position and its predecessor."""
-    return _sha(canonical_json([_V, prev, n, ts, budget_id, principal, event, key, payload,
-                                replay]))
+    return _digest(_V, prev, n, ts, budget_id, principal, event, key, payload, replay)
 
 
 def legacy_step(digest: str, seq: int, ts: str, budget_id: str, principal: str, event: str,
                 key: str, payload: str) -> str:
     """The digest of the rows written before the chain, extended by one row."""
-    return _sha(canonical_json([_V + "-legacy", digest, seq, ts, budget_id, principal, event,
-                                key, payload]))
+    return _digest(_V + "-legacy", digest, seq, ts, budget_id, principal, event, key,
+                   payload)
 
 
 def state_sha(state: str) -> str:
@@ -140,7 +152,8 @@ class Checkpoint:
 class Replay:
     """Reads one chain's rows in ``seq`` order (from ``start``, a verified checkpoint, or
     from the beginning) and raises :class:`ChainBroken` at the first inconsistency.
-    ``spends`` (key -> (decision seq, decision text; None before the chain)) collects
+    ``spends`` (key -> (decision seq, SHA-256 of the decision text; None before the
+    chain)) collects
     every admitted spend when read from the beginning, for the check against the spends
     table."""
 
@@ -242,7 +255,7 @@ class Replay:
         self.state, self._flt = new, flt
         self.admitted += 1
         if self.start is None:
-            self.spends[row.key] = (row.seq, row.payload)
+            self.spends[row.key] = (row.seq, _sha(row.payload))
 
     def finish(self, state: str | None, initial: str | None, n_spends: int | None) -> None:
         """Compare the stored budget row (None: not a budget) with the replay."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,13 @@ class Cursor:
 
     def all(self) -> list[tuple[Any, ...]]:
         return [tuple(r) for r in self.raw.fetchall()]
+
+    def rows(self, batch: int = 1000) -> Iterator[tuple[Any, ...]]:
+        """The result's rows, fetched ``batch`` at a time (a long audit log is never
+        held whole)."""
+        while chunk := self.raw.fetchmany(batch):
+            for r in chunk:
+                yield tuple(r)
 
 
 @dataclass(slots=True)

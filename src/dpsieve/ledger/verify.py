@@ -12,6 +12,7 @@ data.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -67,7 +68,7 @@ def verify_store(store: SQLStore, budget_id: str | None = None) -> list[BudgetCh
             rows = 0
             try:
                 for r in cur.run(f"SELECT {AUDIT_COLUMNS} FROM audit WHERE budget_id = ?"
-                                 " ORDER BY seq", (chain,)).all():
+                                 " ORDER BY seq", (chain,)).rows():
                     rows += 1
                     rep.feed(_chain_row(r))
                 b = budgets.get(chain)
@@ -83,8 +84,9 @@ def verify_store(store: SQLStore, budget_id: str | None = None) -> list[BudgetCh
 
 def _spends(cur: Any, budget_id: str, rep: Replay) -> list[str]:
     """The spends table of one budget against the admitted decisions of its log."""
-    stored = {str(k): (int(s), str(d)) for k, s, d in cur.run(
-        "SELECT key, seq, decision FROM spends WHERE budget_id = ?", (budget_id,)).all()}
+    stored = {str(k): (int(s), hashlib.sha256(str(d).encode()).hexdigest())
+              for k, s, d in cur.run("SELECT key, seq, decision FROM spends WHERE"
+                                     " budget_id = ?", (budget_id,)).rows()}
     problems = []
     missing = sorted(set(rep.spends) - set(stored))
     extra = sorted(set(stored) - set(rep.spends))
