@@ -119,17 +119,19 @@ def _write(args: Any, load0: float, rows: list[str], worst: float, done: bool) -
         *rows,
         "",
     ]
-    OUT.write_text("\n".join(text))
+    args.out.write_text("\n".join(text))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--full", action="store_true")
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--sigmas", type=float, nargs="*", default=None, help="only these sigmas")
+    ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     from dpsieve.mechanisms.subsampled import step_grid
 
-    sigmas = SIGMAS_FULL if args.full else SIGMAS
+    sigmas = args.sigmas or (SIGMAS_FULL if args.full else SIGMAS)
     load0 = os.getloadavg()[0]
     rows = []
     worst = 0.0
@@ -157,7 +159,7 @@ def main() -> None:
                     print(rows[-1], flush=True)
                 _write(args, load0, rows, worst, done=False)  # a partial run leaves its rows
     _write(args, load0, rows, worst, done=True)
-    print(f"worst ratio {worst:.4f}; wrote {OUT}")
+    print(f"worst ratio {worst:.4f}; wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -237,38 +237,47 @@ def restore_optimistic(
     return offset, out, inf_mass
 
 
-def coarsen_up(
+def coarsen_hat(
     offset: int, probs: FloatArray, grid: float, coarse: float
-) -> tuple[int, FloatArray, float]:
-    """Pessimistic coarsening onto the grid ``coarse`` (> grid; usually an integer multiple):
-    every loss is rounded UP to the next coarse knot (mass only ever moves to larger losses).
+) -> tuple[int, FloatArray]:
+    """Pessimistic coarsening by the hat split (Lemma A1 with the coarse knots as knots):
+    the mass at each fine knot z (its float value) in [c_j, c_{j+1}] is split onto the two
+    coarse knots with weights (e^{G - u} - 1) / (e^G - 1) and e^{G - u} (e^u - 1) / (e^G - 1),
+    u = z - c_j, G = ``coarse``: total mass and E[e^{-Z}] are kept exactly and the curve of
+    the result is the chord of the input's curve between coarse knots (dominates it; second
+    order in G, where rounding every loss up to the next coarse knot is first order and its
+    shifts add up over a composition: 23.58 against an exact 3.625 after 3,000 steps at
+    ``max_points`` 4096). No loss cap: the coarse knots cover the fine support.
 
-    Returns ``(offset', probs', extra)`` on the knots ``(offset' + j) * coarse``. Why this errs
-    on the safe side: h(x) = E[(1 - x e^{-Z})_+] is non-decreasing in every loss, so moving
-    mass up raises h at every x > 0 and the result dominates the input in the Blackwell order
-    (first-order dominance; docs/proofs/accounting.md, Lemma A5); E[e^{-Z}] only decreases, so
-    the PLD condition still holds. Floats: each coarse mass is a sum of non-negative terms
-    (relative error <= (count + 1) u), scaled up by 1 + (count + 3) u. A fine knot that lies
-    on a coarse knot in exact arithmetic (nested grids: the supports of randomized response
-    or pure DP are relabelled, no mass moves) may have a float value a few ulps above the
-    float coarse knot; it is kept there, and since h is 1-Lipschitz in each loss the lost
-    height is at most that shortfall d times the mass moved: ``extra`` (twice that) belongs
-    at +inf (0 if no shortfall). Any larger shortfall moves the mass one coarse knot up.
+    Returns ``(offset', probs')`` on the knots ``(offset' + j) * coarse``. Floats: a weight is
+    a quotient of expm1 values (relative error <= 6u); a knot lying on a coarse knot (u = 0,
+    or within a few ulps of one: relabelled supports) goes there whole, as in the exact split
+    (a shortfall d of the float knot below the coarse knot's float value is covered by the
+    split: u then sits just below G and the mass goes to the coarse knot above and below
+    in the exact proportions). Each output is a sum of at most 2 ceil(coarse / grid) + 2
+    terms; all are scaled up by 1 + (that + 8) u, so each is >= the exact split.
     """
-    z = (offset + np.arange(probs.size, dtype=np.float64)) * grid  # the fine knots' values
-    tol = 16.0 * U * (np.abs(z) + coarse)
-    j = np.ceil(z / coarse)
-    lower = j - 1.0
-    j = np.where(lower * coarse >= z - tol, lower, j)  # a coarse knot equal up to ulps
-    j = np.where(j * coarse < z - tol, j + 1.0, j)  # never more than ulps below
-    short = (j * coarse < z) & (probs > 0)
-    extra = 0.0
-    if np.any(short):
-        d = float(np.max(z[short] - j[short] * coarse))
-        extra = 2.0 * d * float(np.sum(probs[short])) * (1.0 + 1e-9)
-    ji = j.astype(np.int64)
-    off = int(ji.min())
-    counts = np.bincount(ji - off)
-    out = np.bincount(ji - off, weights=probs).astype(np.float64)
-    out *= 1.0 + (float(counts.max()) + 3.0) * U
-    return off, out, extra
+    keep = np.flatnonzero(probs)
+    if keep.size == 0:
+        return 0, np.zeros(1)
+    z = (offset + keep.astype(np.float64)) * grid
+    p = probs[keep]
+    i0, i1 = knot_index_range(float(z[0]), float(z[-1]), coarse)
+    n = i1 - i0 + 1
+    if n == 1:
+        return i0, np.array([float(np.sum(p)) * (1.0 + (keep.size + 8) * U)])
+    j = np.clip(np.floor(z / coarse).astype(np.int64) - i0, 0, n - 2)
+    cj = (i0 + j) * coarse
+    j = np.where((cj > z) & (j > 0), j - 1, j)  # never start right of z
+    cj = (i0 + j) * coarse
+    u = np.clip(z - cj, 0.0, coarse)
+    on_left = (u == 0.0) | (cj == z)
+    on_right = (u >= coarse) | ((i0 + j + 1) * coarse == z)
+    em = math.expm1(coarse)
+    w_left = np.where(on_left, 1.0, np.where(on_right, 0.0, np.expm1(coarse - u) / em))
+    w_right = np.where(on_left, 0.0, np.where(on_right, 1.0, np.exp(coarse - u) * np.expm1(u) / em))
+    out = np.bincount(j, weights=p * w_left, minlength=n)
+    out += np.bincount(j + 1, weights=p * w_right, minlength=n)
+    per = 2 * math.ceil(coarse / grid) + 2
+    out = out.astype(np.float64) * (1.0 + (per + 8) * U)
+    return i0, out

@@ -105,23 +105,23 @@ def _lattice_step(a: PLD, b: PLD) -> int:
 
 
 def _coarsen(p: PLD, coarse: float) -> PLD:
-    """p's discrete part on the coarser grid, every loss rounded up (Lemma A5); not for
-    optimistic PLDs."""
-    off, probs, extra = _grid.coarsen_up(p.offset, p.probs, p.grid, coarse)
+    """p's discrete part on the coarser grid by the hat split (dominates p, keeps the mass
+    and E[e^-Z]; Lemma A5); not for optimistic PLDs."""
+    off, probs = _grid.coarsen_hat(p.offset, p.probs, p.grid, coarse)
     direction = "pessimistic" if p.direction == "exact" else p.direction
-    return _new(p, coarse, off, probs, p.inf_mass + extra, p.mu, direction, p.symmetric)
+    return _new(p, coarse, off, probs, p.inf_mass, p.mu, direction, p.symmetric)
 
 
 def fit(a: PLD, b: PLD, max_points: int, param: str) -> tuple[PLD, PLD]:
     """a and b (on one grid) such that their convolution has at most ``max_points`` entries.
 
     When ``a.size + b.size - 1`` exceeds it, both are coarsened pessimistically onto the grid
-    ``m * grid`` (:func:`_grid.coarsen_up`: every loss rounded UP, so each result dominates
-    its input and, composition being monotone in the Blackwell order, the composition
-    dominates the exact one; Lemma A5), m the smallest multiple of the lattice step of both
-    supports that fits (m equal to that step moves no mass). Optimistic PLDs are not
-    coarsened (rounding up would break their lower bound; rounding down would need the
-    restore of Lemma A2 on a support reaching z = 0): a ValidationError naming ``param``, the
+    ``m * grid`` (:func:`_grid.coarsen_hat`: the hat split onto the coarse knots, so each
+    result dominates its input and, composition being monotone in the Blackwell order, the
+    composition dominates the exact one; Lemma A5), m the smallest multiple of the lattice
+    step of both supports that fits (m equal to that step moves no mass). Optimistic PLDs are
+    not coarsened (the hat split is pessimistic; rounding down would need the restore of
+    Lemma A2 on a support reaching z = 0): a ValidationError naming ``param``, the
     constraint and the estimated size is raised before anything is allocated.
     """
     n_out = a.probs.size + b.probs.size - 1
@@ -231,9 +231,9 @@ def self_compose(p: PLD, k: int, tail_mass: float, max_points: int = MAX_POINTS)
     result = _PLD.identity(grid=p.grid)
     while k:
         if k & 1:
-            if result.grid < disc.grid and not is_unit(result):  # coarsened by fit: round up
-                result = _coarsen(result, disc.grid)  # (the hat split of regrid moves mass
-            elif disc.grid < result.grid:  # down too, and sends losses > Z_MAX to +inf)
+            if result.grid < disc.grid and not is_unit(result):  # coarsened by fit: the hat
+                result = _coarsen(result, disc.grid)  # split without regrid's loss window
+            elif disc.grid < result.grid:
                 disc = _coarsen(disc, result.grid)
             result = compose(result, disc, tail_mass, max_points, "k")
         k >>= 1

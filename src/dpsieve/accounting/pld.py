@@ -236,11 +236,12 @@ class PLD(PLDConstructors):
 
         Memory is bounded: when the convolution would hold more than ``max_points`` grid
         points (default 2^21, 16 MiB per array), both sides are first coarsened onto a grid
-        that is an integer multiple of the current one, every privacy loss rounded UP (mass
-        only moves to larger losses). This errs on the safe side: each coarsened PLD dominates
-        its input in the Blackwell order, so the result dominates the exact composition (every
-        delta(eps) is >= the true one, eps(delta) is an upper bound; docs/proofs/accounting.md,
-        Lemma A5); the price is looseness of about one coarse grid step per coarsening. The
+        that is an integer multiple of the current one by the hat split (connect the dots on
+        the coarse knots: the curve becomes its chord between coarse knots). This errs on the
+        safe side: each coarsened PLD dominates its input in the Blackwell order, so the
+        result dominates the exact composition (every delta(eps) is >= the true one,
+        eps(delta) is an upper bound; docs/proofs/accounting.md, Lemma A5); the price is a
+        second-order looseness in the coarse step. The
         result's ``grid`` is then the coarser one. An optimistic PLD is never coarsened (that
         would mix directions): such a composition is refused with a ValidationError before
         anything is allocated.
@@ -257,8 +258,8 @@ class PLD(PLDConstructors):
         """L^{(+)k} by repeated squaring (log2 k convolutions); mu becomes sqrt(k) mu.
 
         Works for any k (10^6 and beyond) in bounded memory: every convolution holds at most
-        ``max_points`` grid points, the grid being coarsened pessimistically (losses rounded
-        UP, so the result still dominates the exact k-fold composition) when it would exceed
+        ``max_points`` grid points, the grid being coarsened pessimistically (hat split, so
+        the result still dominates the exact k-fold composition) when it would exceed
         that; see :meth:`compose`. Optimistic PLDs whose composition would exceed it are
         refused (ValidationError naming ``k``) before the large allocation.
         """
