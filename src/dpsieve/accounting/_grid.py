@@ -276,8 +276,8 @@ def coarsen_hat(
     em = math.expm1(coarse)
     w_left = np.where(on_left, 1.0, np.where(on_right, 0.0, np.expm1(coarse - u) / em))
     w_right = np.where(on_left, 0.0, np.where(on_right, 1.0, np.exp(coarse - u) * np.expm1(u) / em))
-    out = np.bincount(j, weights=p * w_left, minlength=n)
-    out += np.bincount(j + 1, weights=p * w_right, minlength=n)
+    left: FloatArray = np.bincount(j, weights=p * w_left, minlength=n).astype(np.float64)
+    right: FloatArray = np.bincount(j + 1, weights=p * w_right, minlength=n).astype(np.float64)
     per = 2 * math.ceil(coarse / grid) + 2
-    out = out.astype(np.float64) * (1.0 + (per + 8) * U)
+    out: FloatArray = (left + right) * (1.0 + (per + 8) * U)
     return i0, out
