@@ -80,3 +80,27 @@ def test_hockey_stick_certified_at_huge_losses() -> None:
         assert exact <= got <= exact + mp.mpf("1e-11")  # the margin is ~ u |t| of the terms
     assert math.isclose(float(pld.epsilon(0.25)), 1500 + math.log(0.5 - 0.5e-9 - 0.25 + 0.5e-9)
                         - math.log(0.5 * (1 - 1e-9)), rel_tol=1e-12)
+
+
+def test_laplace_top_atom_on_a_knot_is_tight_at_tiny_delta() -> None:
+    # Laplace(scale 3) x 40: the largest loss is 40/3 (every run's atom at +1/3, mass 2^-40),
+    # so the exact eps(1e-20) lies in [40/3 + log(1 - 1e-20 * 2^40), 40/3] (h(e^t) >=
+    # 2^-40 (1 - e^{t - 40/3}) from that atom alone, and 0 above 40/3). With a grid that
+    # divides 1/3 ours falls in that bracket; on the default grid it is 13.3359 (the atom
+    # straddles two knots: docs/accounting.md, remaining loose bounds)
+    eps = float(PLD.laplace(3.0, grid=(1 / 3) / 3333).self_compose(40).epsilon(1e-20))
+    top = mp.mpf(40) / 3
+    assert top + mp.log(1 - mp.mpf("1e-20") * mp.mpf(2) ** 40) <= eps <= top + mp.mpf("1e-12")
+
+
+@pytest.mark.parametrize(("eps", "rel"), [(1.0, 1e-8), (10.0, 1e-8), (30.0, 1e-2)])
+def test_smallest_gdp_mu_of_randomized_response(eps: float, rel: float) -> None:
+    # exact: RR(eps) <= G_mu iff mu >= 2 Phi^-1(e^eps / (1 + e^eps)) (h at x = 1 decides);
+    # the error bounds of sums count non-zero terms only (RR(30) on the grid 1e-4 has 3 among
+    # 600,001), so RR(30) is no longer inf. Near x = 1 both curves are 1 - 1.9e-13 and the
+    # 1e-14 relative margin of Phi leaves 0.8 % (docs/accounting.md, remaining loose bounds)
+    from dpsieve.accounting import smallest_gdp_mu
+
+    exact = 2 * mp.sqrt(2) * mp.erfinv(mp.tanh(mp.mpf(eps) / 2))
+    got = smallest_gdp_mu(PLD.randomized_response(eps))
+    assert exact <= got <= exact * (1 + rel)

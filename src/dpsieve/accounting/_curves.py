@@ -64,10 +64,13 @@ def _rev_cumsum(v: FloatArray) -> FloatArray:
     return full
 
 
-def sum_rel_err(n: int) -> float:
-    """Relative error bound (in units of u) of :func:`_rev_cumsum` on n non-negative terms,
-    plus 4 for the terms' own rounding (a product and an exp)."""
-    return float(n + 4) if n <= 64 else float(2 * (math.isqrt(n - 1) + 1) + 8)
+def sum_rel_err(n: int, nnz: int | None = None) -> float:
+    """Relative error bound (in units of u) of :func:`_rev_cumsum` on n non-negative terms of
+    which ``nnz`` are non-zero (adding an exact 0 rounds nothing), plus 4 for the terms' own
+    rounding (a product and an exp): nnz + 4 for plain sums (n <= 64), else 2 min(b, nnz) + 8
+    with b = ceil(sqrt(n)) (at most nnz non-zero terms per row and across rows)."""
+    k = n if nnz is None else min(n, nnz)
+    return float(k + 4) if n <= 64 else float(2 * min(math.isqrt(n - 1) + 1, k) + 8)
 
 
 def tail_sums(z: FloatArray, p: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -182,7 +185,7 @@ def h_pl(
     with np.errstate(invalid="ignore"):
         rel_x = rel_d + (np.abs(t) + np.abs(zk) + 8.0) * 2 * U  # inf at t = +-inf (xd = 0)
     err = (
-        sum_rel_err(n) * U * ak
+        sum_rel_err(n, int(np.count_nonzero(p))) * U * ak
         + np.where(np.isfinite(rel_x), rel_x, 0.0) * xd
         + np.where(ak > 0, 4 * U * inf_mass + n * _UNDER, 0.0)
     )
@@ -338,7 +341,7 @@ def eps_pl(
         f = np.exp(-gaps)  # e^{z_k - z_{k+1}}
     xd = np.minimum(f * d[1:], a[1:])
     hk = np.clip(a[1:] - xd, 0.0, None) + inf_mass
-    m = sum_rel_err(p.size)
+    m = sum_rel_err(p.size, int(np.count_nonzero(p)))
     rel_x = rel_d + (np.abs(z) + np.abs(np.concatenate([z[1:], [0.0]])) + 8.0) * 2 * U
     errk = m * U * a[1:] + rel_x * xd + 8 * U * hk + n * _UNDER
     hk_up = hk + errk  # certified upper values at the knots
