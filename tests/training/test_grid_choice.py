@@ -79,10 +79,12 @@ def test_accountant_within_one_percent_of_peers(sigma: float, rate: float, steps
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)
 def test_training_filter_reaches_the_certifiable_ceiling() -> None:
     # the filter's step count n0 at its default grid is >= 99 % of the ceiling: neither peer
-    # certifies n0 / 0.99 steps at the target
-    eps, delta = 1.0, 1e-5
+    # certifies n0 / 0.99 steps at the target (PRV's cost grows with the steps: a target
+    # with ~10^4-10^5 steps keeps it within minutes)
+    eps, delta = 0.5, 1e-5
     f = TrainingFilter(eps, delta, sigma=2.0, rate=0.001)
     n0 = int(f._state_d["n0"])
     assert n0 > 0
