@@ -268,8 +268,9 @@ def coarsen_hat(
         return i0, np.array([float(np.sum(p)) * (1.0 + (keep.size + 8) * U)])
     j = np.clip(np.floor(z / coarse).astype(np.int64) - i0, 0, n - 2)
     cj = (i0 + j) * coarse
-    j = np.where((cj > z) & (j > 0), j - 1, j)  # never start right of z
-    cj = (i0 + j) * coarse
+    j = np.where((cj > z) & (j > 0), j - 1, j)  # never start right of z ...
+    j = np.where(((i0 + j + 1) * coarse < z) & (j < n - 2), j + 1, j)  # ... nor end left of it
+    cj = (i0 + j) * coarse  # now c_j <= z <= c_{j+1} in floats (knot_index_range covers z)
     u = np.clip(z - cj, 0.0, coarse)
     on_left = (u == 0.0) | (cj == z)
     on_right = (u >= coarse) | ((i0 + j + 1) * coarse == z)
