@@ -7,6 +7,7 @@ digits) for compositions of randomized response, and mpmath sums for the scaled 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import mpmath as mp
 import numpy as np
@@ -14,7 +15,12 @@ import pytest
 
 from dpsieve.accounting import PLD, _curves
 
-mp.mp.dps = 60
+
+@pytest.fixture(autouse=True)
+def _precision() -> Iterator[None]:
+    """60 digits inside this module only (a global setting would leak into other modules)."""
+    with mp.workdps(60):
+        yield
 
 
 def _rr_delta(eps: float, k: int, eps_prime: float) -> mp.mpf:

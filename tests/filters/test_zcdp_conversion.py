@@ -7,6 +7,7 @@ eps(delta) is below every zCDP conversion's)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import mpmath as mp
 import pytest
@@ -15,7 +16,12 @@ from dpsieve.accounting.gdp import gdp_delta
 from dpsieve.filters import ZCDPFilter, zcdp_rho_for
 from dpsieve.filters.additive import _bun_steinke_rho, cks_rho_at
 
-mp.mp.dps = 60
+
+@pytest.fixture(autouse=True)
+def _precision() -> Iterator[None]:
+    """60 digits inside this module only (a global setting would leak into other modules)."""
+    with mp.workdps(60):
+        yield
 TARGETS = [(1.0, 1e-9), (1.0, 1e-5), (0.1, 1e-6), (8.0, 1e-10), (3.0, 0.1), (0.0, 1e-5)]
 
 
