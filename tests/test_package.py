@@ -43,6 +43,7 @@ PUBLIC_MODULES = [
     "dpsieve.interactive.blt",
     "dpsieve.interactive.cache",
     "dpsieve.interactive.counter",
+    "dpsieve.interactive.store",
     "dpsieve.interactive.sparse_vector",
     "dpsieve.mechanisms",
     "dpsieve.mechanisms.additive",

@@ -37,6 +37,7 @@ from dpsieve.ledger.base import (
     spend_key,
     utcnow,
 )
+from dpsieve.ledger.children import MemoryChildren, _MemChild
 
 __all__ = ["MemoryStore"]
 
@@ -56,7 +57,7 @@ class _Budget:
     spends: dict[str, _Spend] = field(default_factory=dict)
 
 
-class MemoryStore:
+class MemoryStore(MemoryChildren):
     """Budgets, spends, audit log and registry in process memory (see module docstring)."""
 
     def __init__(self, *, loads: FilterLoader | None = None) -> None:
@@ -70,6 +71,7 @@ class MemoryStore:
         self._keys: dict[str, str] = {}
         self._datasets: dict[str, dict[str, Any]] = {}
         self._grants: set[tuple[str, str]] = set()
+        self._children: dict[tuple[str, str], _MemChild] = {}
 
     # -- budgets ------------------------------------------------------------------------
     def _get(self, budget_id: str) -> _Budget:

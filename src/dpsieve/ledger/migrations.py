@@ -58,6 +58,20 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
          "ALTER TABLE audit ADD COLUMN chain_prev TEXT",
          "ALTER TABLE audit ADD COLUMN chain_hash TEXT",
          "ALTER TABLE audit ADD COLUMN chain_data TEXT")),
+    # interactive children: opened under a budget (their charge is a spend), their state
+    # (secrets included), who may question them, and their answers by idempotency key
+    (4, ("CREATE TABLE children (budget_id TEXT NOT NULL REFERENCES budgets(budget_id),"
+         " child_id TEXT NOT NULL, owner TEXT NOT NULL, kind TEXT NOT NULL,"
+         " declared TEXT NOT NULL, public TEXT NOT NULL, state TEXT NOT NULL,"
+         " version BIGINT NOT NULL, open_key TEXT NOT NULL, created_at TEXT NOT NULL,"
+         " updated_at TEXT NOT NULL, PRIMARY KEY (budget_id, child_id))",
+         "CREATE TABLE child_grants (budget_id TEXT NOT NULL, child_id TEXT NOT NULL,"
+         " principal TEXT NOT NULL, created_at TEXT NOT NULL,"
+         " PRIMARY KEY (budget_id, child_id, principal))",
+         "CREATE TABLE child_answers (budget_id TEXT NOT NULL, child_id TEXT NOT NULL,"
+         " key TEXT NOT NULL, principal TEXT NOT NULL, fingerprint TEXT NOT NULL,"
+         " answer TEXT NOT NULL, created_at TEXT NOT NULL,"
+         " PRIMARY KEY (budget_id, child_id, key))")),
 )
 #: The latest schema version.
 LATEST = MIGRATIONS[-1][0]

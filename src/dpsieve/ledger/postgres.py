@@ -52,6 +52,9 @@ _SERVICE_GRANTS = (
     ("SELECT, INSERT, DELETE, UPDATE (created_at)", ("api_keys",)),
     ("SELECT, INSERT", ("principals", "grants", "audit")),
     ("SELECT", ("schema_version",)),
+    # children: their state changes with each answer; grants and answers only added
+    ("SELECT, INSERT, UPDATE (public, state, version, updated_at)", ("children",)),
+    ("SELECT, INSERT", ("child_grants", "child_answers")),
 )
 
 

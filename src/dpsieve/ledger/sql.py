@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import abstractmethod
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -54,13 +55,14 @@ from dpsieve.ledger.base import (
 )
 from dpsieve.ledger.chain import ChainBroken, ChainRow, Checkpoint, Replay, state_sha
 from dpsieve.ledger.chain import encode_charge as _encode_charge
+from dpsieve.ledger.children import SQLChildren
 from dpsieve.ledger.migrations import AUDIT_COLUMNS, MIGRATIONS, migrate
 from dpsieve.ledger.sql_registry import Cursor, Head, SQLRegistry
 
 __all__ = ["MIGRATIONS", "Cursor", "SQLStore"]
 
 
-class SQLStore(SQLRegistry):
+class SQLStore(SQLChildren, SQLRegistry):
     """:class:`~dpsieve.ledger.base.BudgetStore` over a SQL database (see module docstring)."""
 
     #: SQL suffix that row-locks the budget read in a write transaction ("" for SQLite).
@@ -227,6 +229,21 @@ class SQLStore(SQLRegistry):
         principal: str = "",
         request: dict[str, Any] | None = None,
     ) -> SpendOutcome:
+        return self._spend(budget_id, query, key=key, principal=principal, request=request)
+
+    def _spend(
+        self,
+        budget_id: str,
+        query: Charge,
+        *,
+        key: str,
+        principal: str = "",
+        request: dict[str, Any] | None = None,
+        then: Callable[[Cursor, Head, SpendOutcome], None] | None = None,
+    ) -> SpendOutcome:
+        """:meth:`spend`; ``then(cur, head, outcome)`` runs inside the same transaction
+        after the spend's rows are written (a child opened with its charge: the rows it
+        writes to the chain advance ``head``), and may raise to roll everything back."""
         # typed only (a dict is a ChargeTypeError naming 'query'), before any lookup
         query = check_charge(query, "query", f"{type(self).__name__}.spend")
         req = _json_safe(request if request is not None else {"query": query_to_dict(query)})
@@ -286,6 +303,8 @@ class SQLStore(SQLRegistry):
                         (budget_id, key, seq, principal, fp, dec_text, req_text, now),
                     )
                 out = SpendOutcome(key, decision)
+            if then is not None:
+                then(cur, head, out)
         if out.decision.admitted:  # a charge now on disk (or one made before: a replay)
             note_committed()
         self._advance(budget_id, before, head, new_state, spent=new_state is not None)
