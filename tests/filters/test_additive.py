@@ -41,7 +41,7 @@ def test_zcdp_gaussian_queries() -> None:
 
 
 def test_zcdp_rho_for() -> None:
-    from dpsieve.filters.additive import _bun_steinke_rho
+    from dpsieve.filters._zcdp_target import _bun_steinke_rho
 
     rho = _bun_steinke_rho(1.0, 1e-6)
     assert rho + 2 * math.sqrt(rho * math.log(1e6)) <= 1.0

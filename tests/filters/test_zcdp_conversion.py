@@ -14,7 +14,7 @@ import pytest
 
 from dpsieve.accounting.gdp import gdp_delta
 from dpsieve.filters import ZCDPFilter, zcdp_rho_for
-from dpsieve.filters.additive import _bun_steinke_rho, cks_rho_at
+from dpsieve.filters._zcdp_target import _bun_steinke_rho, cks_rho_at
 
 
 @pytest.fixture(autouse=True)

@@ -95,3 +95,21 @@ def test_training_filter_reaches_the_certifiable_ceiling() -> None:
                      eps_error=1e-3, max_compositions=beyond)
     assert prv.compute_epsilon(num_compositions=beyond)[2] > eps
     assert _dpa(2.0, 0.001, beyond)[0] > eps
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_no_collapse_to_the_top_knot_at_a_large_rate() -> None:
+    # sigma 0.8, rate 0.5, 1,000 steps: the uncut composition's support passes e^709 and
+    # eps(1e-10) used to be its top knot (895.4, 2.3x dp_accounting, above the RDP bound)
+    from dp_accounting import dp_event, rdp
+    from dp_accounting.pld import privacy_loss_distribution as pldm
+
+    ours = _ours(0.8, 0.5, 1000)[1]
+    acc = rdp.RdpAccountant()
+    acc.compose(dp_event.PoissonSampledDpEvent(0.5, dp_event.GaussianDpEvent(0.8)), 1000)
+    assert ours <= acc.get_epsilon(1e-10)  # an independent (loose) certified upper bound
+    p = pldm.from_gaussian_mechanism(
+        0.8, sampling_prob=0.5, value_discretization_interval=1e-4, pessimistic_estimate=True
+    )
+    assert ours <= 1.01 * float(p.self_compose(1000).get_epsilon_for_delta(1e-10))
