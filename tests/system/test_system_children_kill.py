@@ -1,0 +1,131 @@
+"""Children after SIGKILL: a process opens children and questions them on a SQLite or
+PostgreSQL ledger and is killed mid-burst. Afterwards every answer it released is stored,
+each child's state counts exactly the answers stored for it (state and answer commit
+together), no child answered more positives than it declared, the budget is not
+overspent, the audit chain verifies, and retrying the unconfirmed keys answers each once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import PG_URL, pg_available, unique_schema
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+SCRIPT = r"""
+import sys, numpy as np
+from dpsieve.accounting.events import PureDP
+from dpsieve.ledger import open_store
+from dpsieve.interactive import LaplaceSVT, SparseVector, ChildExhaustedError
+from dpsieve.interactive.store import open_child, ask_child
+url, schema = sys.argv[1], sys.argv[2]
+s = open_store(url, schema=schema) if schema else open_store(url)
+i = 0
+while True:
+    c = f"sv{i % 8}"
+    open_child(s, "b", c, SparseVector.open(LaplaceSVT(0.1, positives=3)), key=f"open-{c}")
+    try:
+        a = ask_child(s, "b", c, {"op": "ask", "threshold": 0.0}, 1e9 if i % 3 else -1e9,
+                      key=f"q{i}")
+        print("released", f"q{i}", c, a["above"], flush=True)
+    except ChildExhaustedError:
+        print("exhausted", f"q{i}", c, flush=True)
+    s.spend("b", PureDP(0.01), key=f"p{i}")
+    i += 1
+"""
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ledger.db'}", ""
+        return
+    reason = pg_available()
+    if reason:
+        pytest.skip(reason)
+    schema = unique_schema()
+    yield PG_URL, schema
+    from dpsieve.ledger import PostgresStore
+
+    s = PostgresStore(PG_URL, schema=schema)
+    s.drop_schema()
+    s.close()
+
+
+def _open(url: str, schema: str) -> Any:
+    from dpsieve.ledger import open_store
+
+    return open_store(url, schema=schema) if schema else open_store(url)
+
+
+def test_children_survive_sigkill(ledger_url: tuple[str, str]) -> None:
+    from dpsieve.filters import PureDPFilter
+    from dpsieve.interactive.store import ask_child
+
+    url, schema = ledger_url
+    s = _open(url, schema)
+    s.create_budget("b", PureDPFilter(2.0))
+    env = {**os.environ, "PYTHONPATH": SRC}
+    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, url, schema], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    released: list[tuple[str, str, bool]] = []
+    deadline = time.monotonic() + 120
+    assert proc.stdout is not None
+    while len(released) < 25 and time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        parts = line.split()
+        if parts[0] == "released":
+            released.append((parts[1], parts[2], parts[3] == "True"))
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert len(released) >= 25, proc.stderr.read() if proc.stderr else ""
+
+    s2 = _open(url, schema)
+    try:
+        with s2._tx(write=False) as cur:  # noqa: SLF001 - the stored rows themselves
+            stored = {str(r[0]): (str(r[1]), json.loads(r[2])) for r in cur.run(
+                "SELECT key, child_id, answer FROM child_answers WHERE budget_id = 'b'").all()}
+        for key, child, above in released:  # durable before released
+            assert stored[key][0] == child
+            assert stored[key][1]["above"] is above
+        for rec in s2.children("b"):
+            state = s2.child_state("b", rec.child_id)
+            n = sum(1 for c, _ in stored.values() if c == rec.child_id)
+            assert state["questions"] == n  # state and answer committed together
+            assert state["positives_used"] <= 3
+            ups = sum(1 for c, a in stored.values() if c == rec.child_id and a["above"])
+            assert ups == state["positives_used"]
+        total = sum(Fraction(r.cost["eps"]) for r in s2.history("b"))
+        assert total <= 2
+        assert all(not c.problems for c in s2.verify("b"))
+        # retries of every key up to the kill: the stored ones replay, none counts twice
+        last = max(int(k[1:]) for k in stored)
+        for i in range(last + 2):
+            key, child = f"q{i}", f"sv{i % 8}"
+            if child not in {r.child_id for r in s2.children("b")}:
+                continue
+            try:
+                a = ask_child(s2, "b", child, {"op": "ask", "threshold": 0.0},
+                              1e9 if i % 3 else -1e9, key=key)
+            except Exception as e:  # exhausted children refuse publicly
+                assert type(e).__name__ == "ChildExhaustedError"
+                continue
+            if key in stored:
+                assert a == stored[key][1]
+        for rec in s2.children("b"):
+            assert s2.child_state("b", rec.child_id)["positives_used"] <= 3
+    finally:
+        s2.close()
+        s.close()
