@@ -94,7 +94,7 @@ def test_children_survive_sigkill(ledger_url: tuple[str, str]) -> None:
 
     s2 = _open(url, schema)
     try:
-        with s2._tx(write=False) as cur:  # noqa: SLF001 - the stored rows themselves
+        with s2._tx(write=False) as cur:
             stored = {str(r[0]): (str(r[1]), json.loads(r[2])) for r in cur.run(
                 "SELECT key, child_id, answer FROM child_answers WHERE budget_id = 'b'").all()}
         for key, child, above in released:  # durable before released
