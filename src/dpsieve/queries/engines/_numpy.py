@@ -1,10 +1,11 @@
 """The vectorised core behind the pandas and polars engines: a BoundingSpec on numpy arrays.
 
 A frame engine supplies each needed column as a :class:`Col` (values with missing entries
-filled, and the missing mask); everything else -- predicates, groups, the L0 and L-inf
-choices with the keyed mixer, exact integer sums -- is done here with numpy, following
-docs/queries-engines.md step by step. Sums are exact: int64 reductions guarded against
-overflow (:class:`NumericalError` rather than a wrap-around).
+filled, and the missing mask; a string column dictionary-encoded, :func:`string_col`, so
+no step sorts or hashes Python strings row by row); everything else -- predicates,
+groups, the L0 and L-inf choices with the keyed mixer, exact integer sums -- is done here
+with numpy, following docs/queries-engines.md step by step. Sums are exact: int64
+reductions guarded against overflow (:class:`NumericalError` rather than a wrap-around).
 """
 
 from __future__ import annotations
@@ -29,9 +30,15 @@ from dpsieve.queries.engine import (
     RowCount,
     ValueSum,
 )
+from dpsieve.queries.engines._dictionary import (
+    Dictionary,
+    coded_strings,
+    string_codes,
+    unique_inverse,
+)
 from dpsieve.queries.schema import ColumnType, KeyValue
 
-__all__ = ["Col", "aggregate_columns"]
+__all__ = ["Col", "aggregate_columns", "coded_string_col", "string_col"]
 
 I64 = npt.NDArray[np.int64]
 U64 = npt.NDArray[np.uint64]
@@ -41,29 +48,64 @@ B = npt.NDArray[np.bool_]
 @dataclass(frozen=True, slots=True)
 class Col:
     """One column: ``values`` (missing entries filled with a harmless value of the type:
-    0, 0.0, False or ""), ``missing`` (NULL, or NaN for floats) and the public type."""
+    0, 0.0, False or ""), ``missing`` (NULL, or NaN for floats) and the public type.
+
+    A string column made by :func:`string_col` holds ``values`` as int64 codes into
+    ``dictionary`` (:class:`~dpsieve.queries.engines._dictionary.Dictionary`: its distinct
+    strings, the filled "" included, sorted): code order is string order, so every step
+    gives what it gives on the strings themselves."""
 
     values: npt.NDArray[Any]
     missing: B
     type: ColumnType
+    dictionary: Dictionary | None = None
 
     def take(self, idx: I64) -> Col:
-        return Col(self.values[idx], self.missing[idx], self.type)
+        return Col(self.values[idx], self.missing[idx], self.type, self.dictionary)
+
+    def distinct(self) -> tuple[list[Any], I64]:
+        """(the distinct values in sorted order, each row's index among them)."""
+        uniq, inv = unique_inverse(self.values)
+        if self.dictionary is None:
+            return [_py(u) for u in uniq.tolist()], inv
+        d = self.dictionary.strings
+        return [d[u] for u in uniq.tolist()], inv
 
 
-def _codes(values: npt.NDArray[Any], missing: B, table: Sequence[Any]) -> I64:
+def string_col(values: Any, missing: B) -> Col:
+    """A string column from its values (a sequence of ``str``, missing entries filled
+    with ""), dictionary-encoded once (:func:`~dpsieve.queries.engines._dictionary.
+    string_codes`)."""
+    codes, d = string_codes(values)
+    return Col(codes, missing, ColumnType.STRING, d)
+
+
+def coded_string_col(codes: I64, seen: Sequence[str], missing: B) -> Col:
+    """A string column from codes into ``seen`` (strings in any order, repeats allowed),
+    e.g. a frame library's own factorization (:func:`~dpsieve.queries.engines.
+    _dictionary.coded_strings`)."""
+    values, d = coded_strings(codes, seen)
+    return Col(values, missing, ColumnType.STRING, d)
+
+
+def _codes(col: Col, table: Sequence[Any]) -> I64:
     """Index of each value in ``table`` (-1 if absent or missing), by the distinct values."""
-    out = np.full(values.shape[0], -1, dtype=np.int64)
-    if values.shape[0] == 0:
+    out = np.full(col.values.shape[0], -1, dtype=np.int64)
+    if col.values.shape[0] == 0:
         return out
-    uniq, inv = np.unique(values, return_inverse=True)
     pos: dict[Any, int] = {}
     for i, v in enumerate(table):
         pos.setdefault((isinstance(v, str), v), i)
-    ucode = np.asarray([pos.get((isinstance(u, str), _py(u)), -1) for u in uniq.tolist()],
-                       dtype=np.int64)
-    out = ucode[inv.reshape(-1)]
-    out[missing] = -1
+    if col.dictionary is not None:  # the dictionary's codes: no per-row work but a take
+        dcode = np.asarray([pos.get((True, u), -1) for u in col.dictionary.strings],
+                           dtype=np.int64)
+        out = dcode[col.values]
+    else:
+        uniq, inv = unique_inverse(col.values)
+        ucode = np.asarray([pos.get((isinstance(u, str), _py(u)), -1)
+                            for u in uniq.tolist()], dtype=np.int64)
+        out = ucode[inv]
+    out[col.missing] = -1
     return out
 
 
@@ -78,10 +120,12 @@ def _holds(col: Col, p: Predicate) -> B:
         return ~col.missing
     if p.op in (Op.IN, Op.NOT_IN):
         vals = p.value if isinstance(p.value, tuple) else (p.value,)
-        inside = _codes(col.values, col.missing, vals) >= 0
+        inside = _codes(col, vals) >= 0
         return ~col.missing & (inside if p.op == Op.IN else ~inside)
     v: Any = p.value
-    x = col.values
+    # a dictionary-encoded column is compared once per distinct string, then taken by code
+    x = col.values if col.dictionary is None else np.asarray(col.dictionary.strings,
+                                                             dtype=object)
     with np.errstate(invalid="ignore"):
         if p.op == Op.EQ:
             r = x == v
@@ -95,7 +139,10 @@ def _holds(col: Col, p: Predicate) -> B:
             r = x > v
         else:
             r = x >= v
-    out: B = ~col.missing & np.asarray(r, dtype=bool)
+    hold = np.asarray(r, dtype=bool)
+    if col.dictionary is not None:
+        hold = hold[col.values]
+    out: B = ~col.missing & hold
     return out
 
 
@@ -116,7 +163,7 @@ def _row_ints(m: ValueSum | BucketCount, col: Col) -> I64:
             return r
         return (r * r + (1 << (s - 1))) >> s if s > 0 else r * r
     if m.categories is not None:
-        return _codes(col.values, col.missing, m.categories)
+        return _codes(col, m.categories)
     b: Bins | None = m.bins
     assert b is not None
     r = _lattice(col, b.granularity, b.lower, b.upper, b.row_lower, b.row_upper)
@@ -129,6 +176,9 @@ def _encode(col: Col) -> U64:
         out = col.values.astype(np.int64).view(np.uint64).copy()
     elif col.type == ColumnType.BOOLEAN:
         out = col.values.astype(np.uint64)
+    elif col.dictionary is not None:  # each distinct string hashed once, kept with it
+        words = col.dictionary.words()
+        out = words[col.values] if col.values.shape[0] else np.zeros(0, dtype=np.uint64)
     else:
         uniq, inv = np.unique(col.values.astype(object), return_inverse=True)
         codes = np.asarray([encode(str(u)) for u in uniq.tolist()], dtype=np.uint64)
@@ -156,10 +206,7 @@ def _sum_by(idx: I64, vals: I64, size: int) -> I64:
     bound = int(np.max(np.abs(vals))) * int(vals.shape[0])
     if bound >= 2**63:
         raise NumericalError("a per-group sum could exceed 64 bits; use the DuckDB engine")
-    order = np.argsort(idx, kind="stable")
-    si, sv = idx[order], vals[order]
-    cut = np.nonzero(np.r_[True, si[1:] != si[:-1]])[0]
-    out[si[cut]] = np.add.reduceat(sv, cut)
+    np.add.at(out, idx, vals)  # int64 adds, no partial sum beyond the bound: exact
     return out
 
 
@@ -177,7 +224,7 @@ def _group_ids(spec: BoundingSpec, cols: dict[str, Col], n: int
         for j, c in enumerate(spec.group_by):
             table = list(dict.fromkeys(k[j] for k in keys))
             tables.append(table)
-            code = _codes(cols[c].values, cols[c].missing, table)
+            code = _codes(cols[c], table)
             ok &= code >= 0
             combined = combined * len(table) + np.maximum(code, 0)
             radix *= len(table)
@@ -187,9 +234,9 @@ def _group_ids(spec: BoundingSpec, cols: dict[str, Col], n: int
             for j, v in enumerate(k):
                 cc = cc * len(tables[j]) + tables[j].index(v)
             key_code[cc] = gid
-        uniq, inv = np.unique(combined, return_inverse=True)
-        lut = np.asarray([key_code.get(int(u), -1) for u in uniq], dtype=np.int64)
-        gid_arr = lut[inv.reshape(-1)] if n else np.zeros(0, dtype=np.int64)
+        uniq, inv = unique_inverse(combined)
+        lut = np.asarray([key_code.get(int(u), -1) for u in uniq.tolist()], dtype=np.int64)
+        gid_arr = lut[inv] if n else np.zeros(0, dtype=np.int64)
         gid_arr[~ok] = -1
         return gid_arr, keys, np.arange(len(keys), dtype=np.uint64)
     # observed keys: distinct tuples of (type-aware) values, missing a value of its own
@@ -197,15 +244,13 @@ def _group_ids(spec: BoundingSpec, cols: dict[str, Col], n: int
     reps: list[list[Any]] = []
     for c in spec.group_by:
         col = cols[c]
-        uniq, inv = np.unique(col.values, return_inverse=True)
-        code = inv.reshape(-1).astype(np.int64)
-        code[col.missing] = len(uniq)
+        distinct, code = col.distinct()
+        code[col.missing] = len(distinct)
         codes.append(code)
-        reps.append([_py(u) for u in uniq.tolist()] + [None])
+        reps.append([*distinct, None])
     if n == 0:
         return np.zeros(0, dtype=np.int64), [], np.zeros(0, dtype=np.uint64)
-    stacked = np.stack(codes, axis=1)
-    ukeys, ginv = np.unique(stacked, axis=0, return_inverse=True)
+    ukeys, ginv = _distinct_rows(codes, [len(r) for r in reps])
     keys = [tuple(_typed(reps[j][int(ukeys[i, j])], cols[c].type)
                   for j, c in enumerate(spec.group_by)) for i in range(ukeys.shape[0])]
     hg = np.zeros(len(keys), dtype=np.uint64)
@@ -214,7 +259,29 @@ def _group_ids(spec: BoundingSpec, cols: dict[str, Col], n: int
         for v in k:
             h = mix(h ^ encode(v))
         hg[i] = h
-    return ginv.reshape(-1).astype(np.int64), keys, hg
+    return ginv, keys, hg
+
+
+def _distinct_rows(codes: list[I64], sizes: list[int]) -> tuple[I64, I64]:
+    """``np.unique`` of the rows of the stacked ``codes`` (column j in ``[0, sizes[j])``)
+    with its inverse: the codes combined into one integer, first column most significant,
+    when the sizes' product fits in 62 bits (the same lexicographic order), so the rows
+    are counted or sorted as integers, not compared as rows."""
+    radix = 1
+    for size in sizes:
+        radix *= max(size, 1)
+    if radix >= 2**62:
+        ukeys, inv = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)
+        return np.asarray(ukeys, dtype=np.int64), inv.reshape(-1).astype(np.int64)
+    combined = np.zeros(codes[0].shape[0], dtype=np.int64)
+    for code, size in zip(codes, sizes, strict=True):
+        combined = combined * max(size, 1) + code
+    uniq, inv = unique_inverse(combined)
+    cols = []
+    for size in reversed(sizes):
+        cols.append(uniq % max(size, 1))
+        uniq = uniq // max(size, 1)
+    return np.stack(cols[::-1], axis=1).astype(np.int64), inv
 
 
 def _typed(v: Any, t: ColumnType) -> KeyValue:
@@ -279,12 +346,10 @@ def _with_units(spec: BoundingSpec, cols: dict[str, Col], gid: I64,
     k0, k1 = sampling_keys(spec.seed)
     ucol = cols[spec.unit]
     hu_row = _encode(ucol)
-    _, uc = np.unique(ucol.values, return_inverse=True)
-    uc = uc.reshape(-1).astype(np.int64)
+    _, uc = unique_inverse(ucol.values)  # a string unit's codes: in the strings' order
     # cells (unit, group)
     cell_key = uc * max(G, 1) + gid
-    ucell, ci = np.unique(cell_key, return_inverse=True)
-    ci = ci.reshape(-1).astype(np.int64)
+    ucell, ci = unique_inverse(cell_key)
     C = ucell.shape[0]
     first = np.zeros(C, dtype=np.int64)
     first[ci[::-1]] = np.arange(ci.shape[0] - 1, -1, -1)

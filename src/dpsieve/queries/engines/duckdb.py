@@ -32,7 +32,7 @@ from dpsieve.queries.engine import (
     BucketCount,
     GroupBatch,
 )
-from dpsieve.queries.engines._numpy import Col, aggregate_columns
+from dpsieve.queries.engines._numpy import Col, aggregate_columns, string_col
 from dpsieve.queries.engines.duckdb_sql import _q, compile_sql, duckdb_column_type
 from dpsieve.queries.schema import Column, ColumnType
 
@@ -131,11 +131,15 @@ def _arrays(con: Any, source: str, params: dict[str, Any],
         missing = np.array(np.ma.getmaskarray(a), dtype=bool)
         data = np.ma.getdata(a)
         values: Any
-        if ctype == ColumnType.STRING:
-            values = np.asarray(["" if m else v if isinstance(v, str) else str(v)
-                                 for v, m in zip(data.tolist(), missing.tolist(),
-                                                 strict=True)], dtype=object)
-        elif ctype == ColumnType.FLOAT:
+        if ctype == ColumnType.STRING:  # dictionary-encoded once, here
+            missing.flags.writeable = False
+            strings = string_col(["" if m else v if isinstance(v, str) else str(v)
+                                  for v, m in zip(data.tolist(), missing.tolist(),
+                                                  strict=True)], missing)
+            strings.values.flags.writeable = False
+            cols[name] = strings
+            continue
+        if ctype == ColumnType.FLOAT:
             x = np.asarray(data, dtype=np.float64)
             missing |= np.isnan(x)
             values = np.where(missing, 0.0, x)

@@ -14,7 +14,12 @@ import numpy as np
 
 from dpsieve._validation import fail
 from dpsieve.queries.engine import Aggregates, BoundingSpec
-from dpsieve.queries.engines._numpy import Col, aggregate_columns
+from dpsieve.queries.engines._numpy import (
+    Col,
+    aggregate_columns,
+    coded_string_col,
+    string_col,
+)
 from dpsieve.queries.schema import Column, ColumnType
 
 __all__ = ["PandasEngine", "PolarsEngine"]
@@ -87,9 +92,8 @@ class PandasEngine:
         s = self._df[name]
         missing = np.asarray(s.isna().to_numpy(), dtype=bool)
         if ctype == ColumnType.STRING:
-            vals = np.asarray([v if isinstance(v, str) else str(v) for v in
-                               s.to_numpy(dtype=object, na_value="")], dtype=object)
-        elif ctype == ColumnType.INTEGER:
+            return _pandas_strings(s, missing)
+        if ctype == ColumnType.INTEGER:
             nd = _numpy_dtype(s.dtype)
             native = nd if nd is not None and nd.kind in "iu" else np.int64
             vals = _int_values(s.to_numpy(dtype=native, na_value=0))
@@ -104,6 +108,23 @@ class PandasEngine:
         types = {c.name: c.type for c in self.columns()}
         return aggregate_columns(spec, lambda c: self._col(c, types[c]), len(self._df),
                                  self.name)
+
+
+def _pandas_strings(s: Any, missing: Any) -> Col:
+    """A pandas string column dictionary-encoded: a string dtype by pandas' own hashing
+    (``factorize``: each row one hash lookup, the distinct values sorted once); an object
+    column value by value through ``str`` (two objects pandas hashes alike, e.g. ``1`` and
+    ``1.0``, are different strings), as :func:`string_col` reads it."""
+    import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+
+    if isinstance(s.dtype, pd.StringDtype) or (
+            isinstance(s.dtype, pd.ArrowDtype) and pd.api.types.is_string_dtype(s.dtype)):
+        codes, uniques = pd.factorize(s, use_na_sentinel=True)
+        seen = [*(str(u) for u in uniques.tolist()), ""]  # "": a missing entry, filled
+        codes = np.asarray(codes, dtype=np.int64)
+        return coded_string_col(np.where(codes < 0, len(seen) - 1, codes), seen, missing)
+    return string_col([v if isinstance(v, str) else str(v)
+                       for v in s.to_numpy(dtype=object, na_value="")], missing)
 
 
 def polars_column_type(dtype: Any) -> ColumnType:
@@ -155,6 +176,8 @@ class PolarsEngine:
         if ctype == ColumnType.STRING:
             s = s.cast(pl.String)
         missing = s.is_null().to_numpy()
+        if ctype == ColumnType.STRING:
+            return string_col(s.fill_null("").to_list(), np.asarray(missing, dtype=bool))
         if ctype == ColumnType.FLOAT:
             missing = missing | s.is_nan().fill_null(True).to_numpy()
             vals = s.fill_null(0.0).fill_nan(0.0).to_numpy()
