@@ -38,7 +38,11 @@ def test_each_step_states_eps_left_and_fraction_used() -> None:
     assert used == [20, 40, 60, 80]
     assert "asks for pure eps 0.2, more than the budget has left" in steps[-1]
     assert "Nothing was spent" in steps[-1]
-    assert lines[-1].endswith("about 0 more queries like this one (pure eps 0.2)")
+    last = lines[-1]
+    assert "about 0 more queries like this one (pure eps 0.2); held as " in last
+    # words first, parameters after: the split's mu only in the last clause, in brackets
+    assert last.index("GDP mu") > last.index("held as") > last.index("% used")
+    assert "Gaussian part:" not in last
 
 
 def test_the_final_count_is_what_the_filter_then_admits() -> None:

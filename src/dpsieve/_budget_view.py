@@ -6,6 +6,7 @@ Used by the session, the service and the CLI (orchestration only: the numbers co
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from dpsieve.accounting.events import ApproxDP, ApproxZCDP
@@ -25,6 +26,7 @@ __all__ = [
     "TYPE_NAMES",
     "after_query",
     "check_fits",
+    "describe_plan",
     "describe_request",
     "refused",
     "store_summary",
@@ -54,27 +56,118 @@ KIND_NAMES = {
 }
 
 
+def _num(x: Any) -> str:
+    return f"{x:g}" if isinstance(x, int | float) and not isinstance(x, bool) else repr(x)
+
+
+def _range(d: Mapping[str, Any]) -> str:
+    lo, hi = d.get("lower"), d.get("upper")
+    if isinstance(lo, int | float) and isinstance(hi, int | float):
+        return f" in [{lo:g}, {hi:g}]"
+    return " (bounds chosen privately)" if d.get("type") in ("sum", "mean", "variance",
+                                                              "quantile") else ""
+
+
+def _aggregation(a: Any) -> str:
+    """One aggregation of a plan in words, e.g. "sum of 'amount' in [0, 500] per unit"."""
+    if not isinstance(a, Mapping):
+        return "an aggregation"
+    t, col = str(a.get("type", "aggregation")), a.get("column")
+    per = " per unit" if a.get("per") == "unit" else ""
+    if t == "count":
+        return "count of units" if per else "count of rows"
+    if t in ("sum", "mean", "variance") and col is not None:
+        return f"{t} of {col!r}{_range(a)}{per}"
+    if t == "quantile" and col is not None:
+        qs = a.get("quantiles") or [0.5]
+        which = ("median" if list(qs) == [0.5] else
+                 "quantiles " + ", ".join(_num(q) for q in qs))
+        return f"{which} of {col!r}{_range(a)}"
+    if t == "histogram" and col is not None:
+        cats = a.get("categories")
+        return (f"histogram of {col!r} over {len(cats)} categories"
+                if isinstance(cats, list) else f"histogram of {col!r}")
+    if t == "linear" and col is not None:
+        return f"{len(a.get('workload') or [])} linear queries over {col!r}"
+    return t
+
+
+def _predicate(p: Any) -> str:
+    if not isinstance(p, Mapping):
+        return "a condition"
+    col, op, v = p.get("column"), str(p.get("op", "")), p.get("value")
+    if op in ("is_null", "not_null"):
+        return f"{col!r} {'is' if op == 'is_null' else 'is not'} missing"
+    if op in ("in", "not_in") and isinstance(v, list):
+        shown = ", ".join(_num(x) for x in v[:3]) + (", ..." if len(v) > 3 else "")
+        return f"{col!r} {'in' if op == 'in' else 'not in'} [{shown}]"
+    return f"{col!r} {op} {_num(v)}"
+
+
+def _and(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+
+
+def describe_plan(spec: Mapping[str, Any]) -> str:
+    """A query plan in words: its aggregations, groups, filter and contribution bounds,
+    e.g. "count of rows and sum of 'amount' in [0, 500] per unit, by 'city' (40 public
+    keys); each unit in at most 2 groups, 20 rows in each" (public parts only)."""
+    aggs = spec.get("aggregations")
+    words = _and([_aggregation(a) for a in aggs]) if isinstance(aggs, list) and aggs \
+        else "a query"
+    by = spec.get("group_by")
+    if isinstance(by, list) and by:
+        cols = _and([repr(c) for c in by])
+        keys, select = spec.get("keys"), spec.get("select")
+        if isinstance(keys, list):
+            words += f", by {cols} ({len(keys)} public {'key' if len(keys) == 1 else 'keys'})"
+        elif isinstance(select, Mapping):
+            d = select.get("delta")
+            words += (f", by {cols}, groups selected privately"
+                      + (f" (delta {d:.3g})" if isinstance(d, int | float) else ""))
+        else:
+            words += f", by {cols}"
+    where = spec.get("where")
+    if isinstance(where, list) and where:
+        words += ", where " + _and([_predicate(p) for p in where])
+    c = spec.get("contribution")
+    if isinstance(c, Mapping):
+        g, r = c.get("max_groups", 1), c.get("max_rows")
+        g = g if isinstance(g, int) else 1
+        rows = f"at most {r} {'row' if r == 1 else 'rows'}" if isinstance(r, int) else ""
+        if isinstance(by, list) and by and (g > 1 or rows):
+            words += (f"; each unit in at most {g} {'group' if g == 1 else 'groups'}"
+                      + (f", {rows} in each" if rows else ""))
+        elif rows:
+            words += f"; {rows} per unit"
+    return words
+
+
 def describe_request(spec: dict[str, Any]) -> str:
-    """A query spec in a few words, e.g. "mean of 'bmi' in [15, 45]" (public parts only)."""
+    """A query spec in a few words, e.g. "mean of 'bmi' in [15, 45]" or a plan's
+    aggregations, groups and bounds (:func:`describe_plan`; public parts only)."""
     t = str(spec.get("type", "query"))
     col = spec.get("column")
-    lo, hi = spec.get("lower"), spec.get("upper")
-    rng = f" in [{lo:g}, {hi:g}]" if isinstance(lo, int | float) and isinstance(
-        hi, int | float) else ""
+    if t == "query":
+        return describe_plan(spec)
     if t == "count":
         return "count of rows"
-    if t in ("sum", "mean", "robust_mean", "robust_median") and col is not None:
-        name = t.replace("robust_", "robust ")
-        return f"{name} of {col!r}{rng}"
-    if t == "histogram" and col is not None:
-        n = len(spec.get("categories") or [])
-        return f"histogram of {col!r} over {n} categories"
-    if t == "linear" and col is not None:
-        m = len(spec.get("workload") or [])
-        return f"{m} linear queries over {col!r}"
+    if t in ("sum", "mean") and col is not None:
+        return f"{t} of {col!r}{_range(spec)}"
+    if t in ("robust_mean", "robust_median") and col is not None:
+        b = spec.get("bound")
+        return (f"{t.replace('_', ' ')} of {col!r} (Propose-Filter-Release"
+                + (f", bound {b:g})" if isinstance(b, int | float) else ")"))
+    if t in ("histogram", "linear") and col is not None:
+        return _aggregation(spec)
     if t == "release":
         cols = ", ".join(repr(c) for c in spec.get("columns") or [])
-        return f"{spec.get('mechanism', '')} release over {cols}".strip()
+        w = str(spec.get("workload", "marginals:1"))
+        what = (f"{w.split(':', 1)[1]}-way marginals" if w.startswith("marginals:")
+                else w)
+        n = spec.get("n")
+        return (f"{spec.get('mechanism', '')} release of {what} over {cols}".strip()
+                + (f" (n = {n})" if isinstance(n, int) else ""))
     return t
 
 

@@ -67,10 +67,10 @@ def _old_description_of(remaining: dict[str, Any]) -> Any:
         return float(Fraction(x)) if isinstance(x, str) else float(x)
 
     try:
+        if remaining.get("split") == "undecided":  # undecided: the same keys as a split
+            return ApproxDP(num(remaining["eps"]), num(remaining["delta"]))
         if "pure_exact" in remaining and "mu" in remaining:
             return MixedBudget(Fraction(remaining["pure_exact"]), max(0.0, num(remaining["mu"])))
-        if remaining.get("split") == "undecided":
-            return ApproxDP(num(remaining["eps"]), num(remaining["delta"]))
         keys = set(remaining) - {"exact", "kind", "type", "neighbouring"}
         if "type" not in remaining:
             if keys == {"mu"}:

@@ -377,8 +377,17 @@ class MixedFilter(FilterBase):
         return None if self._split is None else dict(self._split)
 
     def remaining(self) -> BudgetLeft:
+        """The budget left, with the same keys before and after the split is chosen:
+        ``split`` ("undecided" or "chosen"), ``eps`` and ``delta`` (undecided: the whole
+        target, nothing being spent; chosen: ``eps`` None -- the parts state what is left,
+        :func:`~dpsieve.filters.summary.budget_summary` as one eps), ``pure_eps`` and
+        ``pure_exact`` (the pure part, rounded down and exact), ``mu`` (the Gaussian part,
+        rounded down) and ``delta_part`` (the delta kept for queries with one), each None
+        while undecided (``delta_part`` also when the split keeps none)."""
         if self._split is None:
-            return BudgetLeft({"eps": self._eps, "delta": self._delta, "split": "undecided"})
+            return BudgetLeft({"split": "undecided", "eps": self._eps, "delta": self._delta,
+                               "pure_eps": None, "pure_exact": None, "mu": None,
+                               "delta_part": None})
         return BudgetLeft(self._remaining_of(self._pure, self._mu2, self._dpart))
 
     def epsilon_left(self) -> float:
@@ -472,11 +481,10 @@ class MixedFilter(FilterBase):
 
     def _remaining_of(self, pure: Fraction, mu2: Fraction, dpart: Fraction = Fraction(0)
                       ) -> dict[str, Any]:
-        out = {"pure_eps": float(pure), "pure_exact": frac_to_json(pure),
-               "mu": sqrt_down(mu2), "delta": self._delta}
-        if self._split is not None and "dpart" in self._split:
-            out["delta_part"] = float(dpart)
-        return out
+        return {"split": "chosen", "eps": None, "delta": self._delta,
+                "pure_eps": float(pure), "pure_exact": frac_to_json(pure),
+                "mu": sqrt_down(mu2), "delta_part": float(dpart) if (
+                    self._split is not None and "dpart" in self._split) else None}
 
     def _gauss_residue(self, q: PrivacyCharge) -> Fraction | None:
         if self._mu2 == 0:

@@ -81,7 +81,7 @@ def _mixed_eps(rem: BudgetLeft, delta: float) -> float:
 
     if rem.get("split") == "undecided":
         return float(rem["eps"])
-    d = rem.get("delta_part", 0.0)
+    d = rem.get("delta_part") or 0.0
     if d:  # R_a (+) G_mu (+) R_{0,d} at delta: R_a (+) G_mu at (delta - d)/(1 - d)
         from dpsieve.filters.mixed import inner_delta
 
@@ -286,17 +286,29 @@ class BudgetSummary:
         }
 
 
-def _parts_of(flt: PrivacyFilter) -> str:
-    """For a mixed budget: how much of it is the pure part (pays pure queries eps for eps)."""
+def _held_as(flt: PrivacyFilter, delta: float) -> str | None:
+    """For a mixed budget, in words first and parameters after: how what is left is held
+    (a pure part paying pure-DP queries eps for eps, a Gaussian part paying the others, a
+    delta part paying the delta of queries that have one); None for other budgets."""
     if getattr(flt, "kind", "") != "mixed":
-        return ""
+        return None
     rem = flt.remaining()
     if rem.get("split") == "undecided":
-        return " (the split between a pure and a Gaussian part is chosen at the first query)"
-    dp = (f"; delta part: {float(rem['delta_part']):.3g}, pays the delta of (eps, delta) "
-          "queries" if "delta_part" in rem else "")
-    return (f" (pure part: eps {float(rem['pure_eps']):.4g}, paid eps for eps; "
-            f"Gaussian part: mu {float(rem['mu']):.4g}{dp})")
+        return ("how it is split between pure-DP queries and the others is chosen at the "
+                "first query")
+    mu = float(rem["mu"])
+    at = f" at delta {delta:.3g}" if delta > 0 else ""
+    gauss = (f"a Gaussian part for the others, worth eps {_gdp_eps(mu, delta):.3g}{at} "
+             f"(GDP mu {mu:.4g})" if mu > 0 and delta > 0 else
+             f"a Gaussian part for the others (GDP mu {mu:.4g})")
+    out = (f"held as eps {float(rem['pure_eps']):.4g} for pure-DP queries, paid eps for eps, "
+           f"and {gauss}")
+    part = rem.get("delta_part")
+    if part is not None:
+        out += (f", with delta {float(part):.3g} kept for the delta of queries that have one"
+                if part > 0 else ", with no delta left for queries that have one")
+        out += " (e.g. DP key selection)"
+    return out
 
 
 def _fmt_count(c: Capacity) -> str:
@@ -331,11 +343,13 @@ def budget_summary(
         parts.append(f"eps {left:.4g} of {total:.4g} left{at}, {100 * (used or 0):.0f}% used")
     else:
         parts.append(f"eps {left:.4g} left{at}")
-    parts[-1] += _parts_of(current)
     if more is not None and like_s is not None:
         n = _fmt_count(more)
         parts.append(f"about {n} more {'query' if more.count == 1 else 'queries'} "
                      f"like this one ({like_s})" if not more.at_least else
                      f"{n} more queries like this one ({like_s})")
+    held = _held_as(current, d)
+    if held is not None:
+        parts.append(held)
     return BudgetSummary(getattr(current, "kind", ""), d, total, left, used, more, like_s,
                          "; ".join(parts))

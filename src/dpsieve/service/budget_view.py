@@ -110,15 +110,16 @@ def split_of(flt: Any) -> dict[str, Any] | None:
         q = Cost({"query": d}).charged()
         typical.append("a PLD query" if q is None else describe_query(q))
     pure, mu = float(Fraction(sp["pure"])), float(sp["mu"])
-    parts = f"pure part eps {pure:.4g}, Gaussian part mu {mu:.4g}"
+    parts = (f"eps {pure:.4g} for pure-DP queries, paid eps for eps, and a Gaussian part "
+             f"for the others (GDP mu {mu:.4g})")
     how = {
         "typical": f"chosen for the declared typical queries ({', '.join(typical)})",
-        "first query": ("no typical query was declared, so it was chosen for the first "
-                        f"admitted query ({', '.join(typical)})"),
+        "first query": ("chosen for the first admitted query "
+                        f"({', '.join(typical)}), as no typical query was declared"),
         "given": "given when the budget was opened",
     }.get(str(sp.get("chosen")), str(sp.get("chosen")))
     return {"chosen": sp.get("chosen"), "pure": pure, "mu": mu, "typical": typical,
-            "text": f"Split: {parts}; {how}."}
+            "text": f"The split was {how}: {parts}."}
 
 
 def _refusals(st: BudgetStore, name: str, p: Principal) -> list[dict[str, Any]]:
