@@ -28,7 +28,15 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "system"))
 from service_harness import free_port
 
-from benchmarks.service_throughput import OWNER, PG_URL, PURE, QUERY, _setup, write_section
+from benchmarks.service_throughput import (
+    OWNER,
+    PG_URL,
+    PURE,
+    QUERY,
+    QUOTA,
+    _setup,
+    write_section,
+)
 
 
 def instructions(src: Path, n: int, pg: bool) -> float:
@@ -40,13 +48,14 @@ def instructions(src: Path, n: int, pg: bool) -> float:
     schema = "instr_" + uuid.uuid4().hex[:8]
     url = PG_URL if pg else f"sqlite:///{d}/ledger.db"
     env = {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": "0",
-           "DPSIEVE_OWNER_KEY": OWNER}
+           "DPSIEVE_OWNER_KEY": OWNER, **QUOTA}
     with open(f"{d}/stderr", "w") as err:
         proc = subprocess.Popen(
             ["valgrind", "--tool=callgrind", "--instr-atstart=no",
              f"--callgrind-out-file={out}", sys.executable, "-c",
              "from dpsieve.cli import main; main()", "serve", "--database-url", url,
-             "--schema", schema, "--port", str(port), "--host", "127.0.0.1"], env=env, stdout=subprocess.DEVNULL, stderr=err)
+             "--schema", schema, "--port", str(port), "--host", "127.0.0.1"], env=env,
+            stdout=subprocess.DEVNULL, stderr=err)
     try:
         deadline = time.monotonic() + 600
         while True:

@@ -289,3 +289,28 @@ def test_every_answer_carries_its_idempotency_key(env: dict[str, Any]) -> None:
     mine = c.post("/v1/datasets/people/queries", headers={**env["ana"],
                                                           "Idempotency-Key": "k-1"}, json=Q)
     assert mine.headers["Idempotency-Key"] == "k-1"
+
+
+def test_the_gate_answers_floods_before_the_routes(env: dict[str, Any],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Health probes and refused keys are answered by the gate (service.gate) in the
+    routes' own words; a valid key, the owner's included, always reaches the routes, and
+    a ledger fault during the gate's lookup is the routes' 503, never a 500."""
+    c, store = env["client"], env["store"]
+    assert c.get("/healthz").json() == {"status": "ok"}
+    assert c.get("/readyz").json() == {"status": "ready"}
+    for i in range(31):
+        c.get("/v1/me", headers={"X-API-Key": f"w{i}"})
+    r = c.get("/v1/me", headers={"X-API-Key": "w-next"})  # looked up by the gate
+    assert r.status_code == 429
+    assert set(r.json()) == {"error", "message", "retry_after"}
+    assert c.get("/v1/me", headers=OWN).status_code == 200
+    assert c.get("/v1/me", headers=env["ana"]).status_code == 200
+
+    def down(_: str) -> Any:
+        raise LedgerUnavailableError("down")
+
+    monkeypatch.setattr(store, "principal_for_key", down)
+    r = c.get("/v1/me", headers={"X-API-Key": "w-during-outage"})
+    assert r.status_code == 503, r.text
+    assert r.json()["error"] == "ledger_unavailable"

@@ -23,6 +23,7 @@ from dpsieve.ledger.base import BudgetStore
 from dpsieve.ledger.factory import open_store
 from dpsieve.service.deps import ServiceState
 from dpsieve.service.errors import BodyLimit, install_error_handlers
+from dpsieve.service.gate import Gate
 from dpsieve.service.logs import RequestLog, verify_ledger
 from dpsieve.service.routes import ROUTERS
 from dpsieve.service.routes.meta import PAGE_HEADERS
@@ -63,6 +64,7 @@ def create_app(settings: Settings | None = None, *, store: BudgetStore | None = 
     app.state.service = ServiceState(settings, st)
     install_error_handlers(app)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(Gate)  # health probes and refused keys answered before any route
     app.add_middleware(RequestLog)
     for router in ROUTERS:  # flat: every route an APIRoute of the app, as FastAPI versions
         app.router.routes.extend(router.routes)  # from 0.110 on match and document them

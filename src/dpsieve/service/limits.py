@@ -177,6 +177,11 @@ class ReadyCache:
             self._check()  # raises when not ready: nothing kept
             self._at = self._clock()
 
+    def fresh(self) -> bool:
+        """Whether a "ready" verdict is held (no probe needed)."""
+        at = self._at
+        return at is not None and self._clock() - at < self.ttl
+
     def invalidate(self) -> None:
         """Forget the ready verdict (a ledger fault was seen)."""
         self._at = None
