@@ -25,7 +25,7 @@ from dpsieve.interactive.counter import ContinualCounter
 from dpsieve.interactive.sparse_vector import SparseVector
 from dpsieve.mechanisms._random import RNG
 
-__all__ = ["ChildStore", "answer_of", "ask_child", "open_child"]
+__all__ = ["ChildStore", "answer_of", "as_child_store", "ask_child", "open_child"]
 
 
 class ChildStore(Protocol):
@@ -38,6 +38,27 @@ class ChildStore(Protocol):
     def child_act(self, budget_id: str, child_id: str, act: Any, *, key: str,
                   principal: str = "", request: dict[str, Any] | None = None
                   ) -> dict[str, Any]: ...
+
+    def child_state(self, budget_id: str, child_id: str) -> dict[str, Any]: ...
+
+    def children(self, budget_id: str, principal: str = "") -> list[Any]: ...
+
+    def grant_child(self, budget_id: str, child_id: str, principal: str, *,
+                    by: str = "") -> None: ...
+
+    def close(self) -> None: ...
+
+
+_METHODS = ("open_child", "child_act", "child_state", "children", "grant_child", "close")
+
+
+def as_child_store(store: Any) -> ChildStore:
+    """``store`` typed as a :class:`ChildStore`, or a clear error if it keeps no children."""
+    if not all(callable(getattr(store, m, None)) for m in _METHODS):
+        raise fail("store", "as_child_store", "a ledger that keeps children (memory, SQLite "
+                   "or PostgreSQL)", type(store).__name__)
+    out: ChildStore = store
+    return out
 
 
 def open_child(store: ChildStore, budget_id: str, child_id: str, child: Child, *, key: str,
