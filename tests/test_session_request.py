@@ -1,6 +1,6 @@
 """JSON is mapped to typed values once, at the edge (issue 12 item 1): the service's models
 build the privacy and the plan, the CLI and ``Session.run``'s dict go through
-``request_from_spec``; the session executes typed requests.
+``request_from_json``; the session executes typed requests.
 
 Soundness: the typed paths and the JSON path charge identical amounts, record identical
 requests (the idempotency fingerprint binds them) and leave identical filter states, on
@@ -29,9 +29,9 @@ from dpsieve.filters.charge import Charge, PrivacyCharge, Workload
 from dpsieve.filters.summary import budget_summary
 from dpsieve.ledger.base import BudgetStore, SpendRecord
 from dpsieve.queries.plan import from_spec
+from dpsieve.queries.requests import PlanRequest, Request, request_from_json
 from dpsieve.service.schemas import BudgetIn, PrivacyIn, QueryBody
 from dpsieve.session import QueryResult, Session, filter_for_budget
-from dpsieve.session.request import Request, request_from_spec
 
 AR = Neighbouring.ADD_REMOVE
 
@@ -84,7 +84,7 @@ def test_typed_paths_and_the_json_path_charge_identical_amounts(budget: Any,
         assert isinstance(typed.privacy, PureDP | ZCDP)  # typed by the model, not a dict
         b = by_service.execute(typed, key=f"k{i}")
         q = from_spec({**wire, "privacy": typed.privacy}, AR.value)
-        c = by_plan.execute(request_from_spec(q, AR), key=f"k{i}") if wire["type"] == "query" \
+        c = by_plan.execute(request_from_json(q, AR), key=f"k{i}") if wire["type"] == "query" \
             else by_plan.run({**wire, "privacy": typed.privacy}, key=f"k{i}")
         assert a.cost == b.cost == c.cost
         assert a.remaining == b.remaining == c.remaining
@@ -109,7 +109,7 @@ def test_the_service_models_build_descriptions_once() -> None:
         BudgetIn.model_validate({"type": "zcdp"}).budget()
 
 
-def test_request_from_spec_names_the_parameter_and_spends_nothing() -> None:
+def test_request_from_json_names_the_parameter_and_spends_nothing() -> None:
     s = _session(PureDP(1.0))
     for bad, name in [({"type": "nope"}, "type"), ("count", "type"),
                       ({"type": "count", "privacy": {"type": "pure"}}, "privacy"),
@@ -122,8 +122,8 @@ def test_request_from_spec_names_the_parameter_and_spends_nothing() -> None:
 
 def test_a_request_keeps_the_recorded_json() -> None:
     spec = {"type": "count", "privacy": {"type": "pure", "eps": 0.25}}
-    r = request_from_spec(spec, AR)
-    assert isinstance(r, Request)
+    r = request_from_json(spec, AR)
+    assert isinstance(r, PlanRequest)
     assert r.privacy == PureDP(0.25)
     assert r.plan is not None
     assert r.public == {"type": "count", "privacy": PureDP(0.25).to_dict()}

@@ -9,7 +9,7 @@ import pytest
 from dpsieve.errors import ValidationError
 from dpsieve.queries.schema import Column, ColumnType, Schema
 from dpsieve.session.datasets import stored_schema
-from dpsieve.session.plans import resolve_schema
+from dpsieve.session.schema import resolve_schema
 
 
 def _stored(**col: object) -> dict[str, object]:

@@ -15,7 +15,7 @@ from dpsieve.accounting.pld import PLD
 from dpsieve.queries import kinds
 from dpsieve.queries.calibrate import Calibrated
 from dpsieve.queries.prepare import Charge
-from dpsieve.session import Session
+from dpsieve.queries.source import Ready
 
 
 def _mentions_any(t: object) -> bool:
@@ -23,7 +23,8 @@ def _mentions_any(t: object) -> bool:
 
 
 @pytest.mark.parametrize(("obj", "name", "want"), [
-    (Session._charged, "cost", PrivacyDescription),
+    (Ready, "charge", PrivacyDescription),
+    (Ready, "requested", PrivacyDescription),
     (Calibrated.pld, "return", PLD | None),
     (Charge.pld, "return", PLD | None),
 ])

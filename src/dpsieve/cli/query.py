@@ -25,9 +25,9 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
     )
     from dpsieve.ledger import open_store
     from dpsieve.ledger.redact import redact_url
+    from dpsieve.queries.requests import request_from_json
     from dpsieve.session import load_frame
     from dpsieve.session.datasets import session_for
-    from dpsieve.session.request import request_from_spec
 
     store = open_store(database_url, schema=schema)
     try:
@@ -51,7 +51,7 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
         for i, spec in _progress(specs):
             k = f"{key}-{i}" if key and len(specs) > 1 else key
             try:
-                typed = request_from_spec(spec, session.neighbouring)  # JSON mapped once
+                typed = request_from_json(spec, session.neighbouring)  # JSON mapped once
                 yield session.execute(typed, key=f"cli/{k}" if k else None).to_dict()
             except BudgetExceededError as e:
                 left = None if e.remaining is None else e.remaining.to_dict()  # JSON here

@@ -23,12 +23,12 @@ from fastapi import Depends, Header, HTTPException, Request
 from fastapi import Path as PathParam
 
 from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal
+from dpsieve.queries.release_sizing import ReleaseLimits
 from dpsieve.service.auth import hash_key
 from dpsieve.service.errors import Limited, redact_quoted
 from dpsieve.service.limits import FailureLimiter, ReadyCache, TokenBuckets, WindowCounter
 from dpsieve.service.settings import Settings
 from dpsieve.session.data import FileEngines, Frames, file_columns
-from dpsieve.session.release import ReleaseLimits
 
 __all__ = ["DatasetName", "Owner", "ServiceState", "Svc", "Who", "owner",
            "principal", "service_state"]

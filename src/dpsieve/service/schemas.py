@@ -7,7 +7,7 @@ infinities are refused with 422), strings and lists bounded, unknown fields refu
 This is where the service's JSON becomes typed values, once: :meth:`PrivacyIn.description`
 and :meth:`BudgetIn.budget` build privacy descriptions from the validated fields, and
 ``QueryIn.request`` / ``PlanIn.request`` the typed
-:class:`~dpsieve.session.request.Request` the session executes (its plan read by
+:data:`~dpsieve.queries.requests.Request` the session executes (its plan read by
 :func:`dpsieve.queries.plan.from_spec`). Nothing below the service sees the request JSON.
 """
 
@@ -37,9 +37,10 @@ from dpsieve.accounting.events import (
     PrivacyDescription,
     PureDP,
 )
+from dpsieve.queries.source import SHAPES
 
 if TYPE_CHECKING:
-    from dpsieve.session.request import Request
+    from dpsieve.queries.requests import Request
 
 __all__ = ["AnalystIn", "BudgetIn", "ColumnIn", "DatasetIn", "GrantIn", "PlanIn", "PrivacyIn",
            "QueryBody", "QueryIn", "SchemaIn"]
@@ -143,14 +144,14 @@ class QueryIn(_Strict):
 
 
 def _request(body: QueryIn | PlanIn, neighbouring: Neighbouring) -> Request:
-    from dpsieve.session.request import request_from_spec
+    from dpsieve.queries.requests import request_from_json
 
     spec = body.model_dump(exclude_none=True, exclude={"privacy"})
     spec["privacy"] = body.privacy.description(neighbouring.value)
-    return request_from_spec(spec, neighbouring)
+    return request_from_json(spec, neighbouring)
 
 
-_SHAPES = ("count", "sum", "mean", "histogram", "linear")
+_SHAPES = SHAPES
 #: A group key's value (``null``: the missing-value group).
 KeyPart = Category | None
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from dpsieve.session.release import RELEASE_MAX_COST, RELEASE_MAX_GROUP_WORK
+from dpsieve.queries.release_sizing import RELEASE_MAX_COST, RELEASE_MAX_GROUP_WORK
 
 __all__ = ["Settings"]
 

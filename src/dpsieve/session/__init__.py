@@ -5,16 +5,17 @@ The package's modules, each public (the service and the CLI use them):
 ============ ================================================================================
 module       holds
 ============ ================================================================================
-``core``     :class:`Session`: every query is checked, charged once, run, recorded
-``request``  :class:`Request`: a query's JSON mapped once (:func:`request_from_spec`)
+``core``     :class:`Session`: every request prepared, charged once, run, recorded
+``source``   :class:`SessionData`: the data set every request is prepared against
 ``result``   :class:`QueryResult`: the answer with its cost and the budget left
 ``budgets``  :func:`filter_for_budget` and the privacy given as JSON at this edge
 ``data``     data access: frames, files' metadata and row counts, kept engines and frames
 ``datasets`` a registered data set (ledger registry record) and the session it runs in
-``plans``    a data set's public schema, and how a plan's answer is stored
-``release``  query release over a public categorical domain
-``robust``   Propose-Filter-Release mean and median
+``schema``   a data set's public schema: declarations over the engine's metadata
 ============ ================================================================================
+
+The kinds of query (plans, the one-aggregation shapes, release, robust statistics) are
+typed requests of the query layer (:mod:`dpsieve.queries.requests`), read from JSON once.
 """
 
 from __future__ import annotations

@@ -23,37 +23,39 @@ calibrated exactly to the sensitivity under the budget's neighbouring relation
 Gaussian is not known to be mu-GDP; docs/session.md). The budget and its filter must be a valid pair
 (:func:`filter_for_budget` builds one; see docs/session.md). ``release`` queries run a
 :mod:`dpsieve.release` mechanism over a public categorical domain and are charged
-PureDP(eps, replace-one) (:func:`_release_plan`).
+PureDP(eps, replace-one) (:class:`~dpsieve.queries.request_release.ReleaseRequest`).
+
+Every kind of query is a typed request of the query layer
+(:mod:`dpsieve.queries.requests`), prepared against the session's data set
+(:class:`~dpsieve.session.source.SessionData`) to a charge and a run: :meth:`Session.execute`
+prepares, spends, runs and records, whatever the kind.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from dpsieve import _budget_view
-from dpsieve._columns import NUMERIC_KINDS, require_kind
 from dpsieve._validation import fail
 from dpsieve.accounting.events import Neighbouring, PrivacyDescription
 from dpsieve.errors import ValidationError
 from dpsieve.filters.base import BudgetLeft
-from dpsieve.session import data as _data
+from dpsieve.queries.plan import Query
+from dpsieve.queries.request_release import ReleaseLimits, ReleaseRequest
+from dpsieve.queries.requests import PlanRequest, Request, privacy_of, request_from_json
 from dpsieve.session.budgets import PrivacyIn, as_description, filter_for_budget
-from dpsieve.session.data import Frame, data_column_kinds, data_columns, data_row_count
-from dpsieve.session.release import ReleaseLimits, release_plan, release_privacy
-from dpsieve.session.request import LEGACY, Request, request_from_spec
+from dpsieve.session.data import Frame
 from dpsieve.session.result import QueryResult
-from dpsieve.session.robust import robust_plan, robust_privacy
+from dpsieve.session.source import SessionData
 
 if TYPE_CHECKING:
     from dpsieve.filters.base import PrivacyFilter
     from dpsieve.filters.summary import BudgetSummary
     from dpsieve.ledger.base import BudgetStore
-    from dpsieve.queries.plan import Query
     from dpsieve.queries.schema import Schema
 
 __all__ = ["Session"]
@@ -73,7 +75,7 @@ class Session:
     estimators); without it a file's rows are counted by DuckDB. A lazy loader (a callable) without
     ``column_types`` is loaded to read its dtypes before its first typed query (nothing is
     released; give ``column_types`` to keep a refused query from loading the data).
-    ``release_limits`` (:class:`~dpsieve.session.release.ReleaseLimits`) bounds the work
+    ``release_limits`` (:class:`~dpsieve.queries.request_release.ReleaseLimits`) bounds the work
     of ``release`` queries; they are refused from public parameters past it.
     ``memory_limit`` (e.g. ``"1GB"``) is DuckDB's memory limit for a file's queries; by
     default 32 MiB per core, at least 64 MiB, and a query out of memory under it runs again
@@ -113,30 +115,16 @@ class Session:
 
         if budget is not None and filter is not None:
             raise ValidationError("Give either 'budget' or 'filter' to Session(), not both.")
-        self._data = data
-        self._frame: Frame | None = None
-        self._columns = list(columns) if columns is not None else None
-        self._kinds = dict(column_types) if column_types is not None else None
-        self._rows = row_count
-        self._declared_schema = schema
-        self._table = table
-        if memory_limit is not None:  # checked here, before any spend
-            from dpsieve.queries.engines.duckdb import _checked_limit
-
-            memory_limit = _checked_limit(memory_limit, "memory_limit")
-        self._memory_limit = memory_limit
-        self._loader = loader
-        self._engine = engine
-        self._public: Schema | None = None
-        from dpsieve.session.plans import declared_unit
-
-        self.privacy_unit: str | None = declared_unit(schema, privacy_unit)
+        self._source = SessionData(
+            data, columns=columns, column_types=column_types, row_count=row_count,
+            schema=schema, privacy_unit=privacy_unit, table=table,
+            release_limits=release_limits, loader=loader, memory_limit=memory_limit,
+            engine=engine, rng=rng)
+        self.privacy_unit: str | None = self._source.privacy_unit
         self.store: BudgetStore = store if store is not None else MemoryStore()
         self.budget_id = budget_id
         self.principal = principal
-        self._rng = rng
         self._after_spend = after_spend
-        self._release_limits = release_limits
         if typical is not None and budget is None:
             raise fail("typical", "Session", "given with 'budget' (it chooses the budget's "
                        "split)", typical)
@@ -173,6 +161,7 @@ class Session:
                 f"Session() attaches to the existing budget {budget_id!r}: give 'neighbouring' "
                 "(the relation the budget was set under); calibrating noise under the wrong "
                 "relation could understate the cost.")
+        self._source.neighbouring = self.neighbouring
 
     # -- budget -------------------------------------------------------------------------
     def remaining(self) -> BudgetLeft:
@@ -193,33 +182,38 @@ class Session:
 
     def frame(self) -> Frame:
         """The private data (loaded on first use, after an admitted spend)."""
-        if self._frame is None:
-            self._frame = (self._loader() if self._loader is not None
-                           else _data.load_frame(self._data))
-        return self._frame
+        return self._source.frame()
+
+    def schema(self) -> Schema:
+        """The data set's public schema: column names, types, declared public domains and
+        bounds, and the privacy unit (from metadata and declarations; never values)."""
+        return self._source.schema()
 
     # -- queries ------------------------------------------------------------------------
     def count(self, *, privacy: PrivacyIn, key: str | None = None) -> QueryResult:
         """Number of rows + noise. Delta_1 = Delta_2 = 1."""
-        return self.run({"type": "count", "privacy": privacy}, key=key)
+        return self._shape("count", privacy, key)
 
     def sum(self, column: str, *, lower: float, upper: float, privacy: PrivacyIn,
             key: str | None = None) -> QueryResult:
         """Sum of the column clipped to [lower, upper] (missing values count as 0 clipped)."""
-        return self.run({"type": "sum", "column": column, "lower": lower, "upper": upper,
-                         "privacy": privacy}, key=key)
+        return self._shape("sum", privacy, key, column=column, lower=lower, upper=upper)
 
     def mean(self, column: str, *, lower: float, upper: float, privacy: PrivacyIn,
              key: str | None = None) -> QueryResult:
         """Noisy clipped sum / noisy count, the privacy split evenly between the two."""
-        return self.run({"type": "mean", "column": column, "lower": lower, "upper": upper,
-                         "privacy": privacy}, key=key)
+        return self._shape("mean", privacy, key, column=column, lower=lower, upper=upper)
 
     def histogram(self, column: str, *, categories: Sequence[Any], privacy: PrivacyIn,
                   key: str | None = None) -> QueryResult:
         """Counts of each public category (values outside them are not counted)."""
-        return self.run({"type": "histogram", "column": column,
-                         "categories": list(categories), "privacy": privacy}, key=key)
+        return self._shape("histogram", privacy, key, column=column,
+                           categories=list(categories))
+
+    def _shape(self, kind: str, privacy: PrivacyIn, key: str | None, **fields: Any
+               ) -> QueryResult:
+        return self.execute(PlanRequest.shape(kind, privacy, self.neighbouring, **fields),
+                            key=key)
 
     def release(self, mechanism: str, *, columns: Sequence[str],
                 domain: dict[str, Sequence[Any]], n: int, privacy: PrivacyIn,
@@ -236,169 +230,49 @@ class Session:
         for name, v in (("rounds", rounds), ("eta", eta), ("gamma", gamma)):
             if v is not None:
                 spec[name] = v
-        return self.run(spec, key=key)
+        p = privacy_of(spec, self.neighbouring)
+        return self.execute(ReleaseRequest.from_json(spec, p), key=key)
 
     def query(self, plan: Query | dict[str, Any], *, key: str | None = None) -> QueryResult:
         """Run a query plan (:class:`~dpsieve.queries.plan.Query` or its JSON): checked
         against :meth:`schema` before any spend, charged once for all its aggregations,
         run on the data set's engine (docs/queries.md). ``result.answer`` is the typed
         answer."""
-        from dpsieve.session.plans import is_plan
-
-        if not is_plan(plan):
+        if isinstance(plan, Query):
+            return self.execute(PlanRequest.of(plan), key=key)
+        if not (isinstance(plan, Mapping) and plan.get("type") == "query"):
             raise fail("plan", "Session.query", "a Query or a {'type': 'query', ...} dict",
                        plan.get("type") if isinstance(plan, dict) else type(plan).__name__)
         return self.run(plan, key=key)
 
-    def schema(self) -> Schema:
-        """The data set's public schema: column names, types, declared public domains and
-        bounds, and the privacy unit (from metadata and declarations; never values)."""
-        from dpsieve.session.plans import resolve_schema
-
-        if self._public is None:
-            def actual() -> Any:
-                return self._plan_engine().columns()
-            self._public = resolve_schema(self._declared_schema, self.privacy_unit, actual,
-                                          self._kinds)
-        return self._public
-
-    def _plan_engine(self) -> Any:
-        """The engine plans run on: ``engine=``, else the one for the data."""
-        from dpsieve.queries.engines.resolve import engine_for
-
-        if self._engine is not None:
-            return self._engine
-        return engine_for(self._data, table=self._table, memory_limit=self._memory_limit,
-                          name="data", owner="Session")
-
     def run(self, spec: dict[str, Any] | Query, *, key: str | None = None) -> QueryResult:
         """Run a query given as a JSON-ready dict (the library's dict entry point) or a
-        typed plan: mapped once, at this edge (:func:`~dpsieve.session.request.
-        request_from_spec`), then :meth:`execute`."""
-        return self.execute(request_from_spec(spec, self.neighbouring), key=key)
+        typed plan: mapped once, at this edge (:func:`~dpsieve.queries.requests.
+        request_from_json`), then :meth:`execute`."""
+        return self.execute(request_from_json(spec, self.neighbouring), key=key)
 
     def execute(self, request: Request, *, key: str | None = None) -> QueryResult:
-        """Run a typed :class:`~dpsieve.session.request.Request` (the service and the CLI
-        map their JSON to one, once): checked, charged once, then run."""
-        t = request.kind
-        if request.plan is not None:
-            return self._run_plan(request.plan, request.public, key,
-                                  legacy=t if t in LEGACY else None)
-        if self.privacy_unit is not None:
-            raise fail("type", t, "a query plan ({'type': 'query', ...}) or one of "
-                       f"{', '.join(LEGACY)}: this data set's privacy unit is "
-                       f"{self.privacy_unit!r}, and {t} queries protect one row, "
-                       "not all rows of a unit", t)
-        _data.rows_loadable(self._data, t)  # before the spend, from the type only
-        p = (release_privacy if t == "release" else robust_privacy)(request.privacy,
-                                                                     self.neighbouring)
-        spec = {**request.params, "type": t}
-        cost, plan = self._plan(spec, p)  # public parameters only: no value is read
-
-        def compute() -> dict[str, Any]:
-            value, noise = plan(self.frame())
-            return {"value": value, "noise": noise}
-        return self._charged(cost, request.public, p, compute, key)
-
-    def _run_plan(self, q: Query, public: dict[str, Any], key: str | None,
-                  legacy: str | None = None) -> QueryResult:
-        """A plan: prepared (every check, the charge) from public values, then charged once,
-        then run on the engine; only per-group aggregates leave it. ``legacy``: a
-        one-aggregation shape of earlier versions, answered in its earlier form
-        (:func:`dpsieve.session.plans.legacy_stored`)."""
-        from dpsieve.queries.engines.duckdb import default_memory_limit
-        from dpsieve.queries.prepare import prepare
-        from dpsieve.session.plans import is_file, legacy_stored
-
-        prepared = prepare(q, self.schema(), self.neighbouring)
-        if self._memory_limit is None and self._engine is None and is_file(self._data):
-            default_memory_limit()  # a bad DPSIEVE_DUCKDB_MEMORY_LIMIT: refused before the spend
-        rng = self._rng
-
-        def compute() -> dict[str, Any]:
-            answer = prepared.run(self._plan_engine(), rng)
-            if legacy is not None:
-                return legacy_stored(legacy, prepared, answer)
-            d = answer.to_dict()
-            return {"value": {k: v for k, v in d.items() if k != "noise"},
-                    "noise": d["noise"], "details": answer.details}
-        return self._charged(prepared.charge.description, public, q.privacy, compute, key)
-
-    def _charged(self, cost: PrivacyDescription, public: dict[str, Any],
-                 requested: PrivacyDescription, compute: Callable[[], dict[str, Any]],
-                 key: str | None) -> QueryResult:
-        """Spend ``cost`` durably, then (admitted) compute and store the answer: the
-        ledger's order (module docstring)."""
+        """Run a typed request (:mod:`dpsieve.queries.requests`; the service and the CLI map
+        their JSON to one, once), whatever its kind: prepared against the data set from
+        public values (every check, the charge), then the charge spent durably, then
+        (admitted) run and its answer recorded (the ledger's order, module docstring)."""
+        ready = request.prepare(self._source)
+        public = request.public
         key = key or uuid.uuid4().hex
-        out = self.store.spend(self.budget_id, cost, key=key, principal=self.principal,
-                               request=public)
+        out = self.store.spend(self.budget_id, ready.charge, key=key,
+                               principal=self.principal, request=public)
         d = out.decision
         if not d.admitted:
-            raise _budget_view.refused(self.store, self.budget_id, cost, requested,
-                                       d.remaining)
+            raise _budget_view.refused(self.store, self.budget_id, ready.charge,
+                                       ready.requested, d.remaining)
         stored = out.answer if out.replayed else None
         if stored is None:
             if self._after_spend is not None:
                 self._after_spend(key)
-            stored = self.store.record_answer(self.budget_id, key, compute())
+            stored = self.store.record_answer(self.budget_id, key, ready.run())
         return QueryResult(stored["value"], stored["noise"], d.cost, d.remaining, key,
                            replayed=out.replayed, query=public,
-                           budget=_budget_view.after_query(self.store, self.budget_id, cost),
+                           budget=_budget_view.after_query(self.store, self.budget_id,
+                                                           ready.charge),
                            interval=stored.get("interval"),
                            details=dict(stored.get("details") or {}))
-
-    def _plan(self, spec: dict[str, Any], p: PrivacyDescription
-              ) -> tuple[Any, Callable[[Frame], tuple[Any, dict[str, Any]]]]:
-        """(cost, compute) from public parameters; ``compute`` reads the data."""
-        t = spec["type"]
-        if t == "release":
-            return release_plan(spec, p, self._schema(), self._rng, self._row_count,
-                                self._release_limits)
-        col = self._column(spec)
-        require_kind(col, self._kind(col), NUMERIC_KINDS, t)
-        return robust_plan(spec, p, col, self._row_count, self._rng)
-
-    def _column(self, spec: dict[str, Any]) -> str:
-        """The column name, checked against the schema (names only: public metadata).
-
-        Read before the spend: the names come from ``columns=``, a frame's names or a
-        file's header, never from the values."""
-        col = self._column_name(spec)
-        if col not in self._schema():
-            raise fail("column", spec["type"], "a column of the data set", col)
-        return col
-
-    def _kind(self, col: str) -> str:
-        """The column's kind (public schema; see :mod:`dpsieve._columns`), before a spend."""
-        from dpsieve._columns import KINDS
-
-        if self._kinds is None or col not in self._kinds:
-            src = self._frame if self._frame is not None else self._data
-            self._kinds = {**data_column_kinds(src), **(self._kinds or {})}
-        kind = self._kinds.get(col, "other")
-        if kind not in KINDS:
-            raise fail("column_types", "Session", f"kinds among {', '.join(KINDS)}", kind)
-        return kind
-
-    def _row_count(self) -> int:
-        """The number of rows, read before a spend only for queries whose ``n`` is public
-        (replace-one neighbours share it): ``row_count=``, a file's count (DuckDB), or the
-        frame's length (a lazy loader is loaded; nothing is released)."""
-        if self._rows is not None:
-            return int(self._rows())
-        if self._frame is None and isinstance(self._data, str | Path):
-            return data_row_count(self._data)
-        return len(self.frame())
-
-    def _schema(self) -> list[str]:
-        """The column names (public metadata; see :meth:`_column`)."""
-        if self._columns is None:
-            self._columns = data_columns(self._frame if self._frame is not None else self._data)
-        return self._columns
-
-    @staticmethod
-    def _column_name(spec: dict[str, Any]) -> str:
-        col = spec.get("column")
-        if not isinstance(col, str) or not col:
-            raise fail("column", spec["type"], "a column name", col)
-        return col

@@ -36,7 +36,7 @@ def registered_schema(actual: Callable[[], tuple[Column, ...]],
     metadata) with the owner's declarations, and the privacy unit (a ValidationError
     naming the parameter if a declared column or the unit is not a column of the table,
     raised before anything is written)."""
-    from dpsieve.session.plans import resolve_schema
+    from dpsieve.session.schema import resolve_schema
 
     cols = None if declared is None else [Column.from_dict(c) for c in declared]
     return resolve_schema(cols, privacy_unit, actual).to_dict()

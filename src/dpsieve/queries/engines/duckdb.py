@@ -37,7 +37,7 @@ from dpsieve.queries.engines.duckdb_sql import _q, compile_sql, duckdb_column_ty
 from dpsieve.queries.schema import Column, ColumnType
 
 __all__ = ["MEMORY_FLOOR_MIB", "MEMORY_LIMIT_ENV", "MEMORY_PER_THREAD_MIB",
-           "RETRY_MEMORY_PER_THREAD_MIB", "DuckDBEngine", "compile_sql",
+           "RETRY_MEMORY_PER_THREAD_MIB", "DuckDBEngine", "checked_limit", "compile_sql",
            "default_memory_limit", "duckdb_column_type", "retry_memory_limit"]
 
 MEMORY_LIMIT_ENV = "DPSIEVE_DUCKDB_MEMORY_LIMIT"
@@ -47,7 +47,7 @@ RETRY_MEMORY_PER_THREAD_MIB = 128
 _SIZE = re.compile(r"\s*\d+(\.\d+)?\s*(B|KB|MB|GB|TB|KIB|MIB|GIB|TIB)\s*", re.IGNORECASE)
 
 
-def _checked_limit(value: str, parameter: str) -> str:
+def checked_limit(value: str, parameter: str) -> str:
     """``value`` if DuckDB reads it as a size (``"256MB"``, ``"1.5 GiB"``), else a
     :class:`~dpsieve.errors.ValidationError` naming ``parameter`` (checked when the engine
     is made, so before any spend, never by DuckDB after it)."""
@@ -75,7 +75,7 @@ def default_memory_limit(threads: int | None = None) -> str:
     """
     env = os.environ.get(MEMORY_LIMIT_ENV)
     if env is not None and env.strip():
-        return _checked_limit(env, MEMORY_LIMIT_ENV)
+        return checked_limit(env, MEMORY_LIMIT_ENV)
     return f"{max(MEMORY_FLOOR_MIB, MEMORY_PER_THREAD_MIB * _threads(threads))}MiB"
 
 
@@ -198,7 +198,7 @@ class DuckDBEngine:
         self._connection = connection
         self._threads = threads
         self._memory_limit = (default_memory_limit(threads) if memory_limit is None
-                              else _checked_limit(memory_limit, "memory_limit"))
+                              else checked_limit(memory_limit, "memory_limit"))
         env = os.environ.get(MEMORY_LIMIT_ENV)
         self._retry_limit = (retry_memory_limit(threads) if memory_limit is None and (
             env is None or not env.strip()) else None)

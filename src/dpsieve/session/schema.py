@@ -1,40 +1,25 @@
-"""The session's side of the query layer: a data set's public schema and how a plan's
-answer is stored and read back (orchestration only; the privacy is decided in
-:mod:`dpsieve.queries`; the engine a source runs on is
-:func:`dpsieve.queries.engines.resolve.engine_for`'s).
+"""A session's public schema (orchestration only; the privacy is decided in
+:mod:`dpsieve.queries`).
 
 * :func:`resolve_schema` -- the public :class:`~dpsieve.queries.schema.Schema`: the
   steward's declaration (types, public domains and bounds) over the types the engine
   reports from the table's metadata, with the privacy unit. Built before any spend, from
   metadata only (a CSV's types are those DuckDB's reader infers from the file; declare them
   to fix them).
-* :func:`legacy_stored` -- a one-aggregation shape's answer in its stored form.
+* :func:`declared_unit` -- the privacy unit, from the argument or the declared schema.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from dpsieve._memo import Memo
 from dpsieve._validation import fail
-from dpsieve.queries.plan import Query
-from dpsieve.queries.prepare import Prepared
-from dpsieve.queries.result import Answer
 from dpsieve.queries.schema import Column, ColumnType, Schema
 
-__all__ = ["declared_unit", "is_file", "is_plan", "legacy_stored", "resolve_schema"]
-
-
-def is_plan(spec: Any) -> bool:
-    """True for a typed plan or the JSON of one (``{"type": "query", ...}``)."""
-    return isinstance(spec, Query) or (isinstance(spec, Mapping) and spec.get("type") == "query")
-
-
-def is_file(data: Any) -> bool:
-    return isinstance(data, str | Path)
+__all__ = ["declared_unit", "resolve_schema"]
 
 
 #: resolve_schema's results for (declared Schema, table columns, unit), by identity.
@@ -116,31 +101,3 @@ def _resolved(cols: tuple[Column, ...], unit: str | None, table: tuple[Column, .
     # the storage type is the table's (its metadata now), whatever was declared
     cols = tuple(replace(c, storage=by_name[c.name].storage) for c in cols)
     return Schema(table, None).with_columns(cols).with_unit(unit)
-
-
-def legacy_stored(kind: str, prepared: Prepared, answer: Answer) -> dict[str, Any]:
-    """The stored answer of a one-aggregation shape in its earlier form: ``value`` (a
-    number; ``{"categories", "counts"}``; ``{"answers"}``), ``noise`` in user terms
-    (mechanism, scale, std, ci95; a mean's ``sum`` and ``count``), ``interval`` (95 %),
-    ``details`` (lattice internals)."""
-    est = answer.groups[0].estimates[0]
-    label = answer.labels[0]
-    parts = answer.noise[label]
-    short = {name: name.split(".", 1)[1] for name in parts}
-    value: Any = est.value
-    if kind == "histogram":
-        m = prepared.spec.measures[0]
-        cats = list(getattr(m, "categories", None) or [])
-        value = {"categories": cats, "counts": est.value}
-    elif kind == "linear":
-        value = {"answers": est.value}
-    if len(parts) == 1:
-        (name, noise), = parts.items()
-        noise_d: dict[str, Any] = noise.to_dict()
-        details: dict[str, Any] = dict(answer.details[name])
-    else:
-        noise_d = {short[n]: v.to_dict() for n, v in parts.items()}
-        details = {short[n]: answer.details[n] for n in parts}
-    iv: Any = est.interval
-    iv = list(iv) if isinstance(iv, tuple) else [list(x) for x in iv] if iv else None
-    return {"value": value, "noise": noise_d, "interval": iv, "details": details}

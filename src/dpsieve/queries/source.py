@@ -1,0 +1,106 @@
+"""What a query request may know of the data set it runs on, and what it prepares.
+
+A request (:mod:`dpsieve.queries.requests`) is prepared against a :class:`Source`: public
+facts only (the schema, column names and kinds, the neighbouring relation, the privacy
+unit, the row count where it is public under replace-one), every check that can fail run
+there, before the spend. It returns a :class:`Ready`: the charge, the privacy the analyst
+asked for, and ``run``, which reads the data (through :meth:`Source.engine` or
+:meth:`Source.frame`) only after the charge is admitted and durable. ``run`` is total:
+no value of any row may make it fail.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from dpsieve._validation import fail
+from dpsieve.accounting.events import Neighbouring, PrivacyDescription
+from dpsieve.queries.engine import Engine
+from dpsieve.queries.schema import Schema
+
+if TYPE_CHECKING:
+    from dpsieve.queries.request_release import ReleaseLimits
+
+__all__ = ["SHAPES", "Ready", "Source", "row_level"]
+
+#: The one-aggregation shapes answered as one-aggregation plans (in their earlier form).
+SHAPES = ("count", "sum", "mean", "histogram", "linear")
+
+
+class Source(Protocol):
+    """The data set a request runs on, as a session exposes it (public facts before the
+    spend; the data after)."""
+
+    @property
+    def neighbouring(self) -> Neighbouring: ...
+
+    @property
+    def privacy_unit(self) -> str | None: ...
+
+    @property
+    def rng(self) -> np.random.Generator | None: ...
+
+    def schema(self) -> Schema:
+        """The public schema (plans), from metadata and declarations."""
+        ...
+
+    def columns(self) -> list[str]:
+        """The column names (public metadata)."""
+        ...
+
+    def column_kind(self, column: str) -> str:
+        """A column's kind (``integer``, ``float``, ``boolean``, ``string``, ``other``)."""
+        ...
+
+    def row_count(self) -> int:
+        """The number of rows: read before a spend only where it is public (replace-one)."""
+        ...
+
+    def rows_loadable(self, owner: str) -> None:
+        """Refuse, from the source's type only, a request whose rows cannot be loaded."""
+        ...
+
+    def check_engine(self) -> None:
+        """Refuse, before the spend, an engine configuration that cannot run."""
+        ...
+
+    @property
+    def release_limits(self) -> ReleaseLimits | None:
+        """The work limits of release requests (None: the defaults)."""
+        ...
+
+    def engine(self) -> Engine:
+        """The engine plans run on (after the spend)."""
+        ...
+
+    def frame(self) -> Any:
+        """The rows as a pandas frame (after the spend)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Ready:
+    """A request prepared from public values: ``charge`` (what the filter is charged),
+    ``requested`` (the privacy the analyst asked for: named in a refusal) and ``run``,
+    which reads the data and returns the answer to store (``value``, ``noise`` and,
+    where there are, ``interval`` and ``details``)."""
+
+    charge: PrivacyDescription
+    requested: PrivacyDescription
+    run: Callable[[], dict[str, Any]]
+
+
+def row_level(source: Source, kind: str) -> None:
+    """Refuse a row-level request (one that protects one row, not all rows of a unit) on a
+    data set with a privacy unit, and one whose rows cannot be loaded; both from public
+    facts, before the spend."""
+    if source.privacy_unit is not None:
+        raise fail("type", kind, "a query plan ({'type': 'query', ...}) or one of "
+                   f"{', '.join(SHAPES)}: this data set's privacy unit is "
+                   f"{source.privacy_unit!r}, and {kind} queries protect one row, "
+                   "not all rows of a unit", kind)
+    source.rows_loadable(kind)

@@ -1,0 +1,133 @@
+"""A session's data set as the query layer sees it: :class:`SessionData`, the
+:class:`~dpsieve.queries.source.Source` every request is prepared against.
+
+Before a spend it states public facts only: the column names (``columns=``, a frame's
+names or a file's header), their kinds (``column_types=``, a frame's dtypes or the file's
+metadata; :mod:`dpsieve._columns`), the public schema of plans (declarations over the
+engine's metadata), and the row count where it is public (replace-one). After the spend it
+gives the rows: the engine plans run on, or the frame (loaded once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from dpsieve._validation import fail
+from dpsieve.accounting.events import Neighbouring
+from dpsieve.session import data as _data
+
+if TYPE_CHECKING:
+    from dpsieve.queries.engine import Engine
+    from dpsieve.queries.request_release import ReleaseLimits
+    from dpsieve.queries.schema import Schema
+
+__all__ = ["SessionData"]
+
+
+class SessionData:
+    """One data set's public facts and rows (see the module docstring and
+    :class:`dpsieve.session.Session` for the arguments)."""
+
+    def __init__(self, data: Any, *, columns: Sequence[str] | None,
+                 column_types: Mapping[str, str] | None, row_count: Callable[[], int] | None,
+                 schema: Any, privacy_unit: str | None, table: str | None,
+                 release_limits: ReleaseLimits | None, loader: Callable[[], Any] | None,
+                 memory_limit: str | None, engine: Any, rng: np.random.Generator | None
+                 ) -> None:
+        from dpsieve.session.schema import declared_unit
+
+        self._data = data
+        self._frame: Any = None
+        self._columns = list(columns) if columns is not None else None
+        self._kinds = dict(column_types) if column_types is not None else None
+        self._rows = row_count
+        self._declared = schema
+        self._table = table
+        if memory_limit is not None:  # checked here, before any spend
+            from dpsieve.queries.engines.duckdb import checked_limit
+
+            memory_limit = checked_limit(memory_limit, "memory_limit")
+        self._memory_limit = memory_limit
+        self._loader = loader
+        self._engine = engine
+        self._public: Schema | None = None
+        self.privacy_unit: str | None = declared_unit(schema, privacy_unit)
+        self.release_limits = release_limits
+        self.rng = rng
+        #: The budget's relation (set by the session once it knows it).
+        self.neighbouring = Neighbouring.ADD_REMOVE
+
+    def schema(self) -> Schema:
+        """The data set's public schema: column names, types, declared public domains and
+        bounds, and the privacy unit (from metadata and declarations; never values)."""
+        from dpsieve.session.schema import resolve_schema
+
+        if self._public is None:
+            def actual() -> Any:
+                return self.engine().columns()
+            self._public = resolve_schema(self._declared, self.privacy_unit, actual,
+                                          self._kinds)
+        return self._public
+
+    def engine(self) -> Engine:
+        """The engine plans run on: ``engine=``, else the one for the data."""
+        from dpsieve.queries.engines.resolve import engine_for
+
+        if self._engine is not None:
+            engine: Engine = self._engine
+            return engine
+        return engine_for(self._data, table=self._table, memory_limit=self._memory_limit,
+                          name="data", owner="Session")
+
+    def check_engine(self) -> None:
+        """A bad ``DPSIEVE_DUCKDB_MEMORY_LIMIT`` for a file's engine, refused before the
+        spend."""
+        from dpsieve.queries.engines.duckdb import default_memory_limit
+
+        if self._memory_limit is None and self._engine is None and isinstance(
+                self._data, str | Path):
+            default_memory_limit()
+
+    def frame(self) -> Any:
+        """The private data (loaded on first use, after an admitted spend)."""
+        if self._frame is None:
+            self._frame = (self._loader() if self._loader is not None
+                           else _data.load_frame(self._data))
+        return self._frame
+
+    def rows_loadable(self, owner: str) -> None:
+        _data.rows_loadable(self._data, owner)
+
+    def columns(self) -> list[str]:
+        """The column names (public metadata), read before a spend from ``columns=``, a
+        frame's names or a file's header, never from the values."""
+        if self._columns is None:
+            self._columns = _data.data_columns(
+                self._frame if self._frame is not None else self._data)
+        return self._columns
+
+    def column_kind(self, column: str) -> str:
+        """The column's kind (public schema; see :mod:`dpsieve._columns`), before a spend."""
+        from dpsieve._columns import KINDS
+
+        if self._kinds is None or column not in self._kinds:
+            src = self._frame if self._frame is not None else self._data
+            self._kinds = {**_data.data_column_kinds(src), **(self._kinds or {})}
+        kind = self._kinds.get(column, "other")
+        if kind not in KINDS:
+            raise fail("column_types", "Session", f"kinds among {', '.join(KINDS)}", kind)
+        return kind
+
+    def row_count(self) -> int:
+        """The number of rows, read before a spend only for queries whose ``n`` is public
+        (replace-one neighbours share it): ``row_count=``, a file's count (DuckDB), or the
+        frame's length (a lazy loader is loaded; nothing is released)."""
+        if self._rows is not None:
+            return int(self._rows())
+        if self._frame is None and isinstance(self._data, str | Path):
+            return _data.data_row_count(self._data)
+        return len(self.frame())
