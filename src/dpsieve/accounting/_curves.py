@@ -139,9 +139,14 @@ def _discounted(v: FloatArray, z: FloatArray) -> tuple[FloatArray, float]:
     return res, float(b + 16) + 8.0 * zmax + rel_up
 
 
-def scaled_tail_sums(z: FloatArray, p: FloatArray) -> tuple[FloatArray, FloatArray, float]:
-    """(A, D, rel_D): A[k] = sum_{i>=k} p_i and D[k] = e^{z_k} B[k] = sum_{i>=k} p_i e^{z_k - z_i}
-    (A[n] = D[n] = 0), with |D_float - D| <= rel_D D + n _UNDER.
+#: (A, D, rel_D, m) of :func:`scaled_tail_sums`.
+Tails = tuple[FloatArray, FloatArray, float, float]
+
+
+def scaled_tail_sums(z: FloatArray, p: FloatArray) -> Tails:
+    """(A, D, rel_D, m): A[k] = sum_{i>=k} p_i, D[k] = e^{z_k} B[k] = sum_{i>=k} p_i e^{z_k - z_i}
+    (A[n] = D[n] = 0), with |D_float - D| <= rel_D D + n _UNDER and |A_float - A| <= m u A
+    (m = :func:`sum_rel_err` over the non-zero masses; cached with the sums).
 
     D <= A, so h(e^t) = A_k - e^{t - z_k} D_k (k the first knot above t) is formed without
     overflow or underflow at any loss: the curves stay certified past e^{709} (where B_k =
@@ -155,7 +160,7 @@ def scaled_tail_sums(z: FloatArray, p: FloatArray) -> tuple[FloatArray, FloatArr
         d[:-1] = dd
     else:
         rel = 0.0
-    return a, d, rel * U
+    return a, d, rel * U, sum_rel_err(p.size, int(np.count_nonzero(p)))
 
 
 def h_pl(
@@ -163,7 +168,7 @@ def h_pl(
     p: FloatArray,
     inf_mass: float,
     t: FloatArray,
-    ad: tuple[FloatArray, FloatArray, float],
+    ad: Tails,
 ) -> tuple[FloatArray, FloatArray]:
     """h of a purely discrete PLD (mu = 0) at x = e^t: piecewise linear, exact up to round-off.
 
@@ -173,7 +178,7 @@ def h_pl(
     s = :func:`sum_rel_err` (blocked sums of non-negative terms), rel_D the bound of the
     scaled sums, and the factor's own error (its argument rounds by u (|t| + |z_k|)).
     """
-    a, d, rel_d = ad
+    a, d, rel_d, m = ad
     n = p.size
     k = np.searchsorted(z, t, side="right")
     ak, dk = a[k], d[k]
@@ -185,7 +190,7 @@ def h_pl(
     with np.errstate(invalid="ignore"):
         rel_x = rel_d + (np.abs(t) + np.abs(zk) + 8.0) * 2 * U  # inf at t = +-inf (xd = 0)
     err = (
-        sum_rel_err(n, int(np.count_nonzero(p))) * U * ak
+        m * U * ak
         + np.where(np.isfinite(rel_x), rel_x, 0.0) * xd
         + np.where(ak > 0, 4 * U * inf_mass + n * _UNDER, 0.0)
     )
@@ -319,7 +324,7 @@ def eps_pl(
     p: FloatArray,
     inf_mass: float,
     deltas: FloatArray,
-    ad: tuple[FloatArray, FloatArray, float],
+    ad: Tails,
 ) -> FloatArray:
     """Smallest eps >= 0 with h(e^eps) + err <= delta, exactly on the piecewise-linear curve.
 
@@ -334,14 +339,13 @@ def eps_pl(
     The result is rounded up (``nextafter``): never below the exact value for this PLD.
     inf where delta < inf_mass (+ error).
     """
-    a, d, rel_d = ad
+    a, d, rel_d, m = ad
     n = z.size
     gaps = np.concatenate([z[1:] - z[:-1], [0.0]])
     with np.errstate(under="ignore"):
         f = np.exp(-gaps)  # e^{z_k - z_{k+1}}
     xd = np.minimum(f * d[1:], a[1:])
     hk = np.clip(a[1:] - xd, 0.0, None) + inf_mass
-    m = sum_rel_err(p.size, int(np.count_nonzero(p)))
     rel_x = rel_d + (np.abs(z) + np.abs(np.concatenate([z[1:], [0.0]])) + 8.0) * 2 * U
     errk = m * U * a[1:] + rel_x * xd + 8 * U * hk + n * _UNDER
     hk_up = hk + errk  # certified upper values at the knots

@@ -104,7 +104,7 @@ class PLD(PLDConstructors):
         """The grid losses z_i of the discrete part (read-only copy)."""
         return _curves.knots(self.offset, self.probs.size, self.grid)
 
-    def _tails(self) -> tuple[FloatArray, FloatArray, float]:
+    def _tails(self) -> _curves.Tails:
         ad = self._cache.get("ad")
         if ad is None:
             ad = _curves.scaled_tail_sums(self.losses, self.probs)
