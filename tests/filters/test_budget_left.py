@@ -24,6 +24,7 @@ from dpsieve.accounting.events import (
     ZCDP,
     ApproxDP,
     ApproxZCDP,
+    Neighbouring,
     PureDP,
     description_from_dict,
 )
@@ -219,3 +220,27 @@ def test_budget_views_take_typed_filters_and_stores(obj: Any, name: str, want: s
     types = {"PrivacyFilter": PrivacyFilter, "BudgetStore": BudgetStore,
              "PrivacyFilter | None": PrivacyFilter | None}
     assert _hint(obj, name) == types[want]
+
+
+@pytest.mark.parametrize("budget", [
+    GDP(1.0, Neighbouring.REPLACE_ONE), PureDP(1.0, Neighbouring.REPLACE_ONE),
+    ZCDP(0.5, Neighbouring.REPLACE_ONE), ApproxZCDP(0.5, 1e-6, Neighbouring.REPLACE_ONE),
+    ApproxDP(1.0, 1e-6, Neighbouring.REPLACE_ONE)])
+def test_a_replace_one_budget_left_states_its_relation_and_can_be_handed_back(
+        budget: Any) -> None:
+    import pandas as pd
+
+    from dpsieve.session import Session, filter_for_budget
+
+    left = filter_for_budget(budget).remaining()
+    desc = left.description()
+    assert desc is not None
+    assert desc.neighbouring == Neighbouring.REPLACE_ONE
+    s = Session(pd.DataFrame({"x": [1, 2, 3]}), budget=budget)
+    assert s.remaining().neighbouring == Neighbouring.REPLACE_ONE
+    again = s.remaining().description()
+    assert again is not None
+    s.budget(like=again)  # handed back: stated under the budget's relation, not refused
+    r = s.count(privacy=PureDP(0.1, Neighbouring.REPLACE_ONE))
+    assert r.remaining.neighbouring == Neighbouring.REPLACE_ONE
+    assert r.remaining.to_dict() == s.remaining().to_dict()  # the JSON is unchanged

@@ -487,5 +487,5 @@ def test_request_type_errors_name_the_parameter(env: dict[str, Any], path: str, 
     """A request refused by its schema names the field, as a refused query does."""
     r = env["client"].post(path, json=body, headers=env["owner"])
     assert r.status_code == 422, r.text
-    assert r.json()["error"] == "invalid_request"
+    assert r.json()["error"] == "invalid_parameter"  # as a refused query's (one code)
     assert r.json()["parameter"] == param, r.text

@@ -230,7 +230,7 @@ def test_release_over_http(env: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(("dataset", "patch", "error", "needle"), [
-    ("ro", {"mechanism": "aim"}, "invalid_request", "mechanism"),
+    ("ro", {"mechanism": "aim"}, "invalid_parameter", "mechanism"),
     ("ro", {"workload": "cubes"}, "invalid_parameter", "workload"),
     ("ro", {"domain": {"sex": ["F", "M"]}}, "invalid_parameter", "domain"),
     ("ro", {"rounds": 40}, "instance_too_large", "rounds"),

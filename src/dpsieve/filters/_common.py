@@ -264,7 +264,7 @@ class FilterBase(ABC):
     """Base class of dpsieve's filters (implements :class:`~dpsieve.filters.base.PrivacyFilter`).
 
     Subclasses set ``KIND``, implement ``_decide``, ``_state`` (JSON-ready dict of the
-    whole state), ``_from_state`` (inverse) and ``remaining``.
+    whole state), ``_from_state`` (inverse) and ``_remaining``.
     """
 
     KIND: ClassVar[str] = ""
@@ -315,8 +315,14 @@ class FilterBase(ABC):
         """Install a state produced by ``_state`` or ``_decide``."""
 
     @abstractmethod
+    def _remaining(self) -> BudgetLeft:
+        """The budget left in the filter's own numbers (:meth:`remaining` adds the
+        budget's relation)."""
+
     def remaining(self) -> BudgetLeft:
-        """The budget left, typed (``to_dict()`` for JSON)."""
+        """The budget left, typed (``to_dict()`` for JSON), stated under the budget's
+        neighbouring relation (:meth:`BudgetLeft.description` keeps it)."""
+        return self._remaining().under(self._neighbouring)
 
     @classmethod
     @abstractmethod

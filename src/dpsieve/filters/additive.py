@@ -85,7 +85,7 @@ class _ScalarFilter(FilterBase):
         budget = r.frac("budget", lo=0)
         r.frac("spent", lo=0, hi=budget)
 
-    def remaining(self) -> BudgetLeft:
+    def _remaining(self) -> BudgetLeft:
         left = self._budget - self._spent
         return BudgetLeft({self.CURRENCY: float_down(left), "exact": frac_to_json(left)})
 
@@ -212,7 +212,7 @@ class ApproxZCDPFilter(FilterBase):
         r.frac("spent_rho", lo=0, hi=rho)
         r.frac("spent_delta", lo=0, hi=delta)
 
-    def remaining(self) -> BudgetLeft:
+    def _remaining(self) -> BudgetLeft:
         return BudgetLeft({
             "rho": float_down(self._rho - self._srho),
             "delta": float_down(self._delta - self._sdelta),
@@ -310,7 +310,7 @@ class RDPFilter(FilterBase):
         for i, (s, b) in enumerate(zip(spent, budgets, strict=True)):
             r.require(s <= b, f"spent[{i}]", f"<= budgets[{i}] = {float(b)!r}", float(s))
 
-    def remaining(self) -> BudgetLeft:
+    def _remaining(self) -> BudgetLeft:
         return BudgetLeft({
             "orders": list(self._orders),
             "rdp": [float_down(b - s) for b, s in zip(self._budgets, self._spent, strict=True)],

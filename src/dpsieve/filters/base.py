@@ -29,6 +29,7 @@ from dpsieve.accounting.events import (
     ZCDP,
     ApproxDP,
     ApproxZCDP,
+    Neighbouring,
     PrivacyDescription,
     PureDP,
     description_from_dict,
@@ -95,14 +96,35 @@ class BudgetLeft(_Frozen):
     ``remaining``: after the spend when admitted, unchanged when refused) in the filter's
     own public numbers: ``eps`` (pure DP), ``rho`` (zCDP), ``mu`` (GDP), a mixed budget's
     parts, a training budget's units, ... Immutable; not equal to a dict (compare
-    ``to_dict()``, the JSON the ledger's audit log, the service and the CLI state)."""
+    ``to_dict()``, the JSON the ledger's audit log, the service and the CLI state).
+    ``neighbouring`` is the budget's relation where it is known (a filter's
+    :meth:`~PrivacyFilter.remaining`; not part of the JSON nor of equality)."""
 
-    __slots__ = ()
+    __slots__ = ("_neighbouring",)
+    _neighbouring: Neighbouring | None
+
+    def __init__(self, values: Mapping[str, Any] | _Frozen | None = None,
+                 neighbouring: Neighbouring | None = None) -> None:
+        super().__init__(values)
+        object.__setattr__(self, "_neighbouring", neighbouring)
+
+    @property
+    def neighbouring(self) -> Neighbouring | None:
+        """The budget's neighbouring relation (``None``: not known here)."""
+        return self._neighbouring
+
+    def under(self, neighbouring: Neighbouring | None) -> BudgetLeft:
+        """This budget left stated under ``neighbouring`` (itself when that changes
+        nothing)."""
+        if neighbouring is None or neighbouring == self._neighbouring:
+            return self
+        return BudgetLeft(self, neighbouring)
 
     def description(self) -> PrivacyDescription | None:
-        """The privacy description this budget left states, or ``None`` where no single
-        description states it (a mixed budget's split: :meth:`mixed_split`; training,
-        per-record and profile budgets; a malformed stored value).
+        """The privacy description this budget left states, under the budget's relation
+        (:attr:`neighbouring`; add/remove where it is not known), or ``None`` where no
+        single description states it (a mixed budget's split: :meth:`mixed_split`;
+        training, per-record and profile budgets; a malformed stored value).
 
         Reads the filters' own forms: ``{"mu"}`` (GDP), ``{"eps"}`` (pure),
         ``{"rho"}`` (zCDP), ``{"rho", "delta"}`` (approximate zCDP), ``{"orders", "rdp"}``
@@ -111,25 +133,26 @@ class BudgetLeft(_Frozen):
         floats they sit beside are rounded down by the filters (never more privacy left
         than the truth)."""
         v = self._values
+        nb = self._neighbouring or Neighbouring.ADD_REMOVE
         try:
             if v.get("split") == "undecided":  # the whole (eps, delta) target
-                return ApproxDP(_num(v["eps"]), _num(v["delta"]))
+                return ApproxDP(_num(v["eps"]), _num(v["delta"]), nb)
             if "type" not in v:
                 keys = set(v) - {"exact", "kind", "neighbouring"}
                 if keys == {"mu"}:
-                    return GDP(max(0.0, _num(v["mu"])))
+                    return GDP(max(0.0, _num(v["mu"])), nb)
                 if keys == {"eps"}:
-                    return PureDP(max(0.0, _num(v["eps"])))
+                    return PureDP(max(0.0, _num(v["eps"])), nb)
                 if keys == {"rho"}:
-                    return ZCDP(max(0.0, _num(v["rho"])))
+                    return ZCDP(max(0.0, _num(v["rho"])), nb)
                 if keys == {"rho", "delta"}:
                     return ApproxZCDP(max(0.0, _num(v["rho"])),
-                                      min(1.0, max(0.0, _num(v["delta"]))))
+                                      min(1.0, max(0.0, _num(v["delta"]))), nb)
                 if keys == {"orders", "rdp"}:
                     return RDP(tuple(float(a) for a in v["orders"]),
-                               tuple(max(0.0, _num(x)) for x in v["rdp"]))
+                               tuple(max(0.0, _num(x)) for x in v["rdp"]), nb)
                 return None
-            return description_from_dict(v)
+            return description_from_dict({"neighbouring": nb.value, **v})
         except (KeyError, TypeError, ValueError, ZeroDivisionError):
             return None
 

@@ -190,7 +190,7 @@ class NaiveGDPFilter(FilterBase):
         mu2 = r.frac("mu2", lo=0)
         r.frac("spent2", lo=0, hi=mu2)
 
-    def remaining(self) -> BudgetLeft:
+    def _remaining(self) -> BudgetLeft:
         return BudgetLeft({"mu": sqrt_down(self._mu2 - self._spent2)})
 
     def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
@@ -233,7 +233,7 @@ class GDPResidueFilter(FilterBase):
     def _check_state(cls, r: StateReader) -> None:
         r.frac("mu2", lo=0)
 
-    def remaining(self) -> BudgetLeft:
+    def _remaining(self) -> BudgetLeft:
         return BudgetLeft({"mu": sqrt_down(self._mu2)})
 
     def residue_mu2(self, query: Charge) -> Fraction | None:
@@ -293,7 +293,7 @@ class ApproxGDPResidueFilter(FilterBase):
         r.number("mu", lo=0.0)
         r.number("delta", lo=0.0, hi=1.0)
 
-    def remaining(self) -> BudgetLeft:
+    def _remaining(self) -> BudgetLeft:
         return BudgetLeft({"mu": self._mu, "delta": self._delta})
 
     def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:

@@ -376,7 +376,7 @@ class MixedFilter(FilterBase):
         """The initial split {pure, mu, chosen, typical}, or None while undecided."""
         return None if self._split is None else dict(self._split)
 
-    def remaining(self) -> BudgetLeft:
+    def _remaining(self) -> BudgetLeft:
         """The budget left, with the same keys before and after the split is chosen:
         ``split`` ("undecided" or "chosen"), ``eps`` and ``delta`` (undecided: the whole
         target, nothing being spent; chosen: ``eps`` None -- the parts state what is left,

@@ -76,7 +76,7 @@ class NaturalGDPFilter(FilterBase):
         mu2 = r.frac("mu2", lo=0)
         r.frac("sum2", lo=0, hi=mu2)
 
-    def remaining(self) -> BudgetLeft:
+    def _remaining(self) -> BudgetLeft:
         return BudgetLeft({"mu": sqrt_down(self._mu2 - self._sum2)})
 
     def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
@@ -139,7 +139,7 @@ class NaturalZeroDeltaFilter(FilterBase):
         else:
             r.number("spent", lo=0.0, hi=delta)
 
-    def remaining(self) -> BudgetLeft:
+    def _remaining(self) -> BudgetLeft:
         return BudgetLeft({"delta_spent": self._spent, "delta": self._delta})
 
     def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:
@@ -298,7 +298,7 @@ class NaturalApproxFilter(FilterBase):
             float(c.hockey_stick_exact(x)),
         )
 
-    def remaining(self) -> BudgetLeft:
+    def _remaining(self) -> BudgetLeft:
         spent = float(self._composed().delta(self._eps)[()])
         return BudgetLeft({
             "delta_at_eps": spent,

@@ -240,7 +240,7 @@ class _PerRecord(FilterBase):
         except ValidationError as e:
             raise r.error(str(e.parameter), str(e.constraint), e.value) from None
 
-    def remaining(self) -> BudgetLeft:
+    def _remaining(self) -> BudgetLeft:
         """Public numbers only (records, steps): remaining budgets are private."""
         return BudgetLeft({"records": self.records, "steps": self._steps})
 

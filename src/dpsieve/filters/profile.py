@@ -245,7 +245,7 @@ class AdditiveProfileFilter(FilterBase):
             r.require(s <= Fraction(b), f"spent[{i}]", f"<= the bucket budget {b!r}", float(s))
         r.integer("count", lo=0, hi=k)
 
-    def remaining(self) -> BudgetLeft:
+    def _remaining(self) -> BudgetLeft:
         ell = self.constants.ell
         return BudgetLeft({
             "buckets": [float(Fraction(b) - s) for b, s in zip(ell, self._spent, strict=True)],

@@ -118,7 +118,7 @@ class ResidueFilter(FilterBase):
             what = f"a {want.__name__} description" if want else "a privacy description"
             raise r.error("budget", f"{what} (rule {rule!r})", raw)
 
-    def remaining(self) -> BudgetLeft:
+    def _remaining(self) -> BudgetLeft:
         return BudgetLeft(self._budget.to_dict())
 
     def _decide(self, query: Charge) -> tuple[Decision, dict[str, Any] | None]:

@@ -269,7 +269,7 @@ class TrainingFilter(FilterBase):
         except ValidationError as e:
             raise r.error(str(e.parameter), str(e.constraint), e.value) from None
 
-    def remaining(self) -> BudgetLeft:
+    def _remaining(self) -> BudgetLeft:
         """Reference units left (steps at the reference still payable), units of other kinds,
         the reserve left."""
         st = self._state_d

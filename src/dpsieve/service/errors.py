@@ -174,7 +174,9 @@ def _validation(_: Request, exc: Exception) -> JSONResponse:
         loc0 = loc0[1:]  # where the value came from, not its name
     names = [x for x in loc0 if isinstance(x, str)]
     extra: dict[str, Any] = {"parameter": names[-1]} if names else {}
-    return _error(422, "invalid_request", "Invalid request: " + "; ".join(parts) + ".",
+    # one code for every invalid parameter, whichever layer found it: the request models
+    # here, or the query layer below (ValidationError above)
+    return _error(422, "invalid_parameter", "Invalid request: " + "; ".join(parts) + ".",
                   **extra)
 
 

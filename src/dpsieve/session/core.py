@@ -166,7 +166,7 @@ class Session:
     # -- budget -------------------------------------------------------------------------
     def remaining(self) -> BudgetLeft:
         """The budget left, as the filter states it (typed; ``to_dict()`` for JSON)."""
-        return self.store.load_filter(self.budget_id).remaining()
+        return self.store.load_filter(self.budget_id).remaining().under(self.neighbouring)
 
     def budget(self, like: PrivacyIn | None = None, *, cap: int | None = None
                ) -> BudgetSummary:
@@ -262,15 +262,16 @@ class Session:
         out = self.store.spend(self.budget_id, ready.charge, key=key,
                                principal=self.principal, request=public)
         d = out.decision
+        left = d.remaining.under(self.neighbouring)  # stated under the budget's relation
         if not d.admitted:
             raise _budget_view.refused(self.store, self.budget_id, ready.charge,
-                                       ready.requested, d.remaining)
+                                       ready.requested, left)
         stored = out.answer if out.replayed else None
         if stored is None:
             if self._after_spend is not None:
                 self._after_spend(key)
             stored = self.store.record_answer(self.budget_id, key, ready.run())
-        return QueryResult(stored["value"], stored["noise"], d.cost, d.remaining, key,
+        return QueryResult(stored["value"], stored["noise"], d.cost, left, key,
                            replayed=out.replayed, query=public,
                            budget=_budget_view.after_query(self.store, self.budget_id,
                                                            ready.charge),
