@@ -14,7 +14,7 @@ from dpsieve.accounting.events import PrivacyDescription
 from dpsieve.accounting.pld import PLD
 from dpsieve.queries import kinds
 from dpsieve.queries.calibrate import Calibrated
-from dpsieve.queries.prepare import Charge
+from dpsieve.queries.prepare import PlanCharge
 from dpsieve.queries.source import Ready
 
 
@@ -26,7 +26,7 @@ def _mentions_any(t: object) -> bool:
     (Ready, "charge", PrivacyDescription),
     (Ready, "requested", PrivacyDescription),
     (Calibrated.pld, "return", PLD | None),
-    (Charge.pld, "return", PLD | None),
+    (PlanCharge.pld, "return", PLD | None),
 ])
 def test_privacy_values_are_typed(obj: Any, name: str, want: object) -> None:
     hints = typing.get_type_hints(obj, vars(__import__(obj.__module__, fromlist=["_"])))

@@ -174,5 +174,3 @@ def with_reserve(p: PLD, d: float) -> PLD:
     return PLD(p.grid, p.offset, probs, min(inf, 1.0), 0.0, "optimistic", False)
 
 
-def log2_ceil(k: int) -> int:
-    return max(0, math.ceil(math.log2(max(k, 1))))

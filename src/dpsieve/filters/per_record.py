@@ -71,13 +71,6 @@ UP_F = 1.0 + 2.0**-48
 TINY = 2.0**-1000
 
 
-def _up(x: FloatArray) -> FloatArray:
-    """An upper bound of the exact value of one rounded operation that produced ``x``."""
-    x *= UP_F
-    x += TINY
-    return x
-
-
 #: Relative margin folded into the per-step scale K (see :func:`_scale_up`).
 K_MARGIN = Fraction(1) + Fraction(1, 2**46)
 #: Records per block of the vectorised step: 2^15 float64 (256 KiB) per buffer, so the

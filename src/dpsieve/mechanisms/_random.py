@@ -38,11 +38,6 @@ class RandomSource:
     def __init__(self, gen: np.random.Generator | None = None) -> None:
         self.gen = gen
 
-    @property
-    def secure(self) -> bool:
-        """True when the words come from the operating system's CSPRNG."""
-        return self.gen is None
-
     def words(self, n: int) -> U64:
         """``n`` independent uniform words in ``[0, 2^64)``."""
         if n <= 0:

@@ -389,8 +389,3 @@ for _kind in (
     QueryKind("linear", Linear, 1, _linear, "docs/proofs/queries.md §3.6"),
 ):
     register(_kind)
-
-
-def kind_of(a: Aggregation) -> QueryKind:
-    """The registered kind of an aggregation."""
-    return KINDS[a.kind]

@@ -10,7 +10,7 @@ whose noisy unit count passes the threshold), and the kinds finish the estimates
 The charge is the composition of the releases: ``PureDP(eps)`` or ``ZCDP(rho)`` as
 requested (each release gets a share, rounded down; the shares sum to at most the
 request, checked exactly), and with DP key selection ``ApproxDP(eps, delta)`` or
-``ApproxZCDP(rho, delta)``. :meth:`Charge.pld` is the exact PLD of the composition where
+``ApproxZCDP(rho, delta)``. :meth:`PlanCharge.pld` is the exact PLD of the composition where
 one is known (pure DP), for filters that account with PLDs.
 """
 
@@ -62,13 +62,14 @@ from dpsieve.queries.selection import (
     unit_candidates,
 )
 
-__all__ = ["Charge", "Prepared", "Selection", "prepare"]
+__all__ = ["PlanCharge", "Prepared", "Selection", "prepare"]
 
 
 @dataclass(frozen=True, slots=True)
-class Charge:
-    """What the query costs: ``description`` (the filter is charged this) and the parts
-    whose exact composition it bounds."""
+class PlanCharge:
+    """What a plan costs: ``description`` (the filter is charged this: a privacy
+    description, one of :data:`dpsieve.filters.charge.Charge`) and the parts whose exact
+    composition it bounds."""
 
     description: PrivacyDescription
     parts: tuple[Calibrated, ...]
@@ -99,7 +100,7 @@ class Prepared:
 
     query: Query
     spec: BoundingSpec
-    charge: Charge
+    charge: PlanCharge
     plans: tuple[KindPlan, ...]
     labels: tuple[str, ...]
 
@@ -274,7 +275,7 @@ def prepare(query: Query, schema: Schema, neighbouring: Neighbouring) -> Prepare
                         c.max_groups if unit is not None else 1,
                         c.max_rows if unit is not None else None)
     labels = tuple(label_of(a) for a in query.aggregations)
-    return Prepared(query, spec, Charge(description, tuple(parts), selection), tuple(plans),
+    return Prepared(query, spec, PlanCharge(description, tuple(parts), selection), tuple(plans),
                     labels)
 
 

@@ -199,7 +199,3 @@ class Workload:
         out: FloatArray = self.matrix @ data.counts.astype(np.float64) / data.n
         return out
 
-    def answers_of(self, distribution: FloatArray) -> FloatArray:
-        """q(mu) for a probability vector mu over D."""
-        out: FloatArray = self.matrix @ distribution
-        return out

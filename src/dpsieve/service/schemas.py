@@ -132,11 +132,6 @@ class QueryIn(_Strict):
                                      f"plans, not {self.type!r}")
         return self
 
-    def spec(self) -> dict[str, Any]:
-        out = self.model_dump(exclude_none=True)
-        out["privacy"] = self.privacy.model_dump(exclude_none=True)
-        return out
-
     def request(self, neighbouring: Neighbouring) -> Request:
         """The typed request (privacy built here; the plan of a one-aggregation shape read
         by ``from_spec``), what the session executes."""
@@ -177,11 +172,6 @@ class PlanIn(_Strict):
     contribution: Annotated[dict[str, Any], Field(max_length=4)] | None = None
     weights: Annotated[list[Finite], Field(max_length=32)] | None = None
 
-    def spec(self) -> dict[str, Any]:
-        out = self.model_dump(exclude_none=True)
-        out["privacy"] = self.privacy.model_dump(exclude_none=True)
-        return out
-
     def request(self, neighbouring: Neighbouring) -> Request:
         """The typed request: the privacy built here, the plan read by ``from_spec``."""
         return _request(self, neighbouring)
@@ -221,14 +211,6 @@ class BudgetIn(_Strict):
     def description(self) -> dict[str, Any]:
         """The budget as a privacy-description dict (without ``typical``)."""
         return self.model_dump(exclude_none=True, exclude={"typical"})
-
-    def typical_list(self) -> list[dict[str, Any]] | None:
-        """The typical queries as description dicts (under the budget's relation)."""
-        if self.typical is None:
-            return None
-        items = self.typical if isinstance(self.typical, list) else [self.typical]
-        return [{"neighbouring": self.neighbouring, **t.model_dump(exclude_none=True)}
-                for t in items]
 
     def budget(self) -> PrivacyDescription:
         """The budget as a privacy description (built from the validated fields)."""
