@@ -12,7 +12,7 @@ against it is refused before any spend:
 * the categories of ``histogram`` and ``linear`` must be values of the column's kind, and
   pairwise distinct *as values of that kind*: ``20`` and ``20.0`` are one category of a
   numeric column (and ``0.0``, ``-0.0`` another pair), so a repeat would release two noisy
-  copies of one count at the price of one (issue 10, defect 1).
+  copies of one count at the price of one.
 
 Counting is done in the same canonical space (:func:`category_counts`): every row is
 mapped by a row-wise function to at most one key, and the keys of the categories are

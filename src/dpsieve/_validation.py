@@ -54,7 +54,7 @@ class Redacted(str):
 
 def redacted(value: Any) -> Redacted:
     """A description of a value that may hold private data -- its type and size, never
-    its contents -- for error messages (issue 10: errors never echo data values)."""
+    its contents -- for error messages (an error never echoes a data value)."""
     if isinstance(value, Redacted):
         return value
     if isinstance(value, np.ndarray):

@@ -25,8 +25,8 @@ U = 2.0**-53
 #: lower h; :func:`optimistic` restores the PLD condition). Moving the lower tail changes h only
 #: at x < e^{-Z_LOW}... for symmetric PLDs not at all (checks use x >= 1). Z_MAX = 700 keeps
 #: e^{-z} a normal float for every kept loss, so the tail sums B_k = sum p_i e^{-z_i} are
-#: certified (an eps = 50 mechanism is kept exactly: issue 17.1 -- the old window [-40, 40]
-#: capped Laplace a = 50 at 40, below the truth).
+#: certified (an eps = 50 mechanism is kept exactly; a window of [-40, 40] would cap
+#: Laplace a = 50 at 40, below the truth).
 Z_LOW = 40.0
 Z_MAX = 700.0
 #: Rows of cells integrated at once by the hat split of a density (bounds the memory).

@@ -13,7 +13,7 @@ entries are clipped to 0 and nothing is renormalised. Optimistic compositions ne
 That bound is absolute (relative to the total mass), so far in the upper tail, where
 eps(delta) at small delta is decided, :func:`tilted_bands` replaces the entries by upper
 bounds from exponentially tilted FFTs, whose error is relative to a Chernoff bound of the
-tail there (docs/proofs/accounting.md, Lemma A4; issue 18.7).
+tail there (docs/proofs/accounting.md, Lemma A4).
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def add_entry_bound(
     threshold below 0 has sqrt(n) e >= what it needs (entries further down are not raised:
     raising them would raise E[e^{-Z}] by up to e^{-z}). Tail dominance at every threshold
     gives h >= the exact h at every x (first-order dominance, as in :func:`shed_excess`;
-    docs/proofs/accounting.md, Lemma A3). Total added: sqrt(n) e, not n e (issue 18.1/18.7).
+    docs/proofs/accounting.md, Lemma A3). Total added: sqrt(n) e, not n e.
     Only entries below ``stop`` are counted and raised (those above already hold entrywise
     upper bounds, :func:`tilted_bands`).
     """
@@ -168,7 +168,7 @@ def shed_excess(probs: FloatArray, inf_mass: float) -> None:
     ``inf_mass`` is 1 + O(sqrt(n) u) again, never below 1 in exact arithmetic.
 
     Pessimistic error bounds add mass (inflated entries, FFT bounds); over thousands of
-    compositions it would exceed any tolerance (issue 18.1). The result still dominates the
+    compositions it would exceed any tolerance. The result still dominates the
     exact PLD: its tail masses P(Z > z) (the +inf atom included) are >= the exact ones for
     every z -- above the removed region nothing changed, below it the tail is the whole mass,
     >= 1 = the exact total -- and h(x) = E[(1 - x e^{-Z})_+] integrates a non-decreasing
@@ -199,8 +199,8 @@ def cut_noise_top(probs: FloatArray, e: float, factor: float = 64.0) -> tuple[in
     Entries above the last one exceeding ``factor * e`` are noise-dominated; their computed
     sum plus sqrt(count) e bounds the true upper tail (e bounds the l2 norm of the errors)
     and goes to +inf (only raises h). Without this, the support of a k-fold composition grows
-    by the full width of each step although almost all of it carries noise only (issue
-    18.1: 1,000 subsampled-Gaussian steps reached losses of 7,900 and eps = 7,910).
+    by the full width of each step although almost all of it carries noise only (1,000
+    subsampled-Gaussian steps would reach losses of 7,900 and eps = 7,910).
     """
     if not e > 0:
         return probs.size, 0.0
@@ -216,7 +216,7 @@ def cut_noise_top(probs: FloatArray, e: float, factor: float = 64.0) -> tuple[in
     return top, moved
 
 
-#: Tail levels whose saddle points place the tilted FFTs of :func:`tilted_bands` (issue 18.7).
+#: Tail levels whose saddle points place the tilted FFTs of :func:`tilted_bands`.
 TILT_LEVELS = (1e-12,)
 #: The upper tail beyond the index where a Chernoff bound certifies mass <= TILT_CUT goes
 #: to +inf (a bound on the exact tail; only raises h, by at most that at every eps).
@@ -289,7 +289,7 @@ def _tilt_choices(a: FloatArray, b: FloatArray) -> list[float]:
 
 def tilted_bands(a: FloatArray, b: FloatArray, conv: FloatArray, e0: float,
                  first: int) -> tuple[int, int, float]:
-    """Exponentially tilted FFTs for the upper tail (issue 18.7): returns (stop, top, to_inf).
+    """Exponentially tilted FFTs for the upper tail: returns (stop, top, to_inf).
 
     The FFT bound e0 is absolute (relative to the total mass), so tail masses ~1e-15 drown
     in it. Tilting commutes with convolution: with a'_i = a_i e^{t i - s_a} (likewise b'),

@@ -123,8 +123,9 @@ def hat_split_gaussian(
     c: float, mu: float, lo: float, hi: float, grid: float, i0: int, n: int
 ) -> FloatArray:
     """Pessimistic hat split of the N(c, mu^2) density on [lo, hi], with a rigorous bound on
-    the quadrature error added to every knot (issue 18.2: cells wider than mu were below the
-    truth). Each cell is cut into m pieces of width h <= r/4, r = min(mu, 1); on a piece the
+    the quadrature error added to every knot (a plain midpoint rule on cells wider than mu
+    would fall below the truth). Each cell is cut into m pieces of width h <= r/4,
+    r = min(mu, 1); on a piece the
     remainder is <= GL8_REM h (1/4)^16 M with M bounding |pdf(zeta) w(zeta)| on the r-disc:
     |pdf(zeta)| <= pdf_const exp(-(max(0, d - r)^2 - r^2) / (2 mu^2)) since
     Re((zeta - c)^2) >= max(0, d - r)^2 - r^2 (d: distance of the piece from c), and

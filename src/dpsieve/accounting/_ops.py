@@ -21,7 +21,7 @@ __all__: list[str] = []
 FloatArray = npt.NDArray[np.float64]
 U = 2.0**-53
 #: Largest support (grid points) of a composition's discrete part: 2^21 points, 16 MiB per
-#: float64 array. Larger compositions are coarsened pessimistically (:func:`fit`; issue 18.1).
+#: float64 array. Larger compositions are coarsened pessimistically (:func:`fit`).
 MAX_POINTS = 1 << 21
 
 

@@ -1,7 +1,7 @@
 """The one parser of ``kind:key=value,...`` specs used by every CLI command.
 
 Strict, because a spec states a privacy cost: a typo must not silently change it
-(``gaussian:sigma=2,sensitivty=10`` once charged a query 100x too little, issue 10).
+(``gaussian:sigma=2,sensitivty=10`` read leniently would charge a query 100x too little).
 Refused, each with the list of accepted keys: an unknown kind, an unknown key, a key given
 twice, a missing required key, a value that is not a finite number (or not an integer
 where one is required), an empty item or an item without ``=``.

@@ -75,7 +75,7 @@ def parse_mechanism(spec: str, grid: float) -> Any:
 
 
 def estimated_points(mechanisms: list[str], compose: int, grid: float) -> float:
-    """Support points of the composed PLD, from the public specs alone (issue 11 defect 6).
+    """Support points of the composed PLD, from the public specs alone.
 
     A loss bounded by eps (pure, approx, rr, laplace with eps = sensitivity/scale) spans
     2 eps / grid points; k-fold composition adds the spans. Gaussian and GDP specs are
@@ -150,7 +150,7 @@ def _composed(mechanisms: list[str], compose: int, grid: float,
               max_points: int = DEFAULT_MAX_POINTS) -> Any:
     """The composed PLD. Atom-only specs whose losses share a lattice (rr:eps=0.1 at grid 1e-4:
     every loss a multiple of 1000 steps) are composed on that lattice, and the resource guard
-    counts lattice points (issue 18: 20,000 x RR(0.1) at the default grid is 40,001 points on
+    counts lattice points (20,000 x RR(0.1) at the default grid is 40,001 points on
     the lattice 0.1, not 4e7 grid points); the result's grid is then the lattice step."""
     from dpsieve.accounting import PLD
     from dpsieve.errors import DPError

@@ -1,4 +1,4 @@
-"""``dpsieve keys list|add|revoke``: analysts' API keys in a ledger, directly (issue 11).
+"""``dpsieve keys list|add|revoke``: analysts' API keys in a ledger, directly.
 
 The same operations as ``GET/POST /v1/analysts/{name}/keys`` and ``DELETE
 /v1/analysts/{name}/keys/{key_id}``, for an operator with access to the ledger. Rotation:

@@ -190,7 +190,7 @@ def _run(R: Any, mechanism: str, wl: Any, ds: Any, eps: float, rounds: int | Non
                              compute_error=diagnostics and cost <= EXACT_ERROR_MAX_COST)
     cw = R.collapse(wl)
     # the group count is data-independent (n and the workload only); refused with the
-    # estimate before the work when it would exceed max_group_work (issue 11 defect 6)
+    # estimate before the work when it would exceed max_group_work
     groups = R.group_histograms(cw, cw.counts(ds), max_work=max_group_work).size
     J = rounds or (20 if method == "rejection" else
                    R.auto_rounds(cw.signed_classes, groups, R.AUTO_ROUNDS_COST))

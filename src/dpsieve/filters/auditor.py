@@ -20,8 +20,8 @@ float margin on either side, and the recursion run for both readings:
   at or above the true one, so if it is certified <= B the filter is **free**.
 * otherwise the verdict is **undetermined** ("not shown not free"): some move within the
   margin (1e-12) of the budget decides it; ``max_gap`` is the overspend the upper reading
-  shows and ``margin`` the float margin. (Issue 18, item 4: at mu = 0.6649917799953612 the
-  approximate-GDP witness is exactly admissible; it used to be reported free.)
+  shows and ``margin`` the float margin. (At mu = 0.6649917799953612 the approximate-GDP
+  witness is exactly admissible: within the margin, not free.)
 
 For a piecewise-linear budget both readings coincide (exact arithmetic).
 

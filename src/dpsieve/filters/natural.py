@@ -201,7 +201,7 @@ class NaturalApproxFilter(FilterBase):
         * ``composition``: each admitted L_t <= R_{eps,delta} (the composition so far is,
           and composing with a PLD never lowers it), so the interaction is at most
           R_{eps,delta}^(+k) (paper, Prop. 3): eps' from the exact binomial composition
-          (:func:`~dpsieve.filters.theorem9.composition_epsilon`, rounded up). Issue 18.8:
+          (:func:`~dpsieve.filters.theorem9.composition_epsilon`, rounded up). For example,
           eps = 1, delta = 1e-6, k = 100 gives 67.6 at delta' = 4.52e-3.
         * ``theorem9``: the paper's (chi (eps + 1), chi delta) with its explicit constants.
         * ``certified``: our Theorem-15-style bound (docs/filters.md): the proof's

@@ -100,7 +100,7 @@ def _pld_profile(q: PLD, grid: tuple[float, ...]) -> list[Fraction]:
     (a probability vector below c): then L <= L' <= RR_{v,eps}, the guarantee Algorithm 3
     needs, and charging c >= v only costs more. If the check fails, the atoms are moved up
     by 1, 2, 4, ... grid steps and checked again; at worst everything goes to the top bucket
-    (RR_inf dominates every PLD). Proof: docs/proofs/filters.md, Sec. 7 (issue 18: bucketing
+    (RR_inf dominates every PLD). Proof: docs/proofs/filters.md, Sec. 7 (bucketing
     by |z| + grid alone is not enough for composed PLDs, whose knots can sit several grid
     steps below the true loss).
     """

@@ -513,7 +513,7 @@ _FIELDS = ("version", "eps", "delta", "grid", "reference", "n0", "reserve0", "re
 
 
 def _validated(state: Any) -> dict[str, Any]:
-    """Every invariant of a stored state; a violation names the field (issue 18.5)."""
+    """Every invariant of a stored state; a violation names the field."""
 
     def bad(field: str, constraint: str, value: Any) -> ValidationError:
         return fail(field, "TrainingFilter state", constraint, value)

@@ -152,7 +152,7 @@ class SpendRecord:
 
     ``seq`` is the budget's own sequence number (1, 2, ... in admission order), never a
     number shared across budgets: gaps in a shared counter would reveal activity on data
-    sets the reader cannot see (issue 11 defect 5). ``cost`` and ``remaining`` are the
+    sets the reader cannot see. ``cost`` and ``remaining`` are the
     decision's typed values (their ``to_dict()`` is the stored JSON).
     """
 
@@ -346,7 +346,7 @@ def fingerprint(request: dict[str, Any]) -> str:
 
 def query_to_dict(query: Charge) -> dict[str, Any]:
     """A JSON-ready description of a query (a PLD or a privacy description): the audit
-    log's request when the caller gives none (a PLD in full, as before)."""
+    log's request when the caller gives none (a PLD in full)."""
     to_dict = getattr(query, "to_dict", None)
     if callable(to_dict):
         d = to_dict()

@@ -90,7 +90,7 @@ def _values(value: npt.ArrayLike, d: int, owner: str) -> tuple[npt.NDArray[np.fl
 def _release(flat: npt.NDArray[np.float64], g: float, noise: I64, scalar: bool,
              owner: str) -> float | F64:
     """``g (snap(value) + Z)`` in exact integers, whatever the value's magnitude (no
-    error, no wrap-around: issue 10, defect 3), then the nearest floats (saturating)."""
+    error, no wrap-around), then the nearest floats (saturating)."""
     out = lattice_to_float(add_noise_exact(snap_exact(flat, g, owner), noise), g)
     return float(out[0]) if scalar else out
 

@@ -136,7 +136,7 @@ def compose_plds(mechanisms: Sequence[Mechanism]) -> PLD:
     # Poisson-subsampled Gaussian) compose within a direction; the others' ``pld()``
     # dominates both directions. The worse direction is taken at the end (the supremum's
     # curve is the pointwise max): composing the one-step suprema instead is valid but
-    # loose (issue 18.6: 2.885 instead of 2.675 at sigma 2, q 0.1, 100 steps, delta 1e-6).
+    # loose (2.885 instead of 2.675 at sigma 2, q 0.1, 100 steps, delta 1e-6).
     from dpsieve.accounting.order import supremum
 
     rem: PLD | None = None

@@ -272,7 +272,7 @@ def snap_exact(value: npt.ArrayLike, granularity: float, owner: str = "snap_exac
 
     The same map as :func:`snap_to_lattice` (monotone, commutes with integer shifts), with
     no range limit: a value's magnitude can never make a release fail or wrap, so no
-    private value decides an error (issue 10, defect 3). Non-finite values are refused
+    private value decides an error. Non-finite values are refused
     with a redacted message. Values with ``|x / g| < 2^61`` take a vectorised int64 path,
     the rest exact :class:`~fractions.Fraction` arithmetic; the result is the same, only
     the running time differs (a timing channel in the magnitude of huge values, stated).

@@ -77,12 +77,13 @@ def _centred(q: F64, c: Fraction) -> F64:
     """``-c (max q - q_r)`` in floats: 0 for the maximisers, never NaN or +inf.
 
     Centring keeps the noise added next from being rounded away: ``c q`` itself at
-    ``|c q| > 2^55`` has a spacing of 8 or more, which swallowed the Gumbel noise and broke
-    ties towards the first index (at ``q = 2^53``, ``Delta = 2``, ``eps = 10`` the second of
-    two equal scores won 11% of the time instead of 50%), and ``c q`` overflowed to
-    ``inf`` for large scores. ``c`` is rounded down (:func:`dpsieve._rounding.round_down`):
+    ``|c q| > 2^55`` has a spacing of 8 or more, which would swallow the Gumbel noise and
+    break ties towards the first index (at ``q = 2^53``, ``Delta = 2``, ``eps = 10`` the
+    second of two equal scores would win 11% of the time instead of 50%), and ``c q`` would
+    overflow to ``inf`` for large scores. ``c`` is rounded down
+    (:func:`dpsieve._rounding.round_down`):
     a smaller coefficient is the same mechanism at a smaller eps, so the guarantee holds;
-    an ``eps / Delta`` above the largest float no longer fails ``float(c)``."""
+    an ``eps / Delta`` above the largest float does not fail ``float(c)``."""
     cf = round_down(c)
     with np.errstate(over="ignore", invalid="ignore"):
         gap = np.max(q) - q  # >= 0; exact where q_r is within a factor 2 of the max

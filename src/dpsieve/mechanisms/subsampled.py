@@ -21,7 +21,7 @@ err optimistically), with a bound on the tail masses (about ``e^-72``) kept as t
 atoms (a pair that dominates the truncated one), discretized pessimistically, and
 returns their Blackwell supremum (one step). For k steps compose the directions
 separately with :meth:`PoissonSubsampledGaussian.plds` (``plds().self_compose(k)``) and
-take the worse at the end: composing the supremum is valid but loose (issue 18.6).
+take the worse at the end: composing the supremum is valid but loose.
 Direction of error: pessimistic (losses rounded up onto
 the grid by the PLD constructor); the pmfs themselves are float64 evaluations of
 ``exp(-z^2 / (2 s^2))`` (relative error ~1e-16 per mass), which is not certified.

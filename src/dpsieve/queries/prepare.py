@@ -372,7 +372,7 @@ def max_cells() -> int:
 
 def _check_size(n_groups: int, plans: list[KindPlan], public: bool) -> None:
     """Refuse, from public values before any spend, a plan whose answer would be too large
-    to compute and store (issue 11: every request that can be large is costed first; 10^5
+    to compute and store (every request that can be large is costed first; 10^5
     public keys x a 10^4-category histogram is 10^9 noisy numbers). With DP key selection
     the groups are not known in advance: each group's numbers are checked."""
     per = sum(p.release.dims for kp in plans for p in kp.parts)

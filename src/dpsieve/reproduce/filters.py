@@ -206,7 +206,7 @@ def _audits(out: Path) -> list[dict[str, Any]]:
     claim = "(eps,delta) queries, approx-GDP budget"
     budget = f"R(0,0.05)+G_mu, mu = {mu!r} (mu* = {mu_star:.13f})"
     rows.append(_audit_row("fig3_b", claim, budget, r))
-    # issue 18.4: admissible only within the auditor's float margin
+    # admissible only within the auditor's float margin
     r = audit_natural(fam, GaussianBudget(0.6649917799953612, 0.05), 2)
     rows.append(_audit_row("-", claim + ", within the margin", "R(0,0.05)+G_0.6649917799953612", r))
     return rows

@@ -84,8 +84,8 @@ def laplace_release(
     Exact rationals (e.g. from :func:`exact_column_means`) and floats are snapped exactly
     to Python integers of any size, the noise added in exact integers and the result
     converted to the nearest floats (saturating): no value's magnitude can make the release
-    fail or wrap around (issue 10, defect 3: the int64 snap of a core mean once crashed or
-    wrapped to about -mean depending on the private data). The lattice scale
+    fail or wrap around (an int64 snap of a core mean could crash or wrap to about -mean
+    depending on the private data). The lattice scale
     ``k / eps`` is rounded up (:func:`dpsieve._rounding.round_up`: more noise).
     """
     delta_1 = check_positive("l1_sensitivity", l1_sensitivity, "laplace_release")

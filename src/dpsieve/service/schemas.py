@@ -1,6 +1,6 @@
 """Request bodies of the HTTP API (pydantic), separate from the ledger's rows.
 
-Types are strict (issue 11 defect 4): a number is a JSON number (``true`` and ``"0.5"`` are
+Types are strict: a number is a JSON number (``true`` and ``"0.5"`` are
 refused, not read as 1.0 and 0.5), an integer a JSON integer; floats are finite (NaN and
 infinities are refused with 422), strings and lists bounded, unknown fields refused.
 
@@ -66,8 +66,8 @@ _MAKE: dict[str, Any] = {"pure": PureDP, "approx": ApproxDP, "zcdp": ZCDP,
 
 def _describe(m: BaseModel, kind: str, neighbouring: str, name: str) -> PrivacyDescription:
     """The description a validated model states (its constructor checks the ranges); a
-    missing field is a ValidationError naming ``name`` (as description_from_dict's
-    KeyError was). Fields another type takes are ignored, as before."""
+    missing field is a ValidationError naming ``name``. Fields another type takes are
+    ignored."""
     args: list[Any] = []
     for f in _NEEDS[kind]:
         v = getattr(m, f)

@@ -25,7 +25,7 @@ class Settings:
     ``release_max_group_work`` (``DPSIEVE_RELEASE_MAX_GROUP_WORK``, DP states x (queries +
     1)): resource limits of ``release`` queries, costed from public parameters (cells, n,
     workload, rounds) and refused with the estimate (422 ``instance_too_large``) before
-    any spend (issue 11 defect 6). ``header_timeout`` (``DPSIEVE_HEADER_TIMEOUT``, s) and
+    any spend. ``header_timeout`` (``DPSIEVE_HEADER_TIMEOUT``, s) and
     ``body_timeout`` (``DPSIEVE_BODY_TIMEOUT``, s): deadlines for receiving a request's
     headers and then its body, after which ``dpsieve serve`` closes the connection
     (:mod:`dpsieve.service.timeouts`; half-open and trickling connections).

@@ -1,5 +1,5 @@
-"""Deadlines for receiving a request on the HTTP server (issue 11: bounded time for
-half-open connections).
+"""Deadlines for receiving a request on the HTTP server (bounded time for half-open
+connections).
 
 uvicorn closes a kept-alive connection that stays idle after a response
 (``timeout_keep_alive``), but a connection that sends nothing at all, or only part of its

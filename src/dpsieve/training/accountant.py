@@ -53,7 +53,7 @@ TAIL_MASS = 1e-13
 #: history is also composed without tail cuts (tilted FFT bounds, Lemma A4 of
 #: docs/proofs/accounting.md) and the smaller of the two upper bounds is reported: the cuts
 #: add ~6e-11 to +inf per 100 steps at sigma 1, rate 0.01, so eps(1e-10) was inf from 1,000
-#: steps and eps(1e-15) from 100 (issue 18.7), where the uncut composition gives 3.29 / 3.69.
+#: steps and eps(1e-15) from 100, where the uncut composition gives 3.29 / 3.69.
 UNCUT_SHARE = 1e-2
 Step = DPSGDStep
 
