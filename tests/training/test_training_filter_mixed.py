@@ -127,7 +127,7 @@ def test_tampered_range_fields_are_refused(
 def test_states_stored_before_the_range_fields_load_as_reference_budgets() -> None:
     f = TrainingFilter(EPS, DELTA, sigma=LO, rate=Q)
     d = json.loads(f.to_json())
-    for k in ("keep", "mixed"):
+    for k in ("keep", "mixed", "cert"):
         del d["state"][k]
     g = filter_from_json(json.dumps(d))
     assert g.try_step(2.0, Q).admitted  # type: ignore[attr-defined]

@@ -6,9 +6,11 @@ at most m = min(len(a), len(b)) non-negative products, so its relative error is 
 every entry; we use the entrywise bound (Higham, *Accuracy and Stability of Numerical
 Algorithms*, Sec. 24.1, with a generous constant)
 
-    max_i |fft_conv(a, b)_i - conv(a, b)_i| <= 16 log2(N) u ||a||_1 ||b||_2,
+    max_i |fft_conv(a, b)_i - conv(a, b)_i| <= 16 log2(N) u (||a||_1 ||b||_2 + ||a||_2 ||b||_1),
 
-N the transform length, and add it to the entries (:func:`add_entry_bound`). Negative FFT
+N the transform length (each factor's transform error meets the other's transform, bounded
+entrywise by its l1 norm: the two products add; docs/proofs/accounting.md, Lemma A3), and
+add it to the entries (:func:`add_entry_bound`). Negative FFT
 entries are clipped to 0 and nothing is renormalised. Optimistic compositions never use it.
 That bound is absolute (relative to the total mass), so far in the upper tail, where
 eps(delta) at small delta is decided, :func:`tilted_bands` replaces the entries by upper
@@ -44,9 +46,10 @@ def convolve(a: FloatArray, b: FloatArray) -> tuple[FloatArray, float, float]:
     Supports on a common lattice (every non-zero index of both sides in start + step N,
     step > 1) are compressed first and convolved as dense vectors (same bound).
     Direct (dense, or sparse when one side has at most SPARSE_NNZ non-zeros): abs_err = 0.
-    FFT: abs_err = 16 log2(N) u min(||a||_1 ||b||_2, ||a||_2 ||b||_1), a bound on the largest
-    entry error (Higham, Sec. 24.1, generous constant; the l2 error of the transform-multiply-
-    invert chain is bounded by that product, both orders being valid).
+    FFT: abs_err = 16 log2(N) u (||a||_1 ||b||_2 + ||a||_2 ||b||_1), a bound on the l2 norm
+    of the error vector, hence on every entry (Higham, Sec. 24.1, generous constant: the
+    error of a's transform times b's transform, bounded entrywise by ||b||_1, plus the same
+    with the roles swapped, plus the inverse transform's, <= ||a||_1 ||b||_2).
     """
     ia, ib = np.flatnonzero(a), np.flatnonzero(b)
     if ia.size == 0 or ib.size == 0:
@@ -78,7 +81,7 @@ def convolve(a: FloatArray, b: FloatArray) -> tuple[FloatArray, float, float]:
     np.clip(out, 0.0, None, out=out)
     l1a, l1b = float(np.sum(a)), float(np.sum(b))
     l2a, l2b = float(np.sqrt(np.sum(a * a))), float(np.sqrt(np.sum(b * b)))
-    err = 16.0 * max(1.0, math.log2(n)) * U * min(l1a * l2b, l2a * l1b)
+    err = 16.0 * max(1.0, math.log2(n)) * U * (l1a * l2b + l2a * l1b) * (1.0 + 4 * U)
     return out, 0.0, err
 
 
@@ -331,7 +334,7 @@ def tilted_bands(a: FloatArray, b: FloatArray, conv: FloatArray, e0: float,
         log_k += 4.0 * (a.size + b.size + 16) * U + 1e-9
         log_k += 4.0 * U * (abs(log_k) + math.ldexp(m * n, q))  # the subtraction below
         chern = np.minimum(chern, log_k - math.ldexp(m, q) * k)
-        e_t = (log_n * min(l1a * l2b, l2a * l1b) + 1e-300) * (1.0 + 16 * U)
+        e_t = (log_n * (l1a * l2b + l2a * l1b) + 1e-300) * (1.0 + 16 * U)
         tilts.append((ta, tb, sa, sb, m, q, e_t))
         lines.append(math.log(e_t) + np.ldexp(sa + sb - m * k, q))
     cut = np.flatnonzero(chern <= math.log(TILT_CUT))

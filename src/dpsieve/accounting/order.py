@@ -73,7 +73,14 @@ def _aligned(a: PLD, b: PLD) -> tuple[int, FloatArray, FloatArray]:
 
 
 def _pl_vs_pl(L: PLD, B: PLD) -> bool:
-    """Both mu = 0, same grid: h_B - h_L >= 0 for x >= 1 via the difference measure."""
+    """Both mu = 0, same grid: h_B - h_L >= 0 for x >= 1 via the difference measure.
+
+    Both arrays are aligned by index and every loss is read on one grid, so operands on
+    different grids are refused (a ValueError: a caller's defect, never a verdict); callers
+    bring them to one grid first, each in its safe direction (:func:`_upper_vs_pl`).
+    """
+    if L.grid != B.grid:
+        raise ValueError(f"_pl_vs_pl: operands on different grids ({L.grid!r}, {B.grid!r})")
     if not L.inf_mass <= B.inf_mass:
         return False
     lo, pl, pb = _aligned(L, B)

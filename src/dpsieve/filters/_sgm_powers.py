@@ -13,6 +13,12 @@ composed j times:
   ``restore_optimistic``: a valid PLD dominated by the exact composition (Lemma A2 of
   docs/proofs/accounting.md; masses rounded down only lower h).
 
+Grid objects of mass above 1 (docs/proofs/training.md, Lemma 1.4): L^'s masses are upper
+bounds, so its total is 1 + eta (eta ~ 1e-13 to 1e-11). The budget is made of the PLD L° =
+L^ without its lowest eta of mass; :func:`excess` bounds eta, the lower bounds start from L°
+(:func:`_below_budget`), and every dual of an upper bound adds the e^{-z}-mass of the lowest
+excess to +inf (:func:`dual_upper`), which is what makes it an upper bound of the dual.
+
 Results are cached per (sigma, rate, grid, k): they are pure functions of public numbers.
 """
 
@@ -23,7 +29,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from dpsieve.accounting import _construct, _convolve, _ops
+from dpsieve.accounting import _construct, _convolve, _curves, _ops
 from dpsieve.accounting.pld import PLD
 from dpsieve.mechanisms.subsampled import subsampled_gaussian_pld
 
@@ -44,11 +50,85 @@ def step_remove(sigma: float, rate: float, grid: float) -> PLD:
     return p
 
 
+def excess(p: PLD) -> float:
+    """An upper bound of |p| - 1 (finite masses plus +inf mass, minus 1), at least 0.
+
+    Pairwise summation errs by at most (log2 n + 1) u of the total; 4 (log2 n + 32) u of it
+    is added (as in ``_convolve.shed_excess``)."""
+    n = p.probs.size
+    total = float(np.sum(p.probs)) + p.inf_mass
+    slack = 4.0 * (math.log2(max(n, 2)) + 32.0) * U * total
+    return max(0.0, (total - 1.0 + slack) * (1.0 + 4 * U))
+
+
+def excess_b_mass(p: PLD, eta: float | None = None) -> float:
+    """An upper bound of sum e^{-z} m_z over the lowest ``eta`` (default: :func:`excess`) of
+    p's finite mass: the most any sub-measure of p of mass eta can carry under Q
+    (docs/proofs/training.md, Lemma 1.4)."""
+    eta = excess(p) if eta is None else eta
+    if not eta > 0:
+        return 0.0
+    n = p.probs.size
+    # entry i can hold at most min(p_i, eta - (mass below i)) of the lowest eta: lower
+    # bounds of the partial sums give upper bounds of what is left for it
+    low = np.cumsum(p.probs) * (1.0 - (np.arange(n) + 3.0) * U)
+    k = min(int(np.searchsorted(low, eta, side="left")), n - 1)
+    below = np.concatenate([[0.0], low[:k]])
+    take = np.minimum(p.probs[: k + 1], np.maximum(eta - below, 0.0) * (1.0 + 4 * U))
+    z = _curves.knots(p.offset, k + 1, p.grid)
+    with np.errstate(over="ignore"):
+        b = float(np.sum(take * np.exp(-z)))
+    return b * (1.0 + (k + 8) * U)
+
+
+def dual_upper(p: PLD) -> PLD | None:
+    """An upper bound of dual(X) for every PLD X of which p is an upper representation
+    (p = Y + rho with Y a PLD, X <= Y <= p, rho >= 0; every pessimistic result here and in
+    ``PLD.compose`` is one): ``p.dual()`` (masses rounded up) with +inf raised by
+    :func:`excess_b_mass`. None when that mass makes no valid object (the bound is useless)."""
+    d = p.dual()
+    inf = d.inf_mass + excess_b_mass(p) * (1.0 + 4 * U)
+    if inf > 1.0 or float(np.sum(d.probs)) + inf > 1.0 + 1e-7:
+        return None
+    return PLD(d.grid, d.offset, d.probs, inf, d.mu, d.direction, d.symmetric)
+
+
+def _below_budget(p: PLD, add: bool) -> PLD:
+    """A valid PLD below the budget's step L° = L^ without its lowest eta of mass (``add``:
+    below dual(L°)), docs/proofs/training.md, Lemma 1.4: masses entrywise below L° (or
+    dual(L°)), then ``_restored`` (Lemma A2)."""
+    eta = excess(p)
+    probs = np.array(p.probs)
+    if eta > 0:  # remove at least eta from the bottom, the boundary entry rounded down
+        up = np.cumsum(probs) * (1.0 + (np.arange(probs.size) + 3.0) * U)
+        k = int(np.searchsorted(up, eta, side="right"))  # entries [0, k) sum to <= eta
+        before = float(up[k - 1]) if k > 0 else 0.0
+        probs[:k] = 0.0
+        if k < probs.size:
+            probs[k] = max(0.0, (probs[k] - (eta - before)) * (1.0 - 4 * U))
+    if not add:
+        return _restored(p.offset, probs, p.inf_mass, p.grid)
+    # dual(L°): atoms -z with masses m_z e^{-z}, +inf mass 1 - E_{L°}[e^-Z], which is
+    # >= max(0, 1 - E_{L^}[e^-Z]) (L° <= L^ entrywise, and L° is a PLD): both rounded down
+    z = p.losses
+    with np.errstate(over="ignore"):
+        q = probs * np.exp(-z)
+        m = float(np.sum(p.probs * np.exp(-z)))
+    err = (z.size + 4) * U * m
+    inf = max(0.0, 1.0 - m - err - 8 * U)
+    return _restored(-(p.offset + p.probs.size - 1), q[::-1] * (1.0 - 4 * U), inf, p.grid)
+
+
 @lru_cache(maxsize=256)
 def _upper_pow2(sigma: float, rate: float, grid: float, i: int, add: bool = False) -> PLD:
     if i == 0:
         base = step_remove(sigma, rate, grid)
-        return base.dual() if add else base  # dual rounded up: an upper bound of dual(L^)
+        if not add:
+            return base
+        d = dual_upper(base)  # an upper bound of dual(L°) (Lemma 1.4)
+        if d is None:
+            raise ValueError("_sgm_powers: the step's excess mass leaves no dual bound")
+        return d
     h = _upper_pow2(sigma, rate, grid, i - 1, add)
     return h.compose(h, tail_mass=TAIL)
 
@@ -79,6 +159,8 @@ def _lower_compose(a: PLD, b: PLD) -> PLD:
     """A valid PLD dominated by the exact a (+) b, for optimistic/exact grid PLDs (mu = 0)."""
     if a.mu != 0.0 or b.mu != 0.0:
         raise ValueError("_lower_compose: grid PLDs only (a Gaussian part would be dropped)")
+    if a.grid != b.grid:  # the arrays are convolved by index: one grid only
+        raise ValueError(f"_lower_compose: operands on different grids ({a.grid!r}, {b.grid!r})")
     grid = a.grid
     conv, rel, err = _convolve.convolve(a.probs, b.probs)
     low = np.clip(conv * (1.0 - rel) - err, 0.0, None)
@@ -112,22 +194,10 @@ def _restored(offset: int, probs: np.ndarray, inf: float, grid: float) -> PLD:
     return PLD(grid, o, out, infm, 0.0, "optimistic", False)
 
 
-def _as_exact_input(p: PLD) -> PLD:
-    """L^ itself is the exact object of a budget: its masses are inputs, not estimates."""
-    return PLD(p.grid, p.offset, p.probs, p.inf_mass, 0.0, "optimistic", False)
-
-
-def _dual_down(p: PLD) -> PLD:
-    """A valid PLD dominated by dual(p): masses p e^{-z} rounded down, then restored."""
-    d = _ops.dual(p, upper=False)  # rounded down, not restored
-    return _restored(d.offset, d.probs, d.inf_mass, d.grid)
-
-
 @lru_cache(maxsize=256)
 def _lower_pow2(sigma: float, rate: float, grid: float, i: int, add: bool) -> PLD:
     if i == 0:
-        base = _as_exact_input(step_remove(sigma, rate, grid))
-        return _dual_down(base) if add else base
+        return _below_budget(step_remove(sigma, rate, grid), add)
     h = _lower_pow2(sigma, rate, grid, i - 1, add)
     return _lower_compose(h, h)
 
@@ -162,7 +232,25 @@ def leq_x_ge_1(left: PLD, right: PLD) -> bool:
     """
     from dpsieve.accounting.order import _pl_vs_pl
 
+    left, right = one_grid(left, right)
     return bool(_pl_vs_pl(left, right))
+
+
+def one_grid(left: PLD, right: PLD) -> tuple[PLD, PLD]:
+    """An upper bound ``left`` and a lower bound ``right`` brought to one grid, the coarser,
+    each in its safe direction: the left by the pessimistic split (Lemma A1, h only rises),
+    the right with every loss rounded down and restored (Lemma A2, h only falls). Pessimistic
+    compositions past ``max_points`` land on a multiple of the grid (Lemma A5); the lower
+    bounds never do, so it is usually the right that moves (by less than one coarse step)."""
+    if left.grid == right.grid:
+        return left, right
+    g = max(left.grid, right.grid)
+    if left.grid != g:
+        left = _ops.regrid(left, g, pessimistic=True)
+    if right.grid != g:
+        off, probs, inf = _construct.atoms(right.losses, right.probs, right.inf_mass, g, False)
+        right = PLD(g, off, probs, inf, 0.0, "optimistic", False)
+    return left, right
 
 
 def with_reserve(p: PLD, d: float) -> PLD:
