@@ -65,17 +65,23 @@ def test_the_fine_grid_schedule_stays_inside_the_target() -> None:
     assert prv_delta_bounds(before, 1.0)[0] > 1e-5  # the old admission overspent
 
 
+#: (grid, with sigma_hi) by seed; grid 5e-6 with sigma_hi takes over 15 minutes (every
+#: exchange searches compositions of 2^21 points), so it is left to the fixed case above.
+_CASES = [(5e-6, False), (2e-5, True), (2e-5, False), (1e-4, True), (1e-4, False),
+          (5e-4, True), (5e-4, False)]
+
+
 def _random_case(seed: int) -> tuple[dict[str, Any], list[list[tuple[float, float]]]]:
     """A target, a reference and a schedule that drives the filter to its end: one to three
     segments of random noise (sometimes at half the rate), then reference steps, then the
     segments again (spending whatever the reference left)."""
     rng = np.random.default_rng(seed)
-    grid = float([5e-6, 2e-5, 1e-4, 5e-4][seed % 4])
+    grid, with_hi = _CASES[seed]
     ref_s = float(rng.choice([0.8, 1.0, 1.2]))
     rate = float(rng.choice([0.005, 0.01, 0.02]))
     eps = float(rng.choice([0.5, 1.0, 2.0]))
     kw: dict[str, Any] = {"sigma": ref_s, "rate": rate, "grid": grid}
-    if seed % 2 == 1:
+    if with_hi:
         kw["sigma_hi"] = ref_s + 1.0
     segments: list[tuple[float, float]] = []
     for _ in range(int(rng.integers(1, 4))):
@@ -86,7 +92,7 @@ def _random_case(seed: int) -> tuple[dict[str, Any], list[list[tuple[float, floa
     return {"eps": eps, **kw}, parts
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2, 3, 5, 6])
+@pytest.mark.parametrize("seed", range(len(_CASES)))
 def test_random_schedules_spent_until_refusal_stay_inside_the_target(seed: int) -> None:
     """Random multi-sigma schedules (and half rates), with and without sigma_hi, at grids
     from 5e-6 to 5e-4, spent until refusal (a refused step is skipped and the schedule goes
