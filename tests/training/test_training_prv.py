@@ -65,10 +65,10 @@ def test_the_fine_grid_schedule_stays_inside_the_target() -> None:
     assert prv_delta_bounds(before, 1.0)[0] > 1e-5  # the old admission overspent
 
 
-#: (grid, with sigma_hi) by seed; grid 5e-6 with sigma_hi takes over 15 minutes (every
-#: exchange searches compositions of 2^21 points), so it is left to the fixed case above.
-_CASES = [(5e-6, False), (2e-5, True), (2e-5, False), (1e-4, True), (1e-4, False),
-          (5e-4, True), (5e-4, False)]
+#: (grid, with sigma_hi) by seed. sigma_hi below grid 1e-4 takes over 10 minutes a case on
+#: a loaded 2-core machine (every exchange searches compositions of up to 2^21 points).
+_CASES = [(5e-6, False), (2e-5, False), (1e-4, True), (1e-4, False), (5e-4, True),
+          (5e-4, False)]
 
 
 def _random_case(seed: int) -> tuple[dict[str, Any], list[list[tuple[float, float]]]]:
