@@ -2,25 +2,36 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+HASH := $(shell cat pyproject.toml | sha1sum | cut -c1-12)
+# What `make run` needs (the service extra: ~0.5 GB) and what the tests need (the test
+# extra: torch, pyspark, ...: ~3 GB); each stamp names the pyproject.toml it installed.
+SERVICE_STAMP := $(VENV)/.installed-service-$(HASH)
+STAMP := $(VENV)/.installed-test-$(HASH)
+# Extra arguments of `dpsieve serve` for `make run`, e.g. SERVE_ARGS="--port 8001".
+SERVE_ARGS ?=
 
 .PHONY: run demo test test-slow lint typecheck bench venv clean
+
+$(SERVICE_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[service]'
+	rm -f $(VENV)/.installed-service-* && touch $(SERVICE_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
-	rm -f $(VENV)/.installed-* && touch $(STAMP)
+	rm -f $(VENV)/.installed-* && touch $(STAMP) $(SERVICE_STAMP)
 
 venv: $(STAMP)
 
 ## Set up and run the main job: the HTTP service on SQLite with the bundled example data set
 ## (prints how to query it; Ctrl-C stops it).
-run: $(STAMP)
-	$(BIN)/dpsieve serve --example
+run: $(SERVICE_STAMP)
+	$(BIN)/dpsieve serve --example $(SERVE_ARGS)
 
 ## An adaptive analysis under a privacy filter on an offline data set, printing each decision.
-demo: $(STAMP)
+demo: $(SERVICE_STAMP)
 	$(BIN)/dpsieve demo
 
 ## Set up and pass the tests (lint, types, default suite).

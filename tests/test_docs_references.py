@@ -20,3 +20,14 @@ def test_cited_test_files_exist() -> None:
     assert cited, "no citations found: the pattern is wrong"
     missing = {f: src for f, src in cited.items() if not (ROOT / f).is_file()}
     assert not missing, missing
+
+
+def test_the_readme_lists_every_document() -> None:
+    """A new user finds every document from the README (docs/queries.md and
+    docs/queries-engines.md were once missing from its list)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    docs = sorted(p.name for p in ROOT.joinpath("docs").glob("*.md"))
+    assert docs, "no documents found"
+    missing = [d for d in docs if f"docs/{d}" not in readme]
+    assert not missing, f"README.md does not list {missing}"
+    assert "docs/proofs/" in readme

@@ -298,7 +298,9 @@ def _held_as(flt: PrivacyFilter, delta: float) -> str | None:
                 "first query")
     mu = float(rem["mu"])
     at = f" at delta {delta:.3g}" if delta > 0 else ""
-    gauss = (f"a Gaussian part for the others, worth eps {_gdp_eps(mu, delta):.3g}{at} "
+    worth = _gdp_eps(mu, delta) if mu > 0 and delta > 0 else 0.0
+    gauss = (f"a Gaussian part for the others, worth eps "
+             f"{f'{worth:.3g}' if worth >= 1e-3 else 'under 0.001'}{at} "
              f"(GDP mu {mu:.4g})" if mu > 0 and delta > 0 else
              f"a Gaussian part for the others (GDP mu {mu:.4g})")
     out = (f"held as eps {float(rem['pure_eps']):.4g} for pure-DP queries, paid eps for eps, "
