@@ -9,16 +9,28 @@ SERVICE_STAMP := $(VENV)/.installed-service-$(HASH)
 STAMP := $(VENV)/.installed-test-$(HASH)
 # Extra arguments of `dpsieve serve` for `make run`, e.g. SERVE_ARGS="--port 8001".
 SERVE_ARGS ?=
+# The core and service requirements, read from pyproject.toml (one place to change them).
+SERVICE_REQS = import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["project"]; \
+	print("\n".join(p["dependencies"] + p["optional-dependencies"]["service"]))
 
 .PHONY: run demo test test-slow lint typecheck bench venv clean
 
+# `make run` installs the requirements only (no build of dpsieve: it runs from src/), with
+# this Python's pip (a venv without its own pip is made in a second) and without compiling
+# every installed module up front: on a warm package cache most of the time left is pip's
+# index look-ups (benchmarks/RESULTS.md, "make run to a first answer").
 $(SERVICE_STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check -e '.[service]'
+	test -x $(BIN)/python || $(PY) -m venv --without-pip $(VENV)
+	$(PY) -c '$(SERVICE_REQS)' > $(VENV)/requirements-service.txt
+	$(PY) -m pip --python $(BIN)/python install -q --disable-pip-version-check --no-compile \
+	    -r $(VENV)/requirements-service.txt \
+	  || ($(BIN)/python -m ensurepip -q && $(BIN)/python -m pip install -q --no-compile \
+	    -r $(VENV)/requirements-service.txt)
 	rm -f $(VENV)/.installed-service-* && touch $(SERVICE_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip --version > /dev/null 2>&1 || $(BIN)/python -m ensurepip -q
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
 	rm -f $(VENV)/.installed-* && touch $(STAMP) $(SERVICE_STAMP)
@@ -28,11 +40,11 @@ venv: $(STAMP)
 ## Set up and run the main job: the HTTP service on SQLite with the bundled example data set
 ## (prints how to query it; Ctrl-C stops it).
 run: $(SERVICE_STAMP)
-	$(BIN)/dpsieve serve --example $(SERVE_ARGS)
+	PYTHONPATH=src $(BIN)/python -m dpsieve serve --example $(SERVE_ARGS)
 
 ## An adaptive analysis under a privacy filter on an offline data set, printing each decision.
 demo: $(SERVICE_STAMP)
-	$(BIN)/dpsieve demo
+	PYTHONPATH=src $(BIN)/python -m dpsieve demo
 
 ## Set up and pass the tests (lint, types, default suite).
 test: $(STAMP)
