@@ -169,7 +169,8 @@ def _old_run(p: Prepared, engine: Any, rng: np.random.Generator, seed: int,
     noise = {lab: {q.release.name: cal[q.release.name].noise() for q in k.parts}
              for lab, k in zip(p.labels, p.plans, strict=True)}
     details = {q.release.name: cal[q.release.name].details() for k in p.plans for q in k.parts}
-    return Answer(p.labels, tuple(groups), noise, sel_info, details)
+    covers = {lab: k.covers for lab, k in zip(p.labels, p.plans, strict=True)}
+    return Answer(p.labels, tuple(groups), noise, sel_info, details, covers)
 
 
 def test_a_selection_holds_one_batch_and_the_groups_it_kept() -> None:

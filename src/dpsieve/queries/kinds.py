@@ -29,11 +29,9 @@ from dpsieve.queries.calibrate import (
     Contrib,
     Release,
     granularity_for,
-    pow2_below,
 )
 from dpsieve.queries.engine import (
     Aggregates,
-    Bins,
     BucketCount,
     Level,
     Measure,
@@ -79,6 +77,7 @@ class Ctx:
     max_groups: int
     max_rows: int | None
     groups: int | None  # public keys; None for observed (DP-selected) keys
+    raw: bool = False  # True: answers as released (no clamping to what the data allow)
 
     @property
     def k(self) -> int:
@@ -110,8 +109,14 @@ class Part:
 
 @dataclass(frozen=True, slots=True)
 class KindPlan:
+    """A kind's parts and finish; ``covers`` says what its 95 % interval holds:
+    ``"truth"`` (no bound can change the aggregate, so the noise is all there is),
+    ``"bounded"`` (the aggregate after clipping and contribution bounds: their bias is not
+    in it), or ``None`` (no interval)."""
+
     parts: tuple[Part, ...]
     finish: Finish
+    covers: str | None = "bounded"
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,6 +214,27 @@ def _one(noisy: dict[str, npt.NDArray[np.float64]], name: str, i: int) -> float:
 
 # -- the kinds --------------------------------------------------------------------------------
 
+def _clamped(v: float, w: float, floor: float | None, ceil: float | None
+             ) -> tuple[float, tuple[float, float]]:
+    """``v`` and its interval ``[v - w, v + w]`` clamped into ``[floor, ceil]`` (None: no
+    side): the true value lies there, so an interval that held it still does."""
+    lo_, hi_ = v - w, v + w
+    if floor is not None:
+        v, lo_, hi_ = max(v, floor), max(lo_, floor), max(hi_, floor)
+    if ceil is not None:
+        v, lo_, hi_ = min(v, ceil), min(lo_, ceil), min(hi_, ceil)
+    return v, (lo_, hi_)
+
+
+def _count_covers(per: Level, ctx: Ctx) -> str:
+    """A count is exact but for noise without a unit, or for units when every unit keeps
+    all its groups (public keys no more than max_groups, or one group)."""
+    if not ctx.has_unit:
+        return "truth"
+    whole = ctx.groups is not None and ctx.max_groups >= ctx.groups
+    return "truth" if per == Level.UNIT and whole else "bounded"
+
+
 def _count(a: Count, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> KindPlan:
     part = _count_part(f"{p}count", a.per, ctx)
 
@@ -216,106 +242,25 @@ def _count(a: Count, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> KindPlan
                i: int) -> Estimate:
         v = _one(noisy, f"{p}count", i)
         w = cal[f"{p}count"].halfwidth(0.95)
-        return Estimate(v, (v - w, v + w))
-    return KindPlan((part,), finish)
+        value, iv = _clamped(v, w, None if ctx.raw else 0.0, None)
+        return Estimate(value, iv)
+    return KindPlan((part,), finish, _count_covers(a.per, ctx))
 
 
 def _sum(a: Sum, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> KindPlan:
     col = _numeric(ctx.schema, a.column, "sum")
     lo, hi = _bounds(a, col, "sum")
     part = _sum_part(f"{p}sum", col, lo, hi, a.per, ctx, shares[0])
+    floor = 0.0 if lo >= 0 and not ctx.raw else None  # a sum of values >= 0 is >= 0
+    ceil = 0.0 if hi <= 0 and not ctx.raw else None
 
     def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Calibrated],
                i: int) -> Estimate:
         v = _one(noisy, f"{p}sum", i)
         w = cal[f"{p}sum"].halfwidth(0.95)
-        return Estimate(v, (v - w, v + w))
+        value, iv = _clamped(v, w, floor, ceil)
+        return Estimate(value, iv)
     return KindPlan((part,), finish)
-
-
-def _mean(a: Mean, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> KindPlan:
-    col = _numeric(ctx.schema, a.column, "mean")
-    lo, hi = _bounds(a, col, "mean")
-    s = _sum_part(f"{p}sum", col, lo, hi, a.per, ctx, shares[0])
-    n = _count_part(f"{p}count", a.per, ctx)
-
-    def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Calibrated],
-               i: int) -> Estimate:
-        total, count = _one(noisy, f"{p}sum", i), _one(noisy, f"{p}count", i)
-        value = min(max(total / count, lo), hi) if count > 0 else (lo + hi) / 2.0
-        ws, wn = cal[f"{p}sum"].halfwidth(0.975), cal[f"{p}count"].halfwidth(0.975)
-        if count - wn <= 0:
-            return Estimate(value, (lo, hi))
-        corners = [(total + x) / (count + y) for x in (-ws, ws) for y in (-wn, wn)]
-        return Estimate(value, (max(lo, min(corners)), min(hi, max(corners))))
-    return KindPlan((s, n), finish)
-
-
-def _variance(a: Variance, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> KindPlan:
-    col = _numeric(ctx.schema, a.column, "variance")
-    lo, hi = _bounds(a, col, "variance")
-    L = ctx.rows("variance")
-    n = _count_part(f"{p}count", Level.ROW, ctx)
-    s = _sum_part(f"{p}sum", col, lo, hi, Level.ROW, ctx, shares[1])
-    big = max(abs(lo), abs(hi))
-    g2 = pow2_below(big, 15)  # |r| <= 2^16, r^2 <= 2^32
-    if not g2 * g2 > 0:  # |bound| below ~1e-150: the squares' lattice underflows
-        raise fail("upper", "variance", "bounds whose magnitude squared is a normal double "
-                   "(max(|lower|, |upper|) >= 2^-522)", (lo, hi))
-    klo, khi = snap(lo, g2), snap(hi, g2)
-    gsq = granularity_for(L * big * big, ctx.privacy, shares[2], ctx.k)
-    shift = max(0, math.frexp(gsq / (g2 * g2))[1] - 1)
-
-    def sq(r: int) -> int:
-        return (r * r + (1 << (shift - 1))) >> shift if shift > 0 else r * r
-
-    top = max(sq(klo), sq(khi))
-    q = ValueSum(f"{p}sumsq", col.name, g2, lo, hi, klo, khi, square_shift=shift)
-    qp = Part(Release(f"{p}sumsq", 1, g2 * g2 * 2.0**shift, Contrib.interval(0, L * top)),
-              (q,), _column_of(f"{p}sumsq"))
-    cap = ((hi - lo) / 2.0) ** 2
-
-    def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Calibrated],
-               i: int) -> Estimate:
-        cnt = _one(noisy, f"{p}count", i)
-        if cnt <= 0:
-            return Estimate(cap / 2.0, None)
-        m = min(max(_one(noisy, f"{p}sum", i) / cnt, lo), hi)
-        v = _one(noisy, f"{p}sumsq", i) / cnt - m * m
-        return Estimate(min(max(v, 0.0), cap), None)
-    return KindPlan((n, s, qp), finish)
-
-
-def _quantile(a: Quantile, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> KindPlan:
-    col = _numeric(ctx.schema, a.column, "quantile")
-    lo, hi = _bounds(a, col, "quantile")
-    L = ctx.rows("quantile")
-    g = pow2_below(hi - lo, DATA_RANGE_BITS)
-    if not max(abs(lo), abs(hi)) / g < 2.0**50:
-        raise fail("lower", "quantile", "bounds whose width is at least 2^-30 of their "
-                   "magnitude", (lo, hi))
-    rl, ru = snap(lo, g), snap(hi, g)
-    name = f"{p}bins"
-    m = BucketCount(name, col.name, bins=Bins(g, lo, hi, rl, ru, a.bins))
-    part = Part(Release(name, a.bins, 1.0, Contrib.counts(L)), (m,), _column_of(name))
-    width = (hi - lo) / a.bins
-
-    def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Calibrated],
-               i: int) -> Estimate:
-        h = np.maximum(noisy[name][i], 0.0)
-        total = float(h.sum())
-        if total <= 0:
-            vals = [(lo + hi) / 2.0 for _ in a.quantiles]
-        else:
-            cum = np.cumsum(h)
-            vals = [lo + (int(np.searchsorted(cum, q * total)) + 0.5) * width
-                    for q in a.quantiles]
-            vals = [min(max(v, lo), hi) for v in vals]
-        return Estimate(vals[0] if len(vals) == 1 else vals, None)
-    return KindPlan((part,), finish)
-
-
-DATA_RANGE_BITS = 20
 
 
 def _categories(a: Histogram | Linear, col: Column, owner: str) -> tuple[KeyValue, ...]:
@@ -342,10 +287,10 @@ def _histogram(a: Histogram, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> 
 
     def finish(noisy: dict[str, npt.NDArray[np.float64]], cal: dict[str, Calibrated],
                i: int) -> Estimate:
-        v = [float(x) for x in noisy[name][i]]
         w = cal[name].halfwidth(0.95)
-        return Estimate(v, [(x - w, x + w) for x in v])
-    return KindPlan((part,), finish)
+        got = [_clamped(float(x), w, None if ctx.raw else 0.0, None) for x in noisy[name][i]]
+        return Estimate([v for v, _ in got], [iv for _, iv in got])
+    return KindPlan((part,), finish, "truth" if not ctx.has_unit else "bounded")
 
 
 def _linear(a: Linear, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> KindPlan:
@@ -379,12 +324,14 @@ def _linear(a: Linear, ctx: Ctx, shares: tuple[Fraction, ...], p: str) -> KindPl
     return KindPlan((part,), finish)
 
 
+from dpsieve.queries._kind_moments import mean_plan, quantile_plan, variance_plan  # noqa: E402
+
 for _kind in (
     QueryKind("count", Count, 1, _count, "docs/proofs/queries.md §3.1"),
     QueryKind("sum", Sum, 1, _sum, "docs/proofs/queries.md §3.2"),
-    QueryKind("mean", Mean, 2, _mean, "docs/proofs/queries.md §3.4"),
-    QueryKind("variance", Variance, 3, _variance, "docs/proofs/queries.md §3.4"),
-    QueryKind("quantile", Quantile, 1, _quantile, "docs/proofs/queries.md §3.5"),
+    QueryKind("mean", Mean, 2, mean_plan, "docs/proofs/queries.md §3.4"),
+    QueryKind("variance", Variance, 3, variance_plan, "docs/proofs/queries.md §3.4"),
+    QueryKind("quantile", Quantile, 1, quantile_plan, "docs/proofs/queries.md §3.5"),
     QueryKind("histogram", Histogram, 1, _histogram, "docs/proofs/queries.md §3.5"),
     QueryKind("linear", Linear, 1, _linear, "docs/proofs/queries.md §3.6"),
 ):

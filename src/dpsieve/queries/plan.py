@@ -270,7 +270,10 @@ class KeySelection:
 @dataclass(frozen=True, slots=True)
 class Query:
     """A query plan (module docstring). ``weights`` split the privacy between the
-    aggregations (default: equally)."""
+    aggregations (default: equally). ``raw``: answers as released; by default they are
+    clamped to what the data allow (post-processing): counts and histograms at >= 0, a
+    sum of non-negative (non-positive) values at >= 0 (<= 0), means and variances inside
+    their bounds; intervals likewise (one that held the true value still does)."""
 
     aggregations: tuple[Aggregation, ...]
     privacy: PrivacyDescription
@@ -280,6 +283,7 @@ class Query:
     where: tuple[Predicate, ...] = ()
     contribution: Contribution = field(default_factory=Contribution)
     weights: tuple[float, ...] | None = None
+    raw: bool = False
 
     def __post_init__(self) -> None:
         aggs = self.aggregations
@@ -309,6 +313,9 @@ class Query:
         if not isinstance(self.where, tuple | list) or len(self.where) > 32:
             raise fail("where", "query", "a list of at most 32 predicates", self.where)
         object.__setattr__(self, "where", tuple(self.where))
+        if not isinstance(self.raw, bool):
+            raise fail("raw", "query", "a boolean (true: answers as released, no clamping)",
+                       self.raw)
         if self.weights is not None:
             w = self.weights
             if (not isinstance(w, tuple | list) or len(w) != len(self.aggregations)
@@ -404,7 +411,7 @@ def parse_privacy(d: Any, neighbouring: str | None = None, name: str = "privacy"
 
 
 _QUERY_KEYS = {"type", "aggregations", "privacy", "group_by", "keys", "select", "where",
-               "contribution", "weights"}
+               "contribution", "weights", "raw"}
 
 
 def from_spec(spec: Any, neighbouring: str | None = None) -> Query:
@@ -458,6 +465,7 @@ def from_spec(spec: Any, neighbouring: str | None = None) -> Query:
         tuple(_predicate(p) for p in where),
         Contribution(contribution.get("max_groups", 1), contribution.get("max_rows")),
         None if weights is None else tuple(weights) if isinstance(weights, list) else weights,
+        spec.get("raw", False),
     )
 
 
@@ -497,4 +505,6 @@ def query_to_dict(q: Query) -> dict[str, Any]:
         {} if c.max_rows is None else {"max_rows": c.max_rows})}
     if q.weights is not None:
         out["weights"] = list(q.weights)
+    if q.raw:
+        out["raw"] = True
     return out

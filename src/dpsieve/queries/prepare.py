@@ -162,7 +162,8 @@ class Prepared:
                  for lab, k in zip(self.labels, self.plans, strict=True)}
         details = {p.release.name: cal[p.release.name].details()
                    for k in self.plans for p in k.parts}
-        return Answer(self.labels, tuple(groups), noise, sel_info, details)
+        covers = {lab: k.covers for lab, k in zip(self.labels, self.plans, strict=True)}
+        return Answer(self.labels, tuple(groups), noise, sel_info, details, covers)
 
 
 def _key_order(key: tuple[KeyValue, ...]) -> tuple[tuple[int, str], ...]:
@@ -256,7 +257,7 @@ def prepare(query: Query, schema: Schema, neighbouring: Neighbouring) -> Prepare
     if query.selection is not None and neighbouring != Neighbouring.ADD_REMOVE:
         raise UnsupportedError("DP key selection is offered under add/remove neighbours only")
     ctx = Ctx(schema, total, neighbouring, unit is not None, c.max_groups, c.max_rows,
-              None if keys is None else len(keys))
+              None if keys is None else len(keys), query.raw)
     n_groups = 1 if keys is None else len(keys)
     selection: Selection | None = None
     description: PrivacyDescription = total

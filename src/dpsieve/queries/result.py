@@ -143,9 +143,12 @@ class Answer:
     """Every group's estimates, aligned with ``labels`` (one per aggregation).
 
     ``noise[label]`` is the noise of each released part of that aggregation (e.g. a mean
-    has a ``sum`` and a ``count``); ``selection`` says how groups were chosen (DP key
-    selection: threshold and noise; public keys: ``None``); ``details`` holds the lattice
-    internals.
+    has a centred ``sum`` and a ``count``); ``selection`` says how groups were chosen (DP
+    key selection: method, threshold, noise, the units a group needs; public keys:
+    ``None``); ``details`` holds the lattice internals. ``intervals[label]`` says what the
+    95 % intervals hold: ``"truth"`` (no bound can change that aggregate: the noise is all
+    the error), ``"bounded"`` (the aggregate after clipping and contribution bounds: the
+    noise only, not the bias of the bounds) or ``None`` (no interval).
     """
 
     labels: tuple[str, ...]
@@ -153,6 +156,7 @@ class Answer:
     noise: dict[str, dict[str, Noise]]
     selection: dict[str, Any] | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    intervals: dict[str, str | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -161,6 +165,7 @@ class Answer:
                         "estimates": [e.to_dict() for e in g.estimates]} for g in self.groups],
             "noise": {k: {p: n.to_dict() for p, n in v.items()} for k, v in self.noise.items()},
             "selection": self.selection,
+            "intervals": dict(self.intervals),
         }
 
     @classmethod
@@ -173,4 +178,4 @@ class Answer:
                          for g in d["groups"]),
                    {k: {p: Noise.from_dict(n) for p, n in v.items()}
                     for k, v in d["noise"].items()},
-                   d.get("selection"), dict(details or {}))
+                   d.get("selection"), dict(details or {}), dict(d.get("intervals") or {}))
