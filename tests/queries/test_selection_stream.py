@@ -62,12 +62,10 @@ def _prepared(delta: float = 1e-6, by: str = "auto", per: str = "unit") -> Prepa
 
 
 def _mid_frame(p: Prepared) -> pd.DataFrame:
-    """400 one-unit groups, 60 groups at the selection's units_50 (units of one row: as
-    many as the rows it assumes for a row count), four big groups."""
+    """400 one-unit groups, 60 groups at the selection's units_50 (units of one row, as
+    units_50 assumes), four big groups."""
     assert p.charge.selection is not None
-    info = p.charge.selection.info()
-    return _frame(small=400, mid=60,
-                  mid_units=info["units_50"] * info.get("rows_per_unit_assumed", 1))
+    return _frame(small=400, mid=60, mid_units=p.charge.selection.info()["units_50"])
 
 
 class CountingEngine:

@@ -15,8 +15,10 @@ Every construction keeps a group when a noisy statistic of it clears a bar, and 
 
 :func:`count_candidates` and :func:`unit_candidates` build what a query admits from public
 values; :func:`best` keeps the one releasing a group with the fewest units at
-probability 1/2 (then 95 %). A row count is compared as if each unit gave ``max_rows``
-rows (the most it can): the preview states both the threshold in rows and that figure.
+probability 1/2 (then 95 %). A row count is rated as if each unit gave one row (what a
+group of n units is sure to have): thresholding it wins only when ``max_rows`` is 1 or
+the privacy is large; ``select.by = "count"`` forces it (units giving many rows), and
+``info()`` states both figures (one row, and ``max_rows`` rows a unit).
 """
 
 from __future__ import annotations
@@ -141,9 +143,10 @@ class NoisyThreshold:
         ok = np.nonzero(noisy >= self.threshold)[0]
         return Kept(sub.take(ok), noisy[ok]) if ok.size else None
 
-    def probability(self, n: int) -> float:
-        """P[a group of ``n`` units is kept] (each giving ``rows`` to a row count)."""
-        m = self.threshold - n * self.rows
+    def probability(self, n: int, rows_per_unit: int = 1) -> float:
+        """P[a group of ``n`` units is kept], each unit giving ``rows_per_unit`` rows to a
+        row count (default one, the fewest: what the group is sure to have)."""
+        m = self.threshold - n * (rows_per_unit if self.statistic == "rows" else 1)
         if isinstance(self.mechanism, DiscreteLaplaceMechanism):
             return dlap_sf(self.mechanism.scale, m)
         return dgauss_sf(float(self.mechanism.sampled_sigma2), m)
@@ -160,7 +163,12 @@ class NoisyThreshold:
                 "noise": self.noise().to_dict(), "delta": self.delta,
                 "units_50": units_for(self.probability, 0.5),
                 "units_95": units_for(self.probability, 0.95),
-                **({"rows_per_unit_assumed": self.rows} if self.statistic == "rows" else {})}
+                **({"units_50_at_max_rows": units_for(self._at_max_rows, 0.5),
+                    "units_95_at_max_rows": units_for(self._at_max_rows, 0.95)}
+                   if self.statistic == "rows" else {})}
+
+    def _at_max_rows(self, n: int) -> float:
+        return self.probability(n, self.rows)
 
 
 @dataclass(frozen=True, slots=True)
