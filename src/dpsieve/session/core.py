@@ -245,6 +245,16 @@ class Session:
                        plan.get("type") if isinstance(plan, dict) else type(plan).__name__)
         return self.run(plan, key=key)
 
+    def preview(self, plan: Query | dict[str, Any]) -> dict[str, Any]:
+        """What ``plan`` would cost and how noisy its answer would be, free (nothing read,
+        spent or logged): the charge, whether the budget admits it and what is left after,
+        each released number's noise (std, 95 % half-width) in the answer's units, and for
+        DP key selection the threshold and the units a group needs to be released with
+        probability 1/2 and 95 % (:mod:`dpsieve.session.preview`)."""
+        from dpsieve.session.preview import preview_plan
+
+        return preview_plan(self, plan)
+
     def run(self, spec: dict[str, Any] | Query, *, key: str | None = None) -> QueryResult:
         """Run a query given as a JSON-ready dict (the library's dict entry point) or a
         typed plan: mapped once, at this edge (:func:`~dpsieve.queries.requests.
