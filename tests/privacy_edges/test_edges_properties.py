@@ -205,7 +205,9 @@ def released_privacy(spec: dict[str, Any], charged: dict[str, Any], value: Any,
         k = Fraction(hi - lo if ro else max(abs(lo), abs(hi)))
         if t == "sum":
             _covered(noise, k, k * k, kind, budget)
-        else:  # a mean spends half on the sum, half on the count
+        else:  # a mean spends half on its centred sum, half on the count
+            mid = ((lo + hi) / (2 * g)).__floor__() * g  # centred on the lattice middle
+            k = Fraction(hi - lo if ro else max(mid - lo, hi - mid))
             _covered(noise["sum"], k, k * k, kind, budget / 2)
             _covered(noise["count"], Fraction(1), Fraction(1), kind, budget / 2)
     elif t == "histogram":
