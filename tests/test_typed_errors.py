@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 
 from dpsieve import _budget_view
 from dpsieve.accounting.events import ZCDP, ApproxDP, PrivacyDescription, PureDP
-from dpsieve.errors import BudgetExceededError, IncompatiblePrivacyError
+from dpsieve.errors import BudgetExceededError, IncompatiblePrivacyError, Stated
 from dpsieve.filters.base import BudgetLeft
 from dpsieve.ledger import SQLiteStore
 from dpsieve.service import Settings, create_app
@@ -86,13 +86,23 @@ def _hint(obj: Any, name: str, **names: Any) -> Any:
     return eval(raw, ns) if isinstance(raw, str) else raw
 
 
-TYPES = {"PrivacyDescription": PrivacyDescription, "BudgetLeft": BudgetLeft}
+TYPES = {"PrivacyDescription": PrivacyDescription, "BudgetLeft": BudgetLeft, "Stated": Stated}
+
+
+def test_the_values_errors_carry_are_stated_values() -> None:
+    """errors.py imports nothing of dpsieve (every layer raises its errors, so it sits
+    below them all): the typed values it carries are :class:`Stated` (``to_dict()``),
+    which budgets left and every privacy description are."""
+    assert isinstance(BudgetLeft({"eps": 1.0}), Stated)
+    for d in (PureDP(1.0), ZCDP(0.1)):
+        assert isinstance(d, Stated)
+    assert not isinstance({"eps": 1.0}, Stated)  # a dict states no typed value
 
 
 @pytest.mark.parametrize(("obj", "name", "want"), [
-    (BudgetExceededError.__init__, "requested", PrivacyDescription | None),
-    (BudgetExceededError.__init__, "remaining", BudgetLeft | None),
-    (IncompatiblePrivacyError.__init__, "requested", PrivacyDescription | None),
+    (BudgetExceededError.__init__, "requested", Stated | None),
+    (BudgetExceededError.__init__, "remaining", Stated | None),
+    (IncompatiblePrivacyError.__init__, "requested", Stated | None),
     (_budget_view.refused, "requested", PrivacyDescription),
     (_budget_view.check_fits, "requested", PrivacyDescription),
 ])

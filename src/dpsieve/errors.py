@@ -17,11 +17,7 @@ One root, families that subclass the matching built-in so callers can catch eith
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from dpsieve.accounting.events import PrivacyDescription
-    from dpsieve.filters.base import BudgetLeft
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "BudgetExceededError",
@@ -33,9 +29,21 @@ __all__ = [
     "LedgerError",
     "NeighbourRelationError",
     "NumericalError",
+    "Stated",
     "UnsupportedError",
     "ValidationError",
 ]
+
+
+@runtime_checkable
+class Stated(Protocol):
+    """A typed privacy value an error carries -- a budget left
+    (:class:`dpsieve.filters.base.BudgetLeft`) or the privacy asked for (a
+    :class:`dpsieve.accounting.events.PrivacyDescription`) -- stated as JSON by
+    ``to_dict()`` at the edge (service, CLI). This module imports nothing of dpsieve: every
+    layer may raise these errors."""
+
+    def to_dict(self) -> dict[str, Any]: ...
 
 
 class DPError(Exception):
@@ -97,15 +105,15 @@ class ChargeTypeError(ValidationError, TypeError):
 class BudgetExceededError(DPError):
     """A privacy spend was refused; carries the remaining budget (the decision's typed
     :class:`~dpsieve.filters.base.BudgetLeft`) and the privacy requested (a typed
-    :class:`~dpsieve.accounting.events.PrivacyDescription`); the service and the CLI make
-    their JSON (``to_dict()``) at the edge.
+    :class:`~dpsieve.accounting.events.PrivacyDescription`), both :class:`Stated`; the
+    service and the CLI make their JSON (``to_dict()``) at the edge.
 
     ``summary`` (optional) is the budget left in plain words and numbers
     (:class:`dpsieve.filters.summary.BudgetSummary` as a dict, like ``QueryResult.budget``).
     """
 
-    def __init__(self, message: str, *, remaining: BudgetLeft | None = None,
-                 requested: PrivacyDescription | None = None,
+    def __init__(self, message: str, *, remaining: Stated | None = None,
+                 requested: Stated | None = None,
                  summary: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.remaining = remaining
@@ -122,7 +130,7 @@ class IncompatiblePrivacyError(DPError, ValueError):
     """
 
     def __init__(self, message: str, *, fits: list[str] | None = None,
-                 requested: PrivacyDescription | None = None) -> None:
+                 requested: Stated | None = None) -> None:
         super().__init__(message)
         self.fits = list(fits or [])
         self.requested = requested

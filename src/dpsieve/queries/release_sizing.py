@@ -9,14 +9,11 @@ import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from dpsieve._validation import fail
-
-if TYPE_CHECKING:
-    from dpsieve.queries.request_release import ReleaseRequest
 
 __all__ = ["RELEASE_MAX_COST", "RELEASE_MAX_GROUP_WORK", "RELEASE_MAX_N", "RELEASE_MAX_ROUNDS",
            "RELEASE_MAX_UNIVERSE", "RELEASE_MECHANISMS", "RELEASE_OPTIONS",
@@ -143,16 +140,17 @@ def parse_workload(spec: Any, shape: tuple[int, ...]) -> Workload:
     return Workload(spec, kind, tuple(args), k)
 
 
-def mechanism_runner(req: ReleaseRequest, eps: float, wl: Any,
+def mechanism_runner(mech: str, n: int, rounds: int | None, eta: float | None,
+                     gamma: float | None, eps: float, wl: Any,
                      rng: np.random.Generator | None, limits: ReleaseLimits | None = None,
                      ) -> tuple[Callable[..., Any], bool]:
-    """Refuse instances too large for the request's mechanism, from public quantities only
+    """Refuse instances too large for the mechanism ``mech`` (with its options ``rounds``,
+    ``eta``, ``gamma``) at the public row count ``n``, from public quantities only
     (n is public under replace-one); returns ``(run(dataset, rng) -> Release, cheap)``,
     ``cheap`` when a dry run may precede the spend (:data:`RELEASE_DRY_RUN_COST`)."""
     from dpsieve import release as rel
 
     lim = limits or ReleaseLimits()
-    mech, n, rounds = req.mechanism, req.n, req.rounds
     if mech == "laplace":
         return (lambda ds, g=rng: rel.laplace_release(wl, ds, eps, rng=g)), True
     if mech == "mwem":
@@ -183,9 +181,9 @@ def mechanism_runner(req: ReleaseRequest, eps: float, wl: Any,
     J = rounds if rounds is not None else rel.auto_rounds(cw.signed_classes, groups,
                                                          rel.AUTO_ROUNDS_COST)
     params = rel.practical_parameters(wl.universe_size, n, eps, J)
-    if req.eta is not None or req.gamma is not None:
-        params = rel.PMWParams(J, params.eta if req.eta is None else req.eta,
-                               params.gamma if req.gamma is None else req.gamma)
+    if eta is not None or gamma is not None:
+        params = rel.PMWParams(J, params.eta if eta is None else eta,
+                               params.gamma if gamma is None else gamma)
     cost = 0.0
     if not rel.is_trivial_regime(params, eps, n, wl.query_range, J - 1):
         cost = rel.enumeration_cost(cw.signed_classes, J - 1, groups)

@@ -168,7 +168,8 @@ class ReleaseRequest:
                 raise fail("columns", "release", "columns of the data set", c)
         dom = rel.Domain(self.columns, tuple(tuple(str(v) for v in lv) for lv in self.levels))
         wl = self.workload.matrix(dom)
-        go, cheap = mechanism_runner(self, p.eps, wl, source.rng, source.release_limits)
+        go, cheap = mechanism_runner(self.mechanism, self.n, self.rounds, self.eta, self.gamma,
+                                     p.eps, wl, source.rng, source.release_limits)
         n = self.n
         if source.row_count() != n:
             raise fail("n", "release", "the data set's row count (public under replace-one)",

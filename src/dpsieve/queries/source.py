@@ -13,17 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
 from dpsieve._validation import fail
 from dpsieve.accounting.events import Neighbouring, PrivacyDescription
 from dpsieve.queries.engine import Engine
+from dpsieve.queries.release_sizing import ReleaseLimits
 from dpsieve.queries.schema import Schema
-
-if TYPE_CHECKING:
-    from dpsieve.queries.request_release import ReleaseLimits
 
 __all__ = ["SHAPES", "Ready", "Source", "row_level"]
 

@@ -45,7 +45,8 @@ from dpsieve.accounting.events import Neighbouring, PrivacyDescription
 from dpsieve.errors import ValidationError
 from dpsieve.filters.base import BudgetLeft
 from dpsieve.queries.plan import Query
-from dpsieve.queries.request_release import ReleaseLimits, ReleaseRequest
+from dpsieve.queries.release_sizing import ReleaseLimits
+from dpsieve.queries.request_release import ReleaseRequest
 from dpsieve.queries.requests import PlanRequest, Request, privacy_of, request_from_json
 from dpsieve.session.budgets import PrivacyIn, as_description, filter_for_budget
 from dpsieve.session.data import Frame

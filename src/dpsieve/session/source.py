@@ -22,7 +22,7 @@ from dpsieve.session import data as _data
 
 if TYPE_CHECKING:
     from dpsieve.queries.engine import Engine
-    from dpsieve.queries.request_release import ReleaseLimits
+    from dpsieve.queries.release_sizing import ReleaseLimits
     from dpsieve.queries.schema import Schema
 
 __all__ = ["SessionData"]
