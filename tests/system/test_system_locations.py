@@ -107,7 +107,7 @@ def test_cli_prints_no_password_in_any_form(secret: str, tmp_path: Path,
     pytest.importorskip("psycopg")
     forms = _forms(secret, free_port())
     for url in forms:
-        for args in (["budget", "show"], ["keys", "list", "ana"]):
+        for args in (["budget", "show"], ["budget", "verify"], ["keys", "list", "ana"]):
             r = CliRunner().invoke(app, [*args, "--database-url", url])
             assert r.exit_code != 0
             assert secret not in r.output, (args, r.output)

@@ -107,11 +107,13 @@ class SQLStore(SQLChildren, SQLRegistry):
                        " ORDER BY seq", (budget_id, after)).all()
         return [_chain_row(r) for r in rows]
 
-    def _check(self, cur: Cursor, budget_id: str, row: tuple[Any, ...]) -> Head:
-        """The chain's head, after checking that the stored budget ``row`` (state, initial,
-        n_spends) is the replay of its log (from the last verified position)."""
+    def _check(self, cur: Cursor, budget_id: str, row: tuple[Any, ...],
+               head: Head | None = None) -> Head:
+        """The chain's head (read here unless given), after checking that the stored
+        budget ``row`` (state, initial, n_spends) is the replay of its log (from the last
+        verified position)."""
         self._guard(budget_id)
-        head = self._head(cur, budget_id)
+        head = self._head(cur, budget_id) if head is None else head
         state, initial, n = str(row[0]), str(row[1]), int(row[2])
         cp = self._verified.get(budget_id)
         if cp is not None and (cp.seq, cp.n, cp.head, cp.admitted) == (
@@ -255,8 +257,6 @@ class SQLStore(SQLChildren, SQLRegistry):
         new_state: str | None = None
         with self._tx(write=True) as cur:
             row = self._locked_budget(cur, budget_id)
-            head = self._check(cur, budget_id, row)
-            before = Head(head.seq, head.n, head.hash)
             kh = spend_key.get()
             # PostgreSQL: FOR SHARE makes a concurrent revocation (DELETE) wait for this
             # spend to commit, and this check wait for a pending revocation: a spend never
@@ -264,10 +264,12 @@ class SQLStore(SQLChildren, SQLRegistry):
             if kh is not None and cur.run("SELECT 1 FROM api_keys WHERE key_hash = ?"
                                           + self._share_suffix, (kh,)).one() is None:
                 raise KeyRevokedError("The API key was revoked; nothing was spent.")
-            old = cur.run(
-                "SELECT fingerprint, decision, answer FROM spends WHERE budget_id = ? AND key = ?",
-                (budget_id, key),
-            ).one()
+            # the chain's head and the key's earlier spend, in one statement
+            head, old = self._head_and(
+                cur, budget_id, "SELECT fingerprint, decision, answer FROM spends WHERE"
+                " budget_id = ? AND key = ?", (budget_id, key))
+            head = self._check(cur, budget_id, row, head)
+            before = Head(head.seq, head.n, head.hash)
             if old is not None:
                 if old[0] != fp:
                     raise IdempotencyKeyReuseError(
@@ -314,10 +316,9 @@ class SQLStore(SQLChildren, SQLRegistry):
         self._guard(budget_id)
         with self._tx(write=True) as cur:
             self._locked_budget(cur, budget_id)
-            row = cur.run(
-                "SELECT answer, principal FROM spends WHERE budget_id = ? AND key = ?",
-                (budget_id, key),
-            ).one()
+            head, row = self._head_and(  # the spend and the chain's head, one statement
+                cur, budget_id, "SELECT answer, principal FROM spends WHERE budget_id = ?"
+                " AND key = ?", (budget_id, key))
             if row is None:
                 raise BudgetNotFoundError(f"No admitted spend with key {key!r} on {budget_id!r}.")
             if row[0] is not None:
@@ -326,7 +327,6 @@ class SQLStore(SQLChildren, SQLRegistry):
             text = canonical_json(_json_safe(answer))
             cur.run("UPDATE spends SET answer = ?, answered_at = ? WHERE budget_id = ? AND key = ?",
                     (text, utcnow(), budget_id, key))
-            head = self._head(cur, budget_id)
             before = Head(head.seq, head.n, head.hash)
             self._write(cur, head, budget_id, str(row[1]), "answer", key, '{"released":true}')
         self._advance(budget_id, before, head)

@@ -23,6 +23,10 @@ from dpsieve.ledger.chain import GENESIS, Checkpoint, row_hash
 
 __all__ = ["Cursor", "Head", "SQLRegistry"]
 
+#: A chain's last row.
+_HEAD_SQL = ("SELECT seq, chain_n, chain_hash FROM audit WHERE budget_id = ?"
+             " ORDER BY seq DESC LIMIT 1")
+
 
 class Cursor:
     """A thin wrapper running ``?``-placeholder SQL on a DB-API cursor of either dialect."""
@@ -86,9 +90,20 @@ class SQLRegistry(ABC):
     def _head(self, cur: Cursor, chain: str) -> Head:
         """The last row of ``chain`` (read under the chain's lock: the budget's row lock,
         SQLite's write lock or :meth:`_chain_lock`)."""
-        row = cur.run("SELECT seq, chain_n, chain_hash FROM audit WHERE budget_id = ?"
-                      " ORDER BY seq DESC LIMIT 1", (chain,)).one()
-        if row is None:
+        return self._head_of(chain, cur.run(_HEAD_SQL, (chain,)).one())
+
+    def _head_and(self, cur: Cursor, chain: str, sql: str, params: tuple[Any, ...]
+                  ) -> tuple[Head, tuple[Any, ...] | None]:
+        """The chain's head and the first row of ``sql`` (None if it has none), read in
+        one statement (one round trip to the server), under the chain's lock."""
+        row = cur.run("SELECT h.seq, h.chain_n, h.chain_hash, x.* FROM (SELECT 1 AS one) o"
+                      f" LEFT JOIN ({_HEAD_SQL}) h ON 1 = 1 LEFT JOIN (SELECT 1 AS found, q.*"
+                      f" FROM ({sql}) q) x ON 1 = 1", (chain, *params)).one()
+        assert row is not None  # one row always: the left joins keep (SELECT 1)
+        return self._head_of(chain, row[:3]), (None if row[3] is None else row[4:])
+
+    def _head_of(self, chain: str, row: tuple[Any, ...] | None) -> Head:
+        if row is None or row[0] is None:
             return Head(0, 0, GENESIS)
         if row[1] is None or row[2] is None:
             raise self._altered_now(chain, f"its last audit row ({row[0]}) has no chain "
