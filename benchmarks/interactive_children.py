@@ -1,6 +1,6 @@
 """Interactive children: sparse vector questions, continual counter steps and error.
 
-Run: ``python -m benchmarks.interactive``. Writes ``benchmarks/results/interactive.md``.
+Run: ``python -m benchmarks.interactive_children``. Writes ``benchmarks/results/interactive.md``.
 
 * A sparse vector child answers 10,000 threshold questions in process (Laplace and
   Gaussian; values far below the threshold, so it never exhausts): time per question,
@@ -57,7 +57,7 @@ def _tree(n: int) -> float:
 
 def main() -> None:
     lines = ["# Interactive children", "",
-             "Command: `python -m benchmarks.interactive` (secure source, in process, one "
+             "Command: `python -m benchmarks.interactive_children` (secure source, in process, one "
              "run on the shared 2-core machine; wall percentiles and worst cases follow the "
              f"machine's load, {os.getloadavg()[0]:.1f} at the start of this run).", "",
              "## Sparse vector: 10,000 questions", "",
