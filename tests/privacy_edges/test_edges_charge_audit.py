@@ -312,8 +312,8 @@ def _without_canonical_categories(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Defect 1 put back: categories used as given, repeats kept, each position counted
     on its own (as before 74d668d): ``["a"] * 1000`` releases 1000 copies of one count.
     The categories are checked in the query layer (``dpsieve.queries.kinds``) and counted
-    by the engine the session resolves (``dpsieve.queries.engines.resolve.engine_for``) or
-    the service's kept engine (``dpsieve.session.data.FileEngines.get``)."""
+    by the engine the one resolver gives (``dpsieve.queries.engines.resolve.engine_for``:
+    the session's, and the service's kept engines)."""
     import dataclasses
 
     from dpsieve.queries import kinds, schema
@@ -348,19 +348,10 @@ def _without_canonical_categories(monkeypatch: pytest.MonkeyPatch) -> list[int]:
                       for k, v in out.values.items()}
             return dataclasses.replace(out, values=values)
 
-    from dpsieve.session.data import FileEngines
-
-    original, kept = resolve.engine_for, FileEngines.get
-
-    def kept_per_position(self: Any, path: str) -> Any:
-        engine = kept(self, path)
-        return None if engine is None else PerPosition(engine)
-
+    original = resolve.engine_for
     monkeypatch.setattr(kinds, "canonical_values", lenient)
     monkeypatch.setattr(resolve, "engine_for",
                         lambda *a, **k: PerPosition(original(*a, **k)))
-    # the service runs plans on its kept engines (fab4794), not through engine_for
-    monkeypatch.setattr(FileEngines, "get", kept_per_position)
     return calls
 
 

@@ -29,7 +29,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from dpsieve.accounting import _construct, _convolve, _curves, _ops
+from dpsieve.accounting import kernels
 from dpsieve.accounting.pld import PLD
 from dpsieve.mechanisms.subsampled import subsampled_gaussian_pld
 
@@ -54,7 +54,7 @@ def excess(p: PLD) -> float:
     """An upper bound of |p| - 1 (finite masses plus +inf mass, minus 1), at least 0.
 
     Pairwise summation errs by at most (log2 n + 1) u of the total; 4 (log2 n + 32) u of it
-    is added (as in ``_convolve.shed_excess``)."""
+    is added (as in ``kernels.shed_excess``)."""
     n = p.probs.size
     total = float(np.sum(p.probs)) + p.inf_mass
     slack = 4.0 * (math.log2(max(n, 2)) + 32.0) * U * total
@@ -75,7 +75,7 @@ def excess_b_mass(p: PLD, eta: float | None = None) -> float:
     k = min(int(np.searchsorted(low, eta, side="left")), n - 1)
     below = np.concatenate([[0.0], low[:k]])
     take = np.minimum(p.probs[: k + 1], np.maximum(eta - below, 0.0) * (1.0 + 4 * U))
-    z = _curves.knots(p.offset, k + 1, p.grid)
+    z = kernels.knots(p.offset, k + 1, p.grid)
     with np.errstate(over="ignore"):
         b = float(np.sum(take * np.exp(-z)))
     return b * (1.0 + (k + 8) * U)
@@ -162,7 +162,7 @@ def _lower_compose(a: PLD, b: PLD) -> PLD:
     if a.grid != b.grid:  # the arrays are convolved by index: one grid only
         raise ValueError(f"_lower_compose: operands on different grids ({a.grid!r}, {b.grid!r})")
     grid = a.grid
-    conv, rel, err = _convolve.convolve(a.probs, b.probs)
+    conv, rel, err = kernels.convolve(a.probs, b.probs)
     low = np.clip(conv * (1.0 - rel) - err, 0.0, None)
     inf = (a.inf_mass + b.inf_mass - a.inf_mass * b.inf_mass) * (1.0 - 4 * U)
     off = a.offset + b.offset
@@ -187,7 +187,7 @@ def _restored(offset: int, probs: np.ndarray, inf: float, grid: float) -> PLD:
     +inf mass is positive, it keeps that mass *and* puts 1 + (a positive slope) at z = 0
     (the addition direction of the step at sigma 50, rate 1e-3: 1 + 1.5e-10; composed 2^13
     times the excess reached 1.2e-6, an inflated 'lower' bound, and then a PLD() error)."""
-    o, out, infm = _construct.optimistic(offset, probs, inf, grid)
+    o, out, infm = kernels.optimistic(offset, probs, inf, grid)
     finite = math.fsum(out.tolist())
     if finite + infm > 1.0 and finite > 0.0:
         out = out * (max(0.0, 1.0 - infm) / finite * (1.0 - 4 * U))
@@ -230,10 +230,8 @@ def leq_x_ge_1(left: PLD, right: PLD) -> bool:
     h_L(x) = 1 - x + x h_{dual L}(1/x); docs/proofs/training.md, Lemma 1.3), with each side
     compared against its own lower bound (the dual of a lower bound loses the far tail).
     """
-    from dpsieve.accounting.order import _pl_vs_pl
-
     left, right = one_grid(left, right)
-    return bool(_pl_vs_pl(left, right))
+    return bool(kernels.pl_vs_pl(left, right))
 
 
 def one_grid(left: PLD, right: PLD) -> tuple[PLD, PLD]:
@@ -246,9 +244,9 @@ def one_grid(left: PLD, right: PLD) -> tuple[PLD, PLD]:
         return left, right
     g = max(left.grid, right.grid)
     if left.grid != g:
-        left = _ops.regrid(left, g, pessimistic=True)
+        left = kernels.regrid(left, g, pessimistic=True)
     if right.grid != g:
-        off, probs, inf = _construct.atoms(right.losses, right.probs, right.inf_mass, g, False)
+        off, probs, inf = kernels.atoms(right.losses, right.probs, right.inf_mass, g, False)
         right = PLD(g, off, probs, inf, 0.0, "optimistic", False)
     return left, right
 

@@ -52,6 +52,7 @@ from dpsieve.errors import UnsupportedError
 from dpsieve.filters._budgets import (
     MARGIN,
     GaussianBudget,
+    approx_curve,
     pl_leq_budget,
     pl_maybe_leq_budget,
     pl_supremum,
@@ -63,10 +64,13 @@ __all__ = [
     "UNDETERMINED",
     "AuditResult",
     "GaussianBudget",
+    "approx_curve",
     "as_curve",
     "audit_gdp_family",
     "audit_natural",
     "overspend",
+    "pl_leq_budget",
+    "pl_supremum",
 ]
 
 PL = PiecewiseLinearTradeoff

@@ -58,7 +58,8 @@ from dpsieve.filters.charge import PrivacyCharge, Workload
 from dpsieve.filters.gdp import GDPResidueFilter, naive_gdp_cost, sqrt_down
 
 __all__ = ["DEFAULT_DELTA_SHARE", "MixedFilter", "choose_split", "choose_split_parts",
-           "default_delta_part", "inner_delta", "mixed_budget", "pay_delta", "split_inside"]
+           "default_delta_part", "delta_upper", "inner_delta", "mixed_budget", "pay_delta",
+           "split_inside"]
 
 #: Admissions simulated per candidate split when choosing it (more is not needed to rank).
 SPLIT_CAP = 200

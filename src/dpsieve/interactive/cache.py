@@ -43,7 +43,7 @@ from dpsieve.accounting.events import Neighbouring, PureDP
 from dpsieve.accounting.pld import PLD
 from dpsieve.interactive.base import STATE_VERSION, ChildExhaustedError, register_child
 from dpsieve.interactive.sparse_vector import LaplaceSVT, SparseVector
-from dpsieve.mechanisms._random import RNG, as_source
+from dpsieve.mechanisms import RNG, as_source
 from dpsieve.mechanisms.base import as_relation
 from dpsieve.mechanisms.noise import discrete_laplace, snap_exact
 

@@ -42,7 +42,7 @@ from dpsieve.accounting.events import GDP, Neighbouring
 from dpsieve.accounting.pld import PLD
 from dpsieve.interactive.base import STATE_VERSION, register_child
 from dpsieve.interactive.blt import BLT, DEFAULT_BLT
-from dpsieve.mechanisms._random import RNG, RandomSource, as_source
+from dpsieve.mechanisms import RNG, RandomSource, as_source
 from dpsieve.mechanisms.base import as_relation
 
 __all__ = ["ContinualCounter", "CounterSpec"]

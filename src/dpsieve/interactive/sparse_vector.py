@@ -49,7 +49,7 @@ from dpsieve.accounting.events import ApproxDP, Neighbouring, PureDP
 from dpsieve.accounting.pld import PLD
 from dpsieve.interactive._svt_privacy import svt_epsilon
 from dpsieve.interactive.base import STATE_VERSION, ChildExhaustedError, register_child
-from dpsieve.mechanisms._random import RNG, RandomSource, as_source
+from dpsieve.mechanisms import RNG, RandomSource, as_source
 from dpsieve.mechanisms.base import as_relation
 from dpsieve.mechanisms.noise import (
     MAX_DISCRETE_SCALE,

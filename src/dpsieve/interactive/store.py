@@ -23,7 +23,7 @@ from dpsieve.interactive.base import Child, child_from_state
 from dpsieve.interactive.cache import AnswerCache
 from dpsieve.interactive.counter import ContinualCounter
 from dpsieve.interactive.sparse_vector import SparseVector
-from dpsieve.mechanisms._random import RNG
+from dpsieve.mechanisms import RNG
 
 __all__ = ["ChildStore", "answer_of", "as_child_store", "ask_child", "open_child"]
 

@@ -90,7 +90,7 @@ def encode_charge(q: Charge) -> dict[str, Any]:
     """A charge in full, as JSON (a PLD's probabilities, a record step's norms): what a
     replay needs to charge it again."""
     from dpsieve.accounting.pld import PLD
-    from dpsieve.filters._record_step import RecordStep
+    from dpsieve.filters.per_record import RecordStep
     from dpsieve.mechanisms.subsampled import DPSGDStep
 
     if isinstance(q, PLD):
@@ -107,7 +107,7 @@ def encode_charge(q: Charge) -> dict[str, Any]:
 
 def decode_charge(d: dict[str, Any]) -> Charge:
     """Inverse of :func:`encode_charge`."""
-    from dpsieve.filters._record_step import RecordStep
+    from dpsieve.filters.per_record import RecordStep
     from dpsieve.mechanisms.subsampled import DPSGDStep
 
     t = d.get("type")

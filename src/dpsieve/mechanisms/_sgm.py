@@ -26,7 +26,7 @@ the upper bound on a. Every deviation from the exact split moves mass up or adds
 h only rises.
 Optimistic: boundaries for z_j + kappa (cell losses in [z_j, z_{j+1} + 2 kappa]), lower
 bounds of the masses rounded down to z_j, then the PLD condition is restored
-(:func:`dpsieve.accounting._construct.optimistic`).
+(:func:`dpsieve.accounting.kernels.optimistic`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
-from dpsieve.accounting import _construct
+from dpsieve.accounting import kernels
 from dpsieve.errors import NumericalError
 
 __all__: list[str] = []
@@ -50,7 +50,7 @@ NDTR_REL = 1e-14
 KAPPA = 2.0**-30
 #: Standard deviations beyond which the Gaussian tails are left to the tail rules.
 TAIL_SD = 13.0
-Z_CAP = _construct.Z_LOW  # this PLD's window: above -> +inf (pess.) / down (opt.)
+Z_CAP = kernels.Z_LOW  # this PLD's window: above -> +inf (pess.) / down (opt.)
 Parts = tuple[int, FloatArray, float]
 
 
@@ -193,9 +193,9 @@ def directed_parts(sigma: float, q: float, grid: float, remove: bool, pessimisti
             inf_mass = 0.0
             probs[-1] += top + top_e
         probs *= 1.0 + 4 * U
-        return _construct._trim(i0, probs, inf_mass)
+        return kernels.trim(i0, probs, inf_mass)
     probs[:-1] += np.clip(a - ae, 0.0, None)
     probs[-1] += max(top - top_e, 0.0)  # above the top knot: down to it
     # below the bottom knot (add only): dropped, which lowers h
     probs *= 1.0 - 4 * U
-    return _construct.optimistic(i0, probs, 0.0, grid)
+    return kernels.optimistic(i0, probs, 0.0, grid)

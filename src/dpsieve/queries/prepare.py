@@ -37,7 +37,7 @@ from dpsieve.accounting.events import (
 )
 from dpsieve.accounting.pld import PLD
 from dpsieve.errors import UnsupportedError
-from dpsieve.mechanisms._random import as_source
+from dpsieve.mechanisms import as_source
 from dpsieve.queries import engine as engine_module
 from dpsieve.queries.calibrate import Calibrated, calibrate, sensitivity
 from dpsieve.queries.engine import (

@@ -42,8 +42,7 @@ from dpsieve.accounting.events import (
     PureDP,
 )
 from dpsieve.errors import UnsupportedError
-from dpsieve.mechanisms import DiscreteGaussianMechanism, DiscreteLaplaceMechanism
-from dpsieve.mechanisms._random import as_source
+from dpsieve.mechanisms import DiscreteGaussianMechanism, DiscreteLaplaceMechanism, as_source
 from dpsieve.mechanisms.noise import MAX_DISCRETE_SCALE, MAX_DISCRETE_SIGMA, sampled_sigma2
 from dpsieve.queries._selection_math import (
     ONE,

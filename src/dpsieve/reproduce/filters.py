@@ -44,7 +44,7 @@ from dpsieve.filters import (
     naive_gdp_cost,
     theorem9,
 )
-from dpsieve.filters._budgets import approx_curve, pl_leq_budget, pl_supremum
+from dpsieve.filters.auditor import approx_curve, pl_leq_budget, pl_supremum
 
 ALPHA = np.linspace(0.0, 1.0, 801)
 

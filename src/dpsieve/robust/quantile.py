@@ -29,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from dpsieve._validation import check_in_open, check_int, check_positive, fail
-from dpsieve.mechanisms._random import RNG, as_source
+from dpsieve.mechanisms import RNG, as_source
 
 __all__ = [
     "DEFAULT_GRID_POINTS",

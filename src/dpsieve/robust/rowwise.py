@@ -35,7 +35,7 @@ import numpy.typing as npt
 from dpsieve._rounding import div_up
 from dpsieve._validation import check_int, check_positive, fail
 from dpsieve.accounting.events import ApproxDP, Neighbouring, PureDP
-from dpsieve.mechanisms._random import RNG
+from dpsieve.mechanisms import RNG
 from dpsieve.mechanisms.noise import MAX_DISCRETE_SCALE, discrete_laplace
 from dpsieve.robust.pipeline import check_records
 from dpsieve.robust.quantile import (

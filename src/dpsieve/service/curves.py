@@ -101,7 +101,7 @@ def tradeoff_curve(desc: Any, alphas: npt.NDArray[np.float64] = ALPHAS) -> list[
             d[m] = np.exp(-((_EPS_GRID[m] - rho) ** 2) / (4 * rho))
         f = _family(d, desc.delta if isinstance(desc, ApproxZCDP) else 0.0, a)
     elif isinstance(desc, MixedBudget):
-        from dpsieve.filters._mixed_math import delta_upper
+        from dpsieve.filters.mixed import delta_upper
 
         d = np.array([delta_upper(desc.pure, desc.mu, float(e)) for e in _EPS_GRID])
         f = _family(d, 0.0, a)

@@ -205,7 +205,7 @@ class FileEngines:
         open, e.g. a file gone since its registration: the session then refuses it as
         before, with the error of its query type)."""
         from dpsieve.errors import ValidationError
-        from dpsieve.queries.engines import DuckDBEngine
+        from dpsieve.queries.engines.resolve import engine_for
 
         with self._lock:
             engine = self._engines.get(path)
@@ -213,7 +213,7 @@ class FileEngines:
                 self._engines.move_to_end(path)
                 return engine
         try:
-            engine = DuckDBEngine(path, keep_open=True, copy_max_bytes=self._copy_max_bytes)
+            engine = engine_for(path, keep_open=True, copy_max_bytes=self._copy_max_bytes)
         except ValidationError:
             return None
         with self._lock:
