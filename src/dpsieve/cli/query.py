@@ -14,9 +14,11 @@ __all__ = ["query", "register"]
 
 def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema: str,
            key: str | None, spark: str | None = None,
-           spark_table: str | None = None) -> Iterator[dict[str, Any]]:
+           spark_table: str | None = None, preview: bool = False
+           ) -> Iterator[dict[str, Any]]:
     """Each query's answer, refusal or error, as soon as it is known (a generator: an
-    answer already paid for is printed before a later query can fail)."""
+    answer already paid for is printed before a later query can fail); with ``preview``
+    each query's preview instead (nothing spent or logged)."""
     from dpsieve.errors import (
         BudgetExceededError,
         DPError,
@@ -52,6 +54,9 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
             k = f"{key}-{i}" if key and len(specs) > 1 else key
             try:
                 typed = request_from_json(spec, session.neighbouring)  # JSON mapped once
+                if preview:
+                    yield {"dataset": dataset, "preview": True, **session.preview(typed)}
+                    continue
                 yield session.execute(typed, key=f"cli/{k}" if k else None).to_dict()
             except BudgetExceededError as e:
                 left = None if e.remaining is None else e.remaining.to_dict()  # JSON here
@@ -98,8 +103,9 @@ def _schema(dataset: str, url: str | None, api_key: str | None, database_url: st
 
 
 def _remote(dataset: str, specs: list[dict[str, Any]], url: str, api_key: str,
-            key: str | None) -> Iterator[dict[str, Any]]:
-    """Each query's answer or the service's error, as soon as it arrives."""
+            key: str | None, preview: bool = False) -> Iterator[dict[str, Any]]:
+    """Each query's answer (its preview with ``preview``) or the service's error, as soon
+    as it arrives."""
     import httpx
 
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {api_key}"},
@@ -107,7 +113,8 @@ def _remote(dataset: str, specs: list[dict[str, Any]], url: str, api_key: str,
         for i, spec in _progress(specs):
             k = f"{key}-{i}" if key and len(specs) > 1 else key
             r = client.post(f"/v1/datasets/{dataset}/queries", json=spec,
-                            headers={"Idempotency-Key": k} if k else {})
+                            params={"preview": "true"} if preview else None,
+                            headers={"Idempotency-Key": k} if k and not preview else {})
             try:
                 body = r.json()
             except ValueError:
@@ -164,11 +171,16 @@ def query(
     show_schema: bool = typer.Option(
         False, "--schema", help="Print the data set's public schema (column names and types, "
         "declared categories and bounds, privacy unit; never a value) and exit."),
+    preview: bool = typer.Option(
+        False, "--preview", help="Print what each query would cost (the charge, whether the "
+        "budget admits it, the budget after it) and each released number's noise, for free: "
+        "nothing is read, spent or logged."),
 ) -> None:
     """Run a private query (or a file of them) and print the answers as JSON lines.
 
     A query is a plan or a one-query shape, checked against the data set's public schema
-    (``--schema`` prints it) before any spend."""
+    (``--schema`` prints it) before any spend; ``--preview`` prints its cost and noise
+    instead, for free."""
     from dpsieve.errors import DPError
 
     if show_schema:
@@ -195,8 +207,9 @@ def query(
         raise typer.BadParameter("--url needs --api-key (or DPSIEVE_API_KEY).")
     results: list[dict[str, Any]] = []
     try:
-        stream = (_remote(dataset, specs, url, str(api_key), key) if url is not None
-                  else _local(dataset, specs, database_url, schema, key, spark, spark_table))
+        stream = (_remote(dataset, specs, url, str(api_key), key, preview) if url is not None
+                  else _local(dataset, specs, database_url, schema, key, spark, spark_table,
+                              preview))
         for r in stream:  # printed at once: an answer paid for is never lost to a later error
             typer.echo(json.dumps(r))
             results.append(r)

@@ -56,6 +56,28 @@ def release_privacy(p: PrivacyDescription, nb: Neighbouring) -> PureDP:
     return p
 
 
+def release_figures(mechanism: str, wl: Any, n: int, eps: float) -> dict[str, Any]:
+    """A release's public preview figures: for ``laplace`` each answer's noise
+    (``noise["release"]["answers"]``: the
+    discrete Laplace of :func:`dpsieve.release.baselines.laplace_release`, from the
+    workload's replace-one sensitivity at the public ``n``; the answer is then clipped to
+    its query's range, which holds the truth, so its error is at most this noise); for
+    the data-adaptive mechanisms none (their error depends on the data)."""
+    if mechanism != "laplace":
+        return {"noise": None, "noise_note": (
+            f"the {mechanism} mechanism adapts to the data, so its error is not stated "
+            "before it runs; the answer carries its expected error")}
+    from dpsieve.queries.result import dlap_noise
+    from dpsieve.release.baselines import laplace_mechanism
+
+    mech = laplace_mechanism(wl, n, eps)
+    noise = dlap_noise(mech.lattice_scale, mech.step).to_dict()
+    return {"noise": {"release": {"answers": {
+        **noise, "ci95_halfwidth": noise["ci95"], "privacy": PureDP(
+            eps, Neighbouring.REPLACE_ONE).to_dict(), "queries": wl.k,
+        "clipped_to_range": True}}}}
+
+
 def _columns(cols: Any) -> tuple[str, ...]:
     if (not isinstance(cols, list) or not 1 <= len(cols) <= 16
             or not all(isinstance(c, str) and c for c in cols) or len(set(cols)) != len(cols)):
@@ -181,7 +203,9 @@ class ReleaseRequest:
 
         def run() -> dict[str, Any]:
             return self._answer(source.frame(), dom, wl, go, p)
-        return Ready(PureDP(p.eps, Neighbouring.REPLACE_ONE), p, run)
+        def figures() -> dict[str, Any]:
+            return release_figures(self.mechanism, wl, n, p.eps)
+        return Ready(PureDP(p.eps, Neighbouring.REPLACE_ONE), p, run, figures)
 
     def _answer(self, df: Any, dom: Any, wl: Any, go: Any, p: PureDP) -> dict[str, Any]:
         from dpsieve import release as rel

@@ -94,7 +94,12 @@ class RobustRequest:
 
         def run() -> dict[str, Any]:
             return self._answer(source.frame(), p, charged, rng)
-        return Ready(charged, p, run)
+        def figures() -> dict[str, Any]:
+            return {"noise": None, "noise_note": (
+                f"{t}'s noise is scaled to a private estimate of the data's spread (the "
+                "propose-test-release steps), so no figure is stated before it runs; the "
+                "answer carries its noise")}
+        return Ready(charged, p, run, figures)
 
     def _answer(self, df: Any, p: ApproxDP, charged: ApproxDP,
                 rng: np.random.Generator | None) -> dict[str, Any]:

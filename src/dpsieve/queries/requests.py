@@ -108,7 +108,11 @@ class PlanRequest:
             d = answer.to_dict()
             return {"value": {k: v for k, v in d.items() if k != "noise"},
                     "noise": d["noise"], "details": answer.details}
-        return Ready(prepared.charge.description, self.plan.privacy, run)
+        def figures() -> dict[str, Any]:
+            from dpsieve.queries.preview import preview
+
+            return preview(prepared)
+        return Ready(prepared.charge.description, self.plan.privacy, run, figures)
 
 
 #: A typed request of any registered kind.

@@ -85,11 +85,14 @@ class Ready:
     """A request prepared from public values: ``charge`` (what the filter is charged),
     ``requested`` (the privacy the analyst asked for: named in a refusal) and ``run``,
     which reads the data and returns the answer to store (``value``, ``noise`` and,
-    where there are, ``interval`` and ``details``)."""
+    where there are, ``interval`` and ``details``). ``figures`` returns the request's
+    public preview figures (JSON-ready: at least ``noise``, None where the kind states
+    none before it runs), computed from public values only, never reading the data."""
 
     charge: PrivacyDescription
     requested: PrivacyDescription
     run: Callable[[], dict[str, Any]]
+    figures: Callable[[], dict[str, Any]] | None = None
 
 
 def row_level(source: Source, kind: str) -> None:

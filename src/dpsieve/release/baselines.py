@@ -48,6 +48,7 @@ __all__ = [
     "blr_rows",
     "clipped_laplace_expected_max_error",
     "laplace_expected_max_error",
+    "laplace_mechanism",
     "laplace_release",
     "mwem_release",
     "pmw_parameters",
@@ -66,6 +67,13 @@ def _laplace(sensitivity: float, eps: float, dimension: int) -> LaplaceMechanism
     L1 ``sensitivity`` under replace-one (exact integer noise on g Z; see there)."""
     return LaplaceMechanism.for_epsilon(eps, sensitivity, neighbouring=Neighbouring.REPLACE_ONE,
                                         dimension=dimension)
+
+
+def laplace_mechanism(workload: Workload, n: int, eps: float) -> LaplaceMechanism:
+    """The mechanism :func:`laplace_release` adds to a workload's answers at ``n`` rows
+    (public under replace-one): its noise is known before the data are read."""
+    return _laplace(workload.l1_sensitivity(n), check_positive("eps", eps, "laplace_release"),
+                    workload.k)
 
 
 def laplace_expected_max_error(scale: float, k: int) -> float:
@@ -119,9 +127,8 @@ def laplace_release(workload: Workload, data: Dataset, eps: float,
     :func:`dpsieve.release.project.least_squares_simplex`), which also lies in range.
     ``expected_error`` (at the true data, not private): ``scale * H_k`` unclipped, the
     clipped-Laplace integral when clipped, None when made consistent."""
-    e = check_positive("eps", eps, "laplace_release")
-    sens = workload.l1_sensitivity(data.n)
-    mech = _laplace(sens, e, workload.k)
+    mech = laplace_mechanism(workload, data.n, eps)
+    sens = mech.sensitivity
     f = workload.answers(data)
     noisy = np.asarray(mech.release(f, rng), dtype=np.float64)
     err: float | None

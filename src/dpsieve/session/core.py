@@ -246,15 +246,17 @@ class Session:
                        plan.get("type") if isinstance(plan, dict) else type(plan).__name__)
         return self.run(plan, key=key)
 
-    def preview(self, plan: Query | dict[str, Any]) -> dict[str, Any]:
-        """What ``plan`` would cost and how noisy its answer would be, free (nothing read,
-        spent or logged): the charge, whether the budget admits it and what is left after,
-        each released number's noise (std, 95 % half-width) in the answer's units, and for
-        DP key selection the threshold and the units a group needs to be released with
-        probability 1/2 and 95 % (:mod:`dpsieve.session.preview`)."""
-        from dpsieve.session.preview import preview_plan
+    def preview(self, request: Request | Query | dict[str, Any]) -> dict[str, Any]:
+        """What a query of any kind (a typed request, a plan, or any query's JSON) would
+        cost and how noisy its answer would be, free (nothing read, spent or logged): the
+        charge, whether the budget admits it and what is left after, each released
+        number's noise (std, 95 % half-width) in the answer's units where the kind states
+        it before running, and for DP key selection the threshold and the units a group
+        needs to be released with probability 1/2 and 95 % (:mod:`dpsieve.session.preview`).
+        """
+        from dpsieve.session.preview import preview_request
 
-        return preview_plan(self, plan)
+        return preview_request(self, request)
 
     def run(self, spec: dict[str, Any] | Query, *, key: str | None = None) -> QueryResult:
         """Run a query given as a JSON-ready dict (the library's dict entry point) or a

@@ -8,20 +8,26 @@ header. A ledger fault is a 503 that says whether the query was charged (``charg
 ``"no"``, ``"unknown"`` when the commit's outcome was lost, ``"yes"`` when the answer was
 lost after the charge) and carries the key (``idempotency_key``): a retry with it is
 charged at most once. An analyst past the refusal cap is refused (429) before the ledger
-is touched."""
+is touched.
+
+``?preview=true`` answers the same body for free (:meth:`dpsieve.session.Session.preview`):
+the charge, whether the budget admits it, the budget after it and each released number's
+noise, from public values only; nothing is spent, read or written to the log (it takes no
+idempotency key and counts toward no refusal cap)."""
 
 # no "from __future__ import annotations": FastAPI must see the local Annotated aliases
 
 import uuid
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Header, HTTPException, Request, Response
+from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 
 from dpsieve.errors import BudgetExceededError, ConcurrencyError, IncompatiblePrivacyError
 from dpsieve.ledger.base import LedgerUnavailableError, has_budget, spend_journal, spend_key
-from dpsieve.service.deps import DatasetName, Svc, Who
+from dpsieve.service.deps import DatasetName, ServiceState, Svc, Who
 from dpsieve.service.errors import Limited, QueryLedgerError
 from dpsieve.service.schemas import QueryBody
+from dpsieve.session.core import Session
 from dpsieve.session.datasets import session_for
 
 __all__ = ["QUERY_PATH", "router"]
@@ -32,22 +38,8 @@ router = APIRouter()
 QUERY_PATH = "/v1/datasets/{name}/queries"
 
 
-@router.post(QUERY_PATH, tags=["analysts"])
-def query(
-    name: DatasetName, body: QueryBody, p: Who, request: Request, response: Response,
-    svc: Svc,
-    idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
-) -> dict[str, Any]:
-    st = svc.store
-    src = svc.visible(p, name)
-    if not has_budget(st, name):  # existence only: the spend reads the filter
-        raise HTTPException(409, f"The data set {name!r} has no budget yet.")
-    wait = svc.refusals.retry_after(p.name)
-    if wait is not None:  # the refusals one analyst may write to the log are bounded
-        raise Limited("too_many_refusals", f"{svc.refusals.limit} queries by {p.name!r} "
-                      f"were refused in the last {svc.refusals.window:g} s; queries are "
-                      "refused without being run until the window ends (nothing was "
-                      "written or spent).", wait)
+def _session(svc: ServiceState, src: dict[str, Any], name: str, who: str) -> Session:
+    """The data set's session for one request."""
     # plans and the one-aggregation shapes run inside the engine (DuckDB for a file,
     # Spark for a catalog table, whose rows never leave it); release and the robust
     # estimators load a file's frame after the spend
@@ -55,8 +47,33 @@ def query(
         data, engine = svc.spark_engine(str(src["spark_table"])), None
     else:  # the file's engine, kept open across queries (the file's stamp checked)
         data, engine = str(src["path"]), svc.engines.get(str(src["path"]))
-    session = session_for(src, data, st, name, p.name, svc.after_spend, svc.frames.get,
-                          svc.limits, engine=engine)
+    return session_for(src, data, svc.store, name, who, svc.after_spend, svc.frames.get,
+                       svc.limits, engine=engine)
+
+
+@router.post(QUERY_PATH, tags=["analysts"])
+def query(
+    name: DatasetName, body: QueryBody, p: Who, request: Request, response: Response,
+    svc: Svc,
+    idempotency_key: Annotated[str | None, Header(min_length=1, max_length=200)] = None,
+    preview: Annotated[bool, Query(description="true: the charge, the budget after it and "
+                                   "the noise, for free (nothing spent or logged)")] = False,
+) -> dict[str, Any]:
+    st = svc.store
+    src = svc.visible(p, name)
+    if not has_budget(st, name):  # existence only: the spend reads the filter
+        raise HTTPException(409, f"The data set {name!r} has no budget yet.")
+    if preview:  # public values only: no data read, nothing spent or written
+        session = _session(svc, src, name, p.name)
+        return {"dataset": name, "preview": True,
+                **session.preview(body.request(session.neighbouring))}
+    wait = svc.refusals.retry_after(p.name)
+    if wait is not None:  # the refusals one analyst may write to the log are bounded
+        raise Limited("too_many_refusals", f"{svc.refusals.limit} queries by {p.name!r} "
+                      f"were refused in the last {svc.refusals.window:g} s; queries are "
+                      "refused without being run until the window ends (nothing was "
+                      "written or spent).", wait)
+    session = _session(svc, src, name, p.name)
     # every query has an idempotency key: the client's, or one assigned here and sent
     # back (header and, after a ledger fault, body), so a retry is always safe
     client_key = idempotency_key or "srv-" + uuid.uuid4().hex
