@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from dpsieve._validation import fail
+from dpsieve._validation import fail, fail_private
 from dpsieve.queries.engine import Engine
 
 
@@ -105,6 +105,6 @@ def engine_for(source: Any, *, table: str | None = None, spark: Any = None,
         from dpsieve.queries.engines.frames import PandasEngine
 
         return PandasEngine(source.to_pandas())
-    raise fail(name, owner, "a pandas or polars DataFrame, a Spark DataFrame, a "
-               "CSV/Parquet/DuckDB file path, a Spark catalog table name with spark=, or an "
-               "engine", type(source).__name__)
+    raise fail_private(name, owner, "a pandas or polars DataFrame, a Spark DataFrame, a "
+                       "CSV/Parquet/DuckDB file path, a Spark catalog table name with spark=, "
+                       "or an engine", source)
