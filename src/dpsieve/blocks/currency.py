@@ -86,15 +86,18 @@ def used_fraction_of_states(state: str, initial: str,
     return _by_eps(load(state), _INITIALS.get(initial, lambda: load(initial)))
 
 
+#: eps at a delta of budgets as created, by their exact text and the delta
+_TOTALS: Memo[float | None] = Memo(256)
 #: initial filters read by the eps measure (read only), by their exact text
 _INITIALS: Memo[PrivacyFilter] = Memo(64)
 
 
 def _by_eps(current: PrivacyFilter, initial: PrivacyFilter) -> Fraction:
-    from dpsieve.filters.summary import _eps_total, epsilon_left
+    from dpsieve.filters.summary import epsilon_left
 
     left, delta = epsilon_left(current)
-    total = _eps_total(initial, delta)
+    total = _TOTALS.get((initial.to_json(), delta),
+                        lambda: epsilon_left(initial, delta)[0])
     if left is None or total is None or not total > 0:
         return _ZERO
     return _clamp(_ONE - Fraction(left) / Fraction(total))
