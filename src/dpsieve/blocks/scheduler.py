@@ -84,12 +84,15 @@ class Schedule:
     """One pass: ``order`` (indices of the requests in the policy's order), ``admitted``
     (proposed for admission, in that order), and for each request left waiting its
     ``position`` among them (1-based) and ``blocked_on``, the first of its dimensions
-    (an index into the available vector) that lacked room when its turn came."""
+    (an index into the available vector) that lacked room when its turn came; ``left``
+    is what remains available after the admissions."""
 
     order: list[int]
     admitted: list[int]
     position: dict[int, int] = field(default_factory=dict)
     blocked_on: dict[int, int] = field(default_factory=dict)
+    #: what is available after the pass's admissions, per dimension
+    left: FloatArray | None = None
 
 
 def dominant_share(p: Pending) -> float:
@@ -139,4 +142,4 @@ def schedule(policy: Policy | str, pending: Sequence[Pending], available: FloatA
             continue
         avail[p.dims] = room - p.demand
         admitted.append(i)
-    return Schedule(order, admitted, position, blocked)
+    return Schedule(order, admitted, position, blocked, avail)

@@ -30,10 +30,13 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 
+from dpsieve.blocks.currency import used_fraction_of_states
+from dpsieve.blocks.unlock import unlock_from_dict
 from dpsieve.errors import DPError
 from dpsieve.filters.base import PrivacyFilter
 from dpsieve.filters.charge import Charge, charge_from_dict
@@ -168,6 +171,14 @@ class Replay:
     admitted: int = 0
     legacy_rows: int = 0
     spends: dict[str, tuple[int, str | None]] = field(default_factory=dict)
+    #: read from the beginning: each admitted multi-budget spend's budgets, by key
+    txns: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: a block's unlocking policy and arrival time (its budget_set row), and the distinct
+    #: arrivals so far: read from the beginning, every admission is re-checked against
+    #: what was unlocked when the ledger decided it
+    unlock: dict[str, Any] | None = None
+    created: str | None = None
+    arrived: set[str] = field(default_factory=set)
     _flt: PrivacyFilter | None = None
 
     def __post_init__(self) -> None:
@@ -228,6 +239,9 @@ class Replay:
                                   "admitted spends (a budget reset)")
             self.state = self.initial = str(rep["state"])
             self._flt = None
+            self.unlock, self.created = rep.get("unlock"), rep.get("created_at")
+        elif row.event == "arrival":
+            self.arrived.add(str(json.loads(row.payload)["who"]))
         elif row.event == "decision" and _admitted(row.payload):
             self._spend(row, rep)
         elif row.event == "answer" and self.start is None and row.key not in self.spends:
@@ -252,10 +266,29 @@ class Replay:
             new = flt.to_json()
             if state_sha(new) != rep.get("state_sha256"):
                 raise ChainBroken(f"{at}: the state after this spend is not the replay's")
+        if self.start is None:
+            self._unlocked(row, rep, new)
         self.state, self._flt = new, flt
         self.admitted += 1
         if self.start is None:
             self.spends[row.key] = (row.seq, _sha(row.payload))
+            txn = rep.get("txn")
+            if isinstance(txn, dict):
+                self.txns[row.key] = tuple(str(b) for b in txn["budgets"])
+
+    def _unlocked(self, row: ChainRow, rep: dict[str, Any], new: str) -> None:
+        """A block's admission within what was unlocked when the ledger decided it (the
+        time its transaction states, else the row's)."""
+        if not self.unlock or self.unlock.get("type", "none") == "none" or not self.created:
+            return
+        txn = rep.get("txn")
+        at = float(txn["at"]) if isinstance(txn, dict) and "at" in txn else \
+            datetime.fromisoformat(row.ts).timestamp()
+        age = at - datetime.fromisoformat(self.created).timestamp()
+        unlocked = unlock_from_dict(self.unlock).unlocked(age, len(self.arrived))
+        if used_fraction_of_states(new, str(self.initial)) > unlocked:
+            raise ChainBroken(f"audit row {row.seq} admits a spend beyond what its block "
+                              "had unlocked")
 
     def finish(self, state: str | None, initial: str | None, n_spends: int | None) -> None:
         """Compare the stored budget row (None: not a budget) with the replay."""

@@ -37,6 +37,7 @@ from dpsieve.ledger.base import (
     spend_key,
     utcnow,
 )
+from dpsieve.ledger.blocks_memory import MemoryBlocks, Space
 from dpsieve.ledger.children import MemoryChildren, _MemChild
 
 __all__ = ["MemoryStore"]
@@ -57,7 +58,7 @@ class _Budget:
     spends: dict[str, _Spend] = field(default_factory=dict)
 
 
-class MemoryStore(MemoryChildren):
+class MemoryStore(MemoryChildren, MemoryBlocks):
     """Budgets, spends, audit log and registry in process memory (see module docstring)."""
 
     def __init__(self, *, loads: FilterLoader | None = None) -> None:
@@ -72,6 +73,7 @@ class MemoryStore(MemoryChildren):
         self._datasets: dict[str, dict[str, Any]] = {}
         self._grants: set[tuple[str, str]] = set()
         self._children: dict[tuple[str, str], _MemChild] = {}
+        self._space = Space()
 
     # -- budgets ------------------------------------------------------------------------
     def _get(self, budget_id: str) -> _Budget:

@@ -72,6 +72,31 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
          " key TEXT NOT NULL, principal TEXT NOT NULL, fingerprint TEXT NOT NULL,"
          " answer TEXT NOT NULL, created_at TEXT NOT NULL,"
          " PRIMARY KEY (budget_id, child_id, key))")),
+    # budgets over time: block declarations, blocks (each a budget) and their arrivals,
+    # quotas (each a budget) and groups, multi-budget transactions, the queue
+    (5, ("CREATE TABLE blocksets (dataset TEXT PRIMARY KEY, spec TEXT NOT NULL,"
+         " created_at TEXT NOT NULL)",
+         "CREATE TABLE blocks (dataset TEXT NOT NULL, block TEXT NOT NULL,"
+         " budget_id TEXT NOT NULL REFERENCES budgets(budget_id), unlock TEXT NOT NULL,"
+         " created_at TEXT NOT NULL, PRIMARY KEY (dataset, block))",
+         "CREATE INDEX blocks_by_budget ON blocks (budget_id)",
+         "CREATE TABLE arrivals (budget_id TEXT NOT NULL, who TEXT NOT NULL,"
+         " created_at TEXT NOT NULL, PRIMARY KEY (budget_id, who))",
+         "CREATE TABLE quotas (dataset TEXT NOT NULL, scope TEXT NOT NULL, name TEXT NOT NULL,"
+         " budget_id TEXT NOT NULL REFERENCES budgets(budget_id), created_at TEXT NOT NULL,"
+         " PRIMARY KEY (dataset, scope, name))",
+         "CREATE TABLE members (grp TEXT NOT NULL,"
+         " principal TEXT NOT NULL REFERENCES principals(name), created_at TEXT NOT NULL,"
+         " PRIMARY KEY (grp, principal))",
+         "CREATE TABLE txns (scope TEXT NOT NULL, key TEXT NOT NULL, principal TEXT NOT NULL,"
+         " fingerprint TEXT NOT NULL, budgets TEXT NOT NULL, decision TEXT NOT NULL,"
+         " answer TEXT, created_at TEXT NOT NULL, answered_at TEXT, PRIMARY KEY (scope, key))",
+         "CREATE TABLE pending (scope TEXT NOT NULL, key TEXT NOT NULL,"
+         " principal TEXT NOT NULL, request TEXT NOT NULL, charge TEXT NOT NULL,"
+         " budgets TEXT NOT NULL, demands TEXT NOT NULL, status TEXT NOT NULL,"
+         " reason TEXT NOT NULL, position BIGINT, created_at TEXT NOT NULL,"
+         " deadline TEXT NOT NULL, decided_at TEXT, PRIMARY KEY (scope, key))",
+         "CREATE INDEX pending_by_status ON pending (scope, status)")),
 )
 #: The latest schema version.
 LATEST = MIGRATIONS[-1][0]

@@ -55,6 +55,14 @@ _SERVICE_GRANTS = (
     # children: their state changes with each answer; grants and answers only added
     ("SELECT, INSERT, UPDATE (public, state, version, updated_at)", ("children",)),
     ("SELECT, INSERT", ("child_grants", "child_answers")),
+    # budgets over time: declarations (the row also locks a data set's queue), blocks,
+    # arrivals and quotas only added, groups' members replaced, transactions answered once,
+    # queued requests' status moved
+    ("SELECT, INSERT, UPDATE (spec)", ("blocksets",)),
+    ("SELECT, INSERT", ("blocks", "arrivals", "quotas")),
+    ("SELECT, INSERT, DELETE", ("members",)),
+    ("SELECT, INSERT, UPDATE (answer, answered_at)", ("txns",)),
+    ("SELECT, INSERT, UPDATE (status, reason, position, decided_at)", ("pending",)),
 )
 
 

@@ -53,16 +53,18 @@ from dpsieve.ledger.base import (
     spend_key,
     utcnow,
 )
+from dpsieve.ledger.blocks import SQLBlocks
 from dpsieve.ledger.chain import ChainBroken, ChainRow, Checkpoint, Replay, state_sha
 from dpsieve.ledger.chain import encode_charge as _encode_charge
 from dpsieve.ledger.children import SQLChildren
 from dpsieve.ledger.migrations import AUDIT_COLUMNS, MIGRATIONS, migrate
+from dpsieve.ledger.queue import SQLQueue
 from dpsieve.ledger.sql_registry import Cursor, Head, SQLRegistry
 
 __all__ = ["MIGRATIONS", "Cursor", "SQLStore"]
 
 
-class SQLStore(SQLChildren, SQLRegistry):
+class SQLStore(SQLChildren, SQLBlocks, SQLQueue, SQLRegistry):
     """:class:`~dpsieve.ledger.base.BudgetStore` over a SQL database (see module docstring)."""
 
     #: SQL suffix that row-locks the budget read in a write transaction ("" for SQLite).

@@ -54,6 +54,7 @@ def verify_store(store: SQLStore, budget_id: str | None = None) -> list[BudgetCh
     from dpsieve.ledger.sql import _chain_row
 
     out: list[BudgetCheck] = []
+    reps: dict[str, Replay] = {}
     with store._tx(write=False) as cur:
         store._snapshot(cur)
         budgets = {str(r[0]): (str(r[1]), str(r[2]), int(r[3])) for r in cur.run(
@@ -79,6 +80,28 @@ def verify_store(store: SQLStore, budget_id: str | None = None) -> list[BudgetCh
                 problems += _spends(cur, chain, rep)
             out.append(BudgetCheck(chain, chain in budgets, rows, rep.admitted, rep.head,
                                    problems, None if problems else rep.checkpoint()))
+            reps[chain] = rep
+    return _all_or_nothing(out, reps)
+
+
+def _all_or_nothing(checks: list[BudgetCheck], reps: dict[str, Replay]) -> list[BudgetCheck]:
+    """Each admitted multi-budget spend admitted, as the same transaction, in every
+    budget it names (of those checked): docs/proofs/blocks.md §4."""
+    out = []
+    for c in checks:
+        rep = reps.get(c.budget_id)
+        bad = 0
+        for key, budgets in (rep.txns.items() if rep is not None else ()):
+            for b in budgets:
+                other = reps.get(b)
+                if other is not None and other.txns.get(key) != budgets:
+                    bad += 1
+                    break
+        if bad:
+            c = BudgetCheck(c.budget_id, c.is_budget, c.rows, c.admitted, c.head,
+                            [*c.problems, f"{bad} admitted spends charged to several budgets "
+                             "are not admitted in all of them (not all or nothing)"], None)
+        out.append(c)
     return out
 
 
