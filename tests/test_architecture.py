@@ -9,6 +9,7 @@
   and no engine class is constructed outside ``queries/engines/``.
 * The import graph has no large cycle (the largest strongly connected component, type-only
   imports included, is a handful of modules inside one package).
+* Directed rounding has one home: no ``nextafter`` outside ``dpsieve/_rounding.py``.
 """
 
 from __future__ import annotations
@@ -185,3 +186,16 @@ def test_no_large_import_cycle(limit: int) -> None:
     cycle = _largest_cycle()
     assert len(cycle) <= limit, cycle
     assert len({_unit(m) for m in cycle}) <= 1, cycle  # never across layers
+
+
+def test_directed_rounding_has_one_home() -> None:
+    """Every ulp step on a privacy parameter goes through dpsieve._rounding (next_up,
+    next_down, toward_zero, round_up/down, sqrt_up/down, ... and their array forms)."""
+    outside = []
+    for mod, path in _modules().items():
+        if mod == "dpsieve._rounding":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr == "nextafter":
+                outside.append(f"{mod} (line {node.lineno})")
+    assert not outside, outside

@@ -3,11 +3,16 @@
 Importing the package has no side effects. Layers (imports flow downwards only)::
 
     session / service / cli        what users touch (I/O)
-    ledger                         budget stores (memory, SQLite, PostgreSQL)
+    ledger, queries                budget stores; query plans, schemas, engines (read data)
+    interactive                    children: sparse vector, continual counter, answer cache
     release, robust                query release; Propose-Filter-Release
-    filters                        residue and natural filters, auditor
+    training                       DP-SGD accountant, calibration, adapters
+    filters                        residue and natural filters, auditor, training filters
     mechanisms                     samplers with known privacy
     accounting                     PLDs, curves, Blackwell order, closed-form families
+    errors, _validation, _rounding exception tree, parameter checks, directed rounding
+
+(docs/architecture.md; tests/test_architecture.py checks the imports.)
 """
 
 from __future__ import annotations

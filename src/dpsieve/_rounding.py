@@ -14,9 +14,11 @@ Every function here returns a float on the requested side of the exact real resu
   :func:`log_down`, :func:`expm1_up`, :func:`log1p_up`, ... -- libm (glibc) is accurate to
   < 1 ulp, so two ulps of margin are taken (an assumption, stated once, here);
   :func:`exp_bracket` / :func:`exp_bracket_fraction` bracket e^x as floats / rationals;
-* one ulp: :func:`next_up` / :func:`next_down` (``math.nextafter``), and
-  :func:`ulps_up` / :func:`ulps_down` for n ulps; :func:`rel_up` / :func:`rel_down` move a
-  value by a relative margin (and one more ulp) -- for results with a known error bound.
+* one ulp: :func:`next_up` / :func:`next_down` (``math.nextafter``), :func:`toward_zero`
+  (a magnitude rounded down by one ulp), their array forms :func:`next_up_array` /
+  :func:`next_down_array`, and :func:`ulps_up` / :func:`ulps_down` for n ulps;
+  :func:`rel_up` / :func:`rel_down` move a value by a relative margin (and one more ulp)
+  -- for results with a known error bound.
 
 Conventions: ``up(x) >= x`` and ``down(x) <= x`` for every input, including 0, subnormals and
 infinities (inf stays inf, -inf stays -inf; NaN is refused with ``ValueError``). Nothing here
@@ -29,6 +31,7 @@ import math
 import sys
 from fractions import Fraction
 from numbers import Rational
+from typing import Any
 
 __all__ = [
     "add_down",
@@ -50,7 +53,9 @@ __all__ = [
     "mul_down",
     "mul_up",
     "next_down",
+    "next_down_array",
     "next_up",
+    "next_up_array",
     "rel_down",
     "rel_up",
     "round_down",
@@ -59,6 +64,7 @@ __all__ = [
     "sqrt_up",
     "sub_down",
     "sub_up",
+    "toward_zero",
     "ulps_down",
     "ulps_up",
 ]
@@ -85,6 +91,11 @@ def _check(x: float) -> float:
     return x
 
 
+def _in_range(e: Fraction, finite: bool) -> None:
+    if finite:
+        float(e)  # OverflowError past the largest float
+
+
 # ----------------------------------------------------------------------------- ulps
 def next_up(x: float) -> float:
     """The least float > x (inf stays inf)."""
@@ -94,6 +105,26 @@ def next_up(x: float) -> float:
 def next_down(x: float) -> float:
     """The greatest float < x (-inf stays -inf)."""
     return math.nextafter(_check(x), -math.inf)
+
+
+def toward_zero(x: float) -> float:
+    """The float next to x towards 0: a magnitude rounded down (0 stays 0)."""
+    return math.nextafter(_check(x), 0.0)
+
+
+def next_up_array(x: Any) -> Any:
+    """Each entry's least float above it, elementwise (inf stays inf, NaN stays NaN: an
+    array may hold entries its caller masks)."""
+    import numpy as np
+
+    return np.nextafter(x, np.inf)
+
+
+def next_down_array(x: Any) -> Any:
+    """Each entry's greatest float below it, elementwise (-inf stays -inf, NaN stays NaN)."""
+    import numpy as np
+
+    return np.nextafter(x, -np.inf)
 
 
 def ulps_up(x: float, n: int) -> float:
@@ -129,11 +160,13 @@ def rel_down(x: float, rel: float, abs_: float = 0.0) -> float:
 
 
 # ----------------------------------------------------------------------------- exact rationals
-def round_up(q: Number) -> float:
-    """The least float >= q (q exact: Fraction, int or float). Overflow gives inf."""
+def round_up(q: Number, *, finite: bool = False) -> float:
+    """The least float >= q (q exact: Fraction, int or float). Overflow gives inf (with
+    ``finite``: raises OverflowError, for callers that refuse such a parameter)."""
     if isinstance(q, float):
         return _check(q)
     e = _exact(q)
+    _in_range(e, finite)
     try:
         f = float(e)
     except OverflowError:
@@ -208,11 +241,14 @@ def _sqrt_bracket(e: Fraction) -> tuple[Fraction, Fraction]:
     return Fraction(f << -k), Fraction((f + 1) << -k)
 
 
-def sqrt_up(q: Number) -> float:
-    """The least float s with s^2 >= q (q >= 0, exact)."""
+def sqrt_up(q: Number, *, finite: bool = False) -> float:
+    """The least float s with s^2 >= q (q >= 0, exact). ``finite``: a q past the largest
+    float raises OverflowError (for callers that refuse such a parameter) instead of
+    giving a result near or at inf."""
     e = _exact(q)
     if e < 0:
         raise ValueError(f"sqrt_up of a negative number: {q!r}")
+    _in_range(e, finite)
     if e == 0:
         return 0.0
     s = round_up(_sqrt_bracket(e)[1])
@@ -221,11 +257,13 @@ def sqrt_up(q: Number) -> float:
     return s
 
 
-def sqrt_down(q: Number) -> float:
-    """The greatest float s with s^2 <= q (q >= 0, exact)."""
+def sqrt_down(q: Number, *, finite: bool = False) -> float:
+    """The greatest float s with s^2 <= q (q >= 0, exact); ``finite`` as in
+    :func:`sqrt_up`."""
     e = _exact(q)
     if e < 0:
         raise ValueError(f"sqrt_down of a negative number: {q!r}")
+    _in_range(e, finite)
     if e == 0:
         return 0.0
     s = round_down(_sqrt_bracket(e)[0])

@@ -11,8 +11,21 @@ One root, families that subclass the matching built-in so callers can catch eith
     ├── NumericalError(ArithmeticError)     a computation whose error would dominate
     ├── UnsupportedError(NotImplementedError)  a combination we refuse on purpose
     ├── NeighbourRelationError(ValueError)  mixing add/remove and replace-one events
+    ├── InstanceTooLargeError(RuntimeError)  refused from public sizes before any work
+    │                                        (dpsieve.release.errors)
+    ├── RejectionBudgetExceededError(RuntimeError)  the rejection sampler ran out
+    │                                        (dpsieve.release.errors)
+    ├── ChildExhaustedError                 an interactive child has nothing left to answer
+    │                                        (dpsieve.interactive.base)
     └── LedgerError(RuntimeError)           persistence failures (nothing was spent)
-        └── ConcurrencyError                lost a race; retry is safe
+        ├── ConcurrencyError                lost a race; retry is safe
+        ├── IdempotencyKeyReuseError        a key reused for another request
+        ├── KeyRevokedError                 the API key was revoked during the request
+        ├── LedgerUnavailableError          the store cannot be reached or written
+        ├── LedgerIntegrityError            a budget's log or state was altered
+        ├── BudgetNotFoundError(KeyError)   no such budget
+        └── ChildAccessError(PermissionError)  a child the principal may not use
+                                             (the ledger's in dpsieve.ledger.base/children)
 """
 
 from __future__ import annotations

@@ -74,19 +74,19 @@ class Entry:
         self.db = self.dir / "ledger.db"
         if name == "frame":
             from dpsieve import Session
+            from dpsieve.accounting.events import description_from_json
             from dpsieve.ledger import MemoryStore
-            from dpsieve.session import parse_description
 
             self.store = MemoryStore()
-            self.session = Session(frame, budget=parse_description(self.budget),
+            self.session = Session(frame, budget=description_from_json(self.budget),
                                    store=self.store, budget_id="d", privacy_unit=unit)
         elif name == "session":
             from dpsieve import Session
+            from dpsieve.accounting.events import description_from_json
             from dpsieve.ledger import SQLiteStore
-            from dpsieve.session import parse_description
 
             self.store = SQLiteStore(self.db)
-            self.session = Session(str(self.csv), budget=parse_description(self.budget),
+            self.session = Session(str(self.csv), budget=description_from_json(self.budget),
                                    store=self.store, budget_id="d", privacy_unit=unit)
         elif name == "http":
             from fastapi.testclient import TestClient

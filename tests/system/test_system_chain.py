@@ -203,9 +203,10 @@ def test_deleted_audit_row_is_detected(ledger: dict[str, Any]) -> None:
 def test_every_filter_kind_and_charge_replays(ledger: dict[str, Any]) -> None:
     """The replay re-decides each admitted charge with the filter: pure, GDP residue,
     mixed (eps, delta), zCDP budgets; description and PLD charges; refusals and replays."""
+    from dpsieve.accounting.events import description_from_json
     from dpsieve.accounting.pld import PLD
     from dpsieve.filters import filter_from_json  # type: ignore[attr-defined]
-    from dpsieve.session import filter_for_budget, parse_description
+    from dpsieve.session import filter_for_budget
 
     s = ledger["make"]()
     budgets = {"pure": {"type": "pure", "eps": 1.0}, "gdp": {"type": "gdp", "mu": 1.0},
@@ -215,7 +216,7 @@ def test_every_filter_kind_and_charge_replays(ledger: dict[str, Any]) -> None:
                "mixed": [PureDP(0.1), ApproxDP(0.2, 1e-7), PureDP(0.3)] * 3,
                "zcdp": [ZCDP(0.1), PureDP(0.3), ZCDP(0.3)]}
     for name, desc in budgets.items():
-        s.create_budget(name, filter_for_budget(parse_description(desc, "budget")))
+        s.create_budget(name, filter_for_budget(description_from_json(desc, name="budget")))
         for i, q in enumerate(charges[name]):
             s.spend(name, q, key=f"{name}-{i}")
         s.spend(name, charges[name][0], key=f"{name}-0")  # a replay

@@ -18,6 +18,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
+from dpsieve._rounding import next_up_array
+
 __all__: list[str] = []
 
 FloatArray = npt.NDArray[np.float64]
@@ -374,7 +376,7 @@ def eps_pl(
     ok = (jc > 0) & (dj > 0) & (target > inf_mass) & np.isfinite(e)
     e = np.where(ok, np.clip(e, zprev, zj), zj)
     e = np.maximum(e, 0.0)
-    e = np.where(e > 0, np.nextafter(e, math.inf), 0.0)
+    e = np.where(e > 0, next_up_array(e), 0.0)
     e = np.where(h1 + err1 <= dl, 0.0, e)
     out: FloatArray = np.where(j < n, e, math.inf)
     # beyond the largest loss h = inf_mass exactly (no atom is active), so any delta >=

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypeAlias
@@ -22,7 +23,7 @@ from dpsieve._validation import (
     check_positive,
     fail,
 )
-from dpsieve.errors import NeighbourRelationError
+from dpsieve.errors import NeighbourRelationError, ValidationError
 
 __all__ = [
     "GDP",
@@ -35,6 +36,7 @@ __all__ = [
     "PureDP",
     "check_same_relation",
     "description_from_dict",
+    "description_from_json",
 ]
 
 
@@ -162,7 +164,7 @@ PrivacyDescription: TypeAlias = PureDP | ApproxDP | ZCDP | ApproxZCDP | GDP | RD
 def _number(d: dict[str, Any], key: str, owner: str) -> float:
     """``d[key]`` as a float: a real number, never a bool or a string (JSON ``true`` was
     read as 1.0 and ``"0.5"`` as 0.5: a request's type error became a charge). A missing
-    key raises KeyError, which the callers name (e.g. ``parse_description``'s 'budget')."""
+    key raises KeyError, which :func:`description_from_json` names (e.g. 'budget')."""
     return _real(d[key], key, owner)
 
 
@@ -205,6 +207,24 @@ def description_from_dict(d: dict[str, Any]) -> PrivacyDescription:
     raise fail(
         "type", "description_from_dict", "one of pure, approx, zcdp, approx_zcdp, gdp, rdp", t
     )
+
+
+def description_from_json(d: Any, neighbouring: str | None = None, name: str = "privacy"
+                          ) -> PrivacyDescription:
+    """The one mapping of a privacy description's JSON, where it enters (service, CLI, a
+    Session's dict): ``d`` a dict (under ``neighbouring`` unless it names its relation), or a
+    description, kept as it is. Every failure is a ValidationError naming ``name``."""
+    if isinstance(d, PureDP | ApproxDP | ZCDP | ApproxZCDP | GDP | RDP):
+        return d
+    if isinstance(d, Mapping) and neighbouring is not None and "neighbouring" not in d:
+        d = {**d, "neighbouring": neighbouring}
+    try:
+        return description_from_dict(dict(d) if isinstance(d, Mapping) else d)
+    except ValidationError:
+        raise
+    except (KeyError, TypeError, ValueError) as e:
+        raise fail(name, "query", f"a complete privacy description (missing or bad {e})",
+                   d) from None
 
 
 def check_same_relation(*relations: Neighbouring) -> Neighbouring:

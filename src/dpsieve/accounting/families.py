@@ -35,6 +35,7 @@ import numpy.typing as npt
 from scipy import special
 
 from dpsieve import _rounding
+from dpsieve._rounding import next_down_array, next_up_array
 from dpsieve._validation import check_in_closed, check_int, check_nonnegative, fail
 from dpsieve.accounting._bisect import bracket
 from dpsieve.accounting.gdp import H_ABS_ERR, gdp_delta, gdp_hockey_stick
@@ -97,7 +98,7 @@ def _nudge(v: FloatArray, upper: bool, rel: Any, abs_: Any = 0.0) -> FloatArray:
     too) up (``upper``) or down, clipped to [0, 1]."""
     with np.errstate(invalid="ignore"):
         m = rel * np.abs(v) + abs_
-        out = np.nextafter(v + m, np.inf) if upper else np.nextafter(v - m, -np.inf)
+        out = next_up_array(v + m) if upper else next_down_array(v - m)
     res: FloatArray = np.clip(np.where(np.isfinite(v), out, v), 0.0, 1.0)
     return res
 

@@ -34,12 +34,12 @@ def show(
 ) -> None:
     """The budget left of each data set in plain words, and how many queries were admitted."""
     from dpsieve._budget_view import PAGE_CAP, store_summary
+    from dpsieve.accounting.events import description_from_json
     from dpsieve.errors import DPError
     from dpsieve.ledger import open_store
-    from dpsieve.session import parse_description
 
     try:
-        asked = None if like is None else parse_description(json.loads(like), "like")
+        asked = None if like is None else description_from_json(json.loads(like), name="like")
     except json.JSONDecodeError as e:
         raise _fail(f"--like is not JSON ({e}).") from None
     except DPError as e:
@@ -164,20 +164,16 @@ def set_budget(
     its file and public schema (column types, declared domains and bounds, privacy unit)."""
     from pathlib import Path
 
+    from dpsieve.accounting.events import description_from_json
     from dpsieve.errors import DPError
     from dpsieve.ledger import open_store
-    from dpsieve.session import (
-        data_column_kinds,
-        data_columns,
-        filter_for_budget,
-        parse_description,
-    )
+    from dpsieve.session import data_column_kinds, data_columns, filter_for_budget
 
     try:
-        desc = parse_description(json.loads(budget), "budget")
+        desc = description_from_json(json.loads(budget), name="budget")
         raw = None if typical is None else json.loads(typical)
         ts = None if raw is None else [
-            parse_description({"neighbouring": desc.neighbouring.value, **t}, "typical")
+            description_from_json(t, desc.neighbouring.value, "typical")
             for t in (raw if isinstance(raw, list) else [raw])]
         flt = filter_for_budget(desc, typical=ts)
         declared = None if columns is None else json.loads(columns)

@@ -24,6 +24,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
+from dpsieve._rounding import next_up, toward_zero
 from dpsieve._validation import check_in_closed, check_nonnegative
 from dpsieve.accounting.gdp import gdp_hockey_stick, gdp_tradeoff
 from dpsieve.accounting.tradeoff import PiecewiseLinearTradeoff
@@ -85,7 +86,7 @@ def approx_curve(eps: float, delta: float = 0.0) -> PiecewiseLinearTradeoff:
         return PiecewiseLinearTradeoff.from_approx_dp(eps, delta)
     if eps == 0.0:
         return PiecewiseLinearTradeoff.identity()
-    big = Fraction(math.nextafter(math.exp(eps), math.inf))
+    big = Fraction(next_up(math.exp(eps)))
     c = 1 / (1 + big)
     return PiecewiseLinearTradeoff.from_segments([c, c * big], [big, 1 / big])
 
@@ -102,7 +103,7 @@ def pl_leq_budget(curve: PiecewiseLinearTradeoff, budget: Budget | GaussianBudge
             continue
         if a >= keep:
             continue  # f_B = 0 there (and at a = 1)
-        a_dn = math.nextafter(float(a), 0.0)
+        a_dn = toward_zero(float(a))
         fb = float(budget.tradeoff(a_dn))
         if not fb + MARGIN <= f:
             return False
@@ -128,7 +129,7 @@ def pl_maybe_leq_budget(curve: PiecewiseLinearTradeoff, budget: Budget | Gaussia
             continue
         if a >= keep:
             continue
-        a_up = math.nextafter(float(a), 2.0)
+        a_up = next_up(float(a))
         fb = float(budget.tradeoff(a_up))
         if f < fb - MARGIN:
             return False

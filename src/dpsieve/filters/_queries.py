@@ -31,7 +31,7 @@ from typing import Any, TypeGuard
 import numpy as np
 from scipy import special
 
-from dpsieve._rounding import rel_up, round_up
+from dpsieve._rounding import next_up, rel_up, round_up
 from dpsieve.accounting.events import (
     GDP,
     RDP,
@@ -115,7 +115,7 @@ def _order_minus_one_up(alpha: float) -> float:
     """A float >= alpha - 1 (exact unless the subtraction rounded; then one step up)."""
     x = alpha - 1.0
     if Fraction(x) < Fraction(alpha) - 1:
-        x = math.nextafter(x, math.inf)
+        x = next_up(x)
     return x
 
 
@@ -309,7 +309,7 @@ def rr_atoms(eps: float, delta: float = 0.0) -> Atoms:
     delta = float(delta)
     if eps == 0.0:
         return Atoms(np.array([0.0]), np.array([1.0 - delta]), delta)
-    p = min(1.0 - delta, math.nextafter((1.0 - delta) * float(special.expit(eps)), math.inf))
+    p = min(1.0 - delta, next_up((1.0 - delta) * float(special.expit(eps))))
     q = (1.0 - delta) * float(special.expit(-eps))
     return Atoms(np.array([-eps, eps], dtype=np.float64), np.array([q, p]), delta)
 

@@ -9,11 +9,11 @@ on every stored state.
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
+from dpsieve._rounding import toward_zero
 from dpsieve.accounting.pld import PLD
 from dpsieve.filters import _sgm_powers as sp
 
@@ -88,7 +88,7 @@ def _largest_mixed(lo: _Kind, a: int, hi: _Kind, eps: float, delta: float, grid:
 def fits_delta(delta: float, reserve: Fraction) -> float:
     """(delta - r)/(1 - r) rounded down: the units' delta that R_{0,r} (+) units may reach."""
     rest = float((Fraction(delta) - reserve) / (1 - reserve))
-    return math.nextafter(rest, 0.0)
+    return toward_zero(rest)
 
 
 def budget_misfit(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from dpsieve._rounding import log_down
+from dpsieve._rounding import log_down, next_up, toward_zero
 from dpsieve._validation import check_in_open, check_nonnegative
 from dpsieve.filters._common import float_down
 
@@ -32,13 +32,13 @@ def _bun_steinke_rho(eps: float, delta: float) -> float:
     rho = (eps / (math.sqrt(ld + eps) + math.sqrt(ld))) ** 2  # = (sqrt(L + eps) - sqrt(L))^2
     if ok(rho):
         for _ in range(64):  # the closed form may sit a few ulp below the largest
-            nxt = math.nextafter(rho, math.inf)
+            nxt = next_up(rho)
             if not ok(nxt):
                 break
             rho = nxt
         return rho
     while rho > 0.0 and not ok(rho):
-        rho = math.nextafter(rho, 0.0)
+        rho = toward_zero(rho)
     return rho
 
 

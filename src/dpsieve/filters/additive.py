@@ -24,6 +24,7 @@ from abc import abstractmethod
 from fractions import Fraction
 from typing import Any
 
+from dpsieve._rounding import next_down
 from dpsieve._validation import check_in_open, check_nonnegative, fail
 from dpsieve.filters._common import (
     FilterBase,
@@ -280,7 +281,7 @@ class RDPFilter(FilterBase):
             t1 = -math.log1p(-1.0 / a)
             t2 = (math.log(delta) + math.log(a)) / (a - 1.0)
             b = eps + t1 + t2
-            return math.nextafter(b - 1e-15 * (eps + abs(t1) + abs(t2)), -math.inf)
+            return next_down(b - 1e-15 * (eps + abs(t1) + abs(t2)))
 
         kept = [(a, budget(a)) for a in orders if a > 1.01 and budget(a) > 0]
         if not kept:

@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 from scipy import special
 
+from dpsieve._rounding import sqrt_down as rd_sqrt_down
+from dpsieve._rounding import sqrt_up, toward_zero
 from dpsieve._validation import check_in_closed, check_nonnegative
 from dpsieve.accounting.events import ApproxDP, PureDP
 from dpsieve.accounting.gdp import gdp_mu_for
@@ -51,13 +53,9 @@ __all__ = [
 
 
 def sqrt_down(x: Fraction) -> float:
-    """A float r >= 0 with r^2 <= x exactly (rounded down)."""
-    if x <= 0:
-        return 0.0
-    r = math.sqrt(float(x))
-    while r > 0 and Fraction(r) ** 2 > x:
-        r = math.nextafter(r, 0.0)
-    return r
+    """A float r >= 0 with r^2 <= x exactly (:func:`dpsieve._rounding.sqrt_down`; 0 for a
+    residue x <= 0; OverflowError past the floats: no filter states such a budget)."""
+    return rd_sqrt_down(x, finite=True) if x > 0 else 0.0
 
 
 def naive_gdp_cost(query: Charge) -> float:
@@ -79,7 +77,7 @@ def naive_gdp_cost(query: Charge) -> float:
         return g
     if g == 0.0:
         return nu_d
-    return _sqrt_up(Fraction(nu_d) ** 2 + Fraction(g) ** 2)
+    return sqrt_up(Fraction(nu_d) ** 2 + Fraction(g) ** 2, finite=True)
 
 
 def _smallest_mu(atoms: Atoms) -> float:
@@ -94,13 +92,6 @@ def _smallest_mu(atoms: Atoms) -> float:
     zb = np.ascontiguousarray(atoms.z, dtype=np.float64).tobytes()
     pb = np.ascontiguousarray(atoms.p, dtype=np.float64).tobytes()
     return _smallest_mu_cached(zb, pb, float(atoms.p_inf))
-
-
-def _sqrt_up(x: Fraction) -> float:
-    r = math.sqrt(float(x))
-    while Fraction(r) ** 2 < x:
-        r = math.nextafter(r, math.inf)
-    return r
 
 
 def _strip_gauss(m_total: float, g: float) -> float:
@@ -335,5 +326,5 @@ def _delta_residue(delta: float, d: float) -> float:
     out = max(0.0, (delta - d) / (1.0 - d))
     one = Fraction(1)
     while out > 0 and (one - Fraction(out)) * (one - Fraction(d)) < one - Fraction(delta):
-        out = math.nextafter(out, 0.0)
+        out = toward_zero(out)
     return out

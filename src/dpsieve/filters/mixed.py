@@ -47,6 +47,7 @@ from collections.abc import Sequence
 from fractions import Fraction
 from typing import Any
 
+from dpsieve._rounding import round_down
 from dpsieve._validation import check_in_open, check_nonnegative, fail
 from dpsieve.accounting.events import ApproxDP, PureDP
 from dpsieve.accounting.gdp import gdp_delta_err, gdp_mu_for
@@ -88,10 +89,7 @@ def _pure_eps(q: PrivacyCharge) -> float | None:
 
 def _float_down(x: Fraction) -> Fraction:
     """The float at or below ``x`` (>= 0), as an exact Fraction."""
-    f = float(x)
-    if Fraction(f) > x:
-        f = math.nextafter(f, 0.0)
-    return Fraction(max(f, 0.0))
+    return Fraction(max(round_down(x), 0.0))
 
 
 def default_delta_part(delta: float) -> Fraction:

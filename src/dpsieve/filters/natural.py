@@ -24,6 +24,7 @@ import math
 from fractions import Fraction
 from typing import Any
 
+from dpsieve._rounding import toward_zero
 from dpsieve._validation import check_in_closed, check_in_open, check_int, check_nonnegative
 from dpsieve.accounting.events import GDP, ApproxDP, PureDP, description_from_dict
 from dpsieve.accounting.gdp import gdp_mu_for
@@ -290,7 +291,7 @@ class NaturalApproxFilter(FilterBase):
         for cv in curves:
             c = c.compose(cv)
             r.require(len(c.alphas) <= MAX_SEGMENTS, "queries", "a composition we can track", "")
-        x = Fraction(math.nextafter(math.exp(eps), 0.0))
+        x = Fraction(toward_zero(math.exp(eps)))
         r.require(
             c.hockey_stick_exact(x) <= Fraction(delta),
             "queries",
@@ -331,7 +332,7 @@ class NaturalApproxFilter(FilterBase):
             return Decision.of(
                 False, "composition too large to track exactly", self.remaining(), {"query": qd}
             ), None
-        x = Fraction(math.nextafter(math.exp(self._eps), 0.0))  # below e^eps: h larger
+        x = Fraction(toward_zero(math.exp(self._eps)))  # below e^eps: h larger
         d_new = new.hockey_stick_exact(x)
         cost = {"delta_at_eps": float(d_new), "query": qd}
         if d_new > Fraction(self._delta):

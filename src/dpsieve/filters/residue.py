@@ -23,6 +23,7 @@ from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
+from dpsieve._rounding import toward_zero
 from dpsieve._validation import fail
 from dpsieve.accounting.events import GDP, PureDP, description_from_dict
 from dpsieve.filters._common import FilterBase, StateReader
@@ -63,7 +64,7 @@ def _pure(b: Any, q: Any) -> PureDP | None:
         return None
     out = float(left)
     while Fraction(out) > left:  # round the residue down
-        out = math.nextafter(out, 0.0)
+        out = toward_zero(out)
     return PureDP(out, b.neighbouring)
 
 

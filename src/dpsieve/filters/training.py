@@ -61,6 +61,7 @@ import math
 from fractions import Fraction
 from typing import Any
 
+from dpsieve._rounding import toward_zero
 from dpsieve._validation import check_in_open, check_positive, fail
 from dpsieve.errors import ValidationError
 from dpsieve.filters._common import FilterBase, StateReader, frac_from_json, frac_to_json
@@ -96,7 +97,7 @@ def kind_of(sigma: float, rate: float) -> _Kind:
         return (SIGMA_CAP, rate)
     s = math.floor(sigma * 100.0) / 100.0
     while s > 0 and Fraction(s) > Fraction(sigma):
-        s = math.nextafter(s, 0.0)
+        s = toward_zero(s)
     if not s > 0:
         s = sigma  # below 0.01: the step's own sigma
     return (s, rate)

@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import logsumexp
 
-from dpsieve._rounding import round_up
+from dpsieve._rounding import round_down, round_up
 from dpsieve._validation import check_in_open, check_int, check_positive, fail
 from dpsieve.accounting.events import Neighbouring, PureDP
 from dpsieve.accounting.pld import PLD
@@ -86,8 +86,7 @@ class CacheSpec:
         """The sparse vector inside: ``eps (1 - numeric_share)``, sensitivity 1, ``updates``
         positives (its eps is rounded down: the rest goes to the released values)."""
         e = Fraction(self.eps) * (1 - Fraction(self.numeric_share))
-        return LaplaceSVT(float(e) if Fraction(float(e)) <= e
-                          else math.nextafter(float(e), 0.0), 1.0, self.updates,
+        return LaplaceSVT(round_down(e), 1.0, self.updates,
                           neighbouring=self.neighbouring, granularity=_G)
 
     def value_scale(self) -> float:

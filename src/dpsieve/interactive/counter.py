@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from scipy import special
 
-from dpsieve._rounding import div_up, sqrt_up
+from dpsieve._rounding import div_up, next_up, sqrt_up
 from dpsieve._validation import check_int, check_positive, fail, fail_private
 from dpsieve.accounting.events import GDP, Neighbouring
 from dpsieve.accounting.pld import PLD
@@ -113,7 +113,7 @@ class CounterSpec:
         sigma = div_up(probe.sensitivity(), mu)
         spec = cls(sigma, **kw)
         while spec.gdp_mu() > mu:
-            sigma = math.nextafter(sigma, math.inf)
+            sigma = next_up(sigma)
             spec = cls(sigma, **kw)
         return spec
 

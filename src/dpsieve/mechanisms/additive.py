@@ -35,6 +35,7 @@ from typing import Any, ClassVar, cast
 import numpy as np
 import numpy.typing as npt
 
+from dpsieve._rounding import sqrt_up
 from dpsieve._validation import check_int, check_positive, fail, fail_private
 from dpsieve.accounting.events import Neighbouring
 from dpsieve.accounting.families import round_fraction
@@ -109,14 +110,6 @@ def _check_lattice_mechanism(m: LaplaceMechanism | GaussianMechanism, owner: str
     check_int("dimension", m.dimension, owner, minimum=1)
     object.__setattr__(m, "neighbouring", as_relation(m.neighbouring, owner))
     return _lattice(m.granularity, m.sensitivity, owner)
-
-
-def _sqrt_up(x: Fraction) -> Fraction:
-    """A rational >= sqrt(x)."""
-    r = Fraction(math.sqrt(float(x)))
-    while r * r < x:
-        r = Fraction(math.nextafter(float(r), math.inf))
-    return r
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +232,7 @@ class GaussianMechanism(DiscreteGaussianAccounting):
         k = Fraction(self.sensitivity) / Fraction(self.step)
         if self.dimension == 1:
             return Fraction(math.ceil(k))
-        return k + _sqrt_up(Fraction(self.dimension))
+        return k + Fraction(sqrt_up(self.dimension))
 
     def _dgauss_parameters(self) -> tuple[Fraction, Fraction]:
         """(k_2, s^2) = (lattice_sensitivity, lattice_sigma2) (module docstring)."""

@@ -26,6 +26,7 @@ import math
 from fractions import Fraction
 from typing import Any
 
+from dpsieve._rounding import sqrt_up
 from dpsieve._validation import check_in_open, check_positive
 from dpsieve.accounting.families import round_fraction
 from dpsieve.accounting.gdp import gdp_mu_for
@@ -61,10 +62,7 @@ def gaussian_sigma_for_zcdp(rho: float, sensitivity: float = 1.0) -> float:
     r = check_positive("rho", rho, "gaussian_sigma_for_zcdp")
     d = check_positive("sensitivity", sensitivity, "gaussian_sigma_for_zcdp")
     target = Fraction(d) ** 2 / (2 * Fraction(r))  # sigma^2
-    s = math.sqrt(float(target))
-    while Fraction(s) ** 2 < target:
-        s = math.nextafter(s, math.inf)
-    return s
+    return sqrt_up(target, finite=True)
 
 
 def discrete_gaussian_sigma_for_zcdp(rho: float, sensitivity: int = 1) -> float:

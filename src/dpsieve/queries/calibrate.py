@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpsieve._rounding import next_up
 from dpsieve._validation import fail
 from dpsieve.accounting.events import ZCDP, Neighbouring, PrivacyDescription, PureDP
 from dpsieve.accounting.families import round_fraction
@@ -268,13 +269,13 @@ def calibrate(rel: Release, sens: Sensitivity, total: PrivacyDescription, share:
     sigma = max(math.sqrt(float(Fraction(k2) / (2 * budget))), MIN_DISCRETE_SIGMA)
     while sigma <= MAX_DISCRETE_SIGMA and Fraction(k2) > 2 * budget * sampled_sigma2(
             sigma, "query"):
-        sigma = math.nextafter(sigma, math.inf)
+        sigma = next_up(sigma)
     if not sigma <= MAX_DISCRETE_SIGMA:
         raise fail("privacy", "query", "large enough for the query's sensitivity (sigma "
                    f"{sigma!r} exceeds the exact sampler's limit {MAX_DISCRETE_SIGMA!r})",
                    total)
     l2 = math.sqrt(float(k2))
     while Fraction(l2) ** 2 < k2:
-        l2 = math.nextafter(l2, math.inf)
+        l2 = next_up(l2)
     gauss = DiscreteGaussianMechanism(sigma, l2, total.neighbouring, dim)
     return Calibrated(rel, sens, gauss, ZCDP(_ceil_float(budget), total.neighbouring))

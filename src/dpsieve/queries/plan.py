@@ -29,16 +29,9 @@ from typing import Any, ClassVar, TypeAlias
 
 from dpsieve._validation import check_int, fail
 from dpsieve.accounting.events import (
-    GDP,
-    RDP,
-    ZCDP,
-    ApproxDP,
-    ApproxZCDP,
     PrivacyDescription,
-    PureDP,
-    description_from_dict,
+    description_from_json,
 )
-from dpsieve.errors import ValidationError
 from dpsieve.queries.engine import Level, Op, Predicate
 from dpsieve.queries.schema import KeyValue, finite_number
 
@@ -58,7 +51,6 @@ __all__ = [
     "aggregation_from_dict",
     "aggregation_to_dict",
     "from_spec",
-    "parse_privacy",
     "query_to_dict",
 ]
 
@@ -393,23 +385,6 @@ def _predicate(d: Any) -> Predicate:
     return Predicate(str(d["column"]), op, v)
 
 
-def parse_privacy(d: Any, neighbouring: str | None = None, name: str = "privacy"
-                  ) -> PrivacyDescription:
-    """A privacy description from JSON (or a description, kept as is), every failure a
-    ValidationError naming ``name``."""
-    if isinstance(d, PureDP | ApproxDP | ZCDP | ApproxZCDP | GDP | RDP):
-        return d
-    if isinstance(d, Mapping) and neighbouring is not None and "neighbouring" not in d:
-        d = {**d, "neighbouring": neighbouring}
-    try:
-        return description_from_dict(dict(d) if isinstance(d, Mapping) else d)
-    except ValidationError:
-        raise
-    except (KeyError, TypeError, ValueError) as e:
-        raise fail(name, "query", f"a complete privacy description (missing or bad {e})",
-                   d) from None
-
-
 _QUERY_KEYS = {"type", "aggregations", "privacy", "group_by", "keys", "select", "where",
                "contribution", "weights", "raw"}
 
@@ -419,7 +394,7 @@ def from_spec(spec: Any, neighbouring: str | None = None) -> Query:
     if not isinstance(spec, Mapping):
         raise fail("spec", "query", "a JSON object", spec)
     t = spec.get("type")
-    privacy = parse_privacy(spec.get("privacy"), neighbouring)
+    privacy = description_from_json(spec.get("privacy"), neighbouring)
     common = {k: spec[k] for k in ("where", "contribution", "group_by", "keys", "select")
               if k in spec}
     if t == "query":

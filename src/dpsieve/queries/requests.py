@@ -35,12 +35,12 @@ from dpsieve.accounting.events import (
     Neighbouring,
     PrivacyDescription,
     PureDP,
+    description_from_json,
 )
 from dpsieve.queries.plan import (
     Query,
     aggregation_from_dict,
     from_spec,
-    parse_privacy,
     query_to_dict,
 )
 from dpsieve.queries.prepare import Prepared
@@ -78,7 +78,7 @@ class PlanRequest:
               ) -> PlanRequest:
         """A one-aggregation shape from its fields (the privacy a description, or its JSON
         under ``neighbouring`` unless it names its relation), as its JSON would read."""
-        p = parse_privacy(privacy, neighbouring.value)
+        p = description_from_json(privacy, neighbouring.value)
         agg = aggregation_from_dict({"type": kind, **fields})
         return cls(kind, Query((agg,), p), {"type": kind, **fields, "privacy": p.to_dict()})
 
@@ -128,7 +128,7 @@ def privacy_of(spec: Mapping[str, Any], nb: Neighbouring) -> PrivacyDescription:
     names its relation), or a description given typed."""
     p = spec.get("privacy")
     if isinstance(p, Mapping):
-        return parse_privacy(p, nb.value)
+        return description_from_json(p, nb.value)
     if not isinstance(p, _DESCRIPTIONS):
         raise fail("privacy", f"{spec['type']} query", "a privacy description such as "
                    "{'type': 'pure', 'eps': 0.1}", p)

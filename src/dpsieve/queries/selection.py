@@ -33,7 +33,7 @@ from typing import Any, TypeAlias
 import numpy as np
 import numpy.typing as npt
 
-from dpsieve._rounding import rel_up, round_down, round_up, sub_down
+from dpsieve._rounding import next_up, rel_up, round_down, round_up, sqrt_up, sub_down
 from dpsieve.accounting.events import (
     ZCDP,
     ApproxDP,
@@ -228,7 +228,7 @@ def _sigma_for(l2sq: int, rho: Fraction) -> float | None:
     sigma = math.sqrt(float(Fraction(l2sq) / (2 * rho)))
     while sigma <= MAX_DISCRETE_SIGMA and Fraction(l2sq) > 2 * rho * sampled_sigma2(
             sigma, "select"):
-        sigma = math.nextafter(sigma, math.inf)
+        sigma = next_up(sigma)
     return sigma if sigma <= MAX_DISCRETE_SIGMA else None
 
 
@@ -300,10 +300,7 @@ def count_candidates(total: PureDP | ZCDP, mechanism: DiscreteLaplaceMechanism |
 
 def _l2(l2sq: int) -> float:
     """sqrt(l2sq) rounded up (the mechanism's stated L2 sensitivity)."""
-    x = math.sqrt(l2sq)
-    while Fraction(x) ** 2 < l2sq:
-        x = math.nextafter(x, math.inf)
-    return x
+    return sqrt_up(l2sq, finite=True)
 
 
 def _tail(mech: DiscreteLaplaceMechanism | DiscreteGaussianMechanism, m: int) -> float:

@@ -23,12 +23,12 @@ objects (``W``, ``n``):
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
 
+from dpsieve._rounding import round_up
 from dpsieve._validation import check_positive, fail
 from dpsieve.accounting.events import Neighbouring, PureDP
 from dpsieve.mechanisms.noise import discrete_laplace
@@ -47,10 +47,7 @@ def count_noise_scale(eps: float, l1_sensitivity: int = 2) -> float:
     Laplace noise of scale ``t`` on integer counts of that L1 sensitivity is eps-DP."""
     e = check_positive("eps", eps, "count_noise_scale")
     want = Fraction(l1_sensitivity) / Fraction(e)
-    t = float(want)
-    if Fraction(t) < want:
-        t = math.nextafter(t, math.inf)
-    return t
+    return round_up(want, finite=True)
 
 
 def identity_release(workload: Workload, data: Dataset, eps: float, *,

@@ -38,9 +38,7 @@ __all__ = [
 def count_scale(eps: float) -> float:
     """The smallest float ``>= 1/eps``: discrete Laplace count noise of that scale is eps-DP."""
     eps = check_positive("eps", eps, "count_scale")
-    x = Fraction(1) / Fraction(eps)
-    f = float(x)
-    return f if Fraction(f) >= x else math.nextafter(f, math.inf)
+    return round_up(Fraction(1) / Fraction(eps), finite=True)
 
 
 def count_margin(eps: float, delta: float) -> int:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from dpsieve._rounding import next_up
 from dpsieve._validation import check_int, check_positive, fail
 from dpsieve.errors import NumericalError
 
@@ -175,12 +176,12 @@ class FilterParams:
     @property
     def kappa(self) -> float:
         """Lemma 2's bound ``2 + (n - 1) / W``, rounded up (it multiplies a privacy loss)."""
-        return math.nextafter(2.0 + (self.n - 1) / self.width, math.inf)
+        return next_up(2.0 + (self.n - 1) / self.width)
 
     @property
     def query_sensitivity(self) -> float:
         """Replace-one sensitivity of ``q(r) = sum_i p_i``: ``1 + (n - 1) / W``, rounded up."""
-        return math.nextafter(1.0 + (self.n - 1) / self.width, math.inf)
+        return next_up(1.0 + (self.n - 1) / self.width)
 
 
 def keep_numerators(z: npt.NDArray[np.int64], params: FilterParams) -> npt.NDArray[np.int64]:
@@ -223,10 +224,8 @@ def hybrid_privacy(eps_m: float, delta_m: float, kappa: float) -> tuple[float, f
     check_positive("kappa", kappa, "hybrid_privacy")
     if not (0.0 <= delta_m < 1.0):
         raise fail("delta_m", "hybrid_privacy", "a float in [0, 1)", delta_m)
-    up = math.inf
-    eps = math.nextafter(math.nextafter(math.expm1(eps_m), up) * kappa, up)
-    delta = math.nextafter(math.nextafter(kappa * math.nextafter(math.exp(eps), up), up)
-                           * delta_m, up)
+    eps = next_up(next_up(math.expm1(eps_m)) * kappa)
+    delta = next_up(next_up(kappa * next_up(math.exp(eps))) * delta_m)
     return eps, min(delta, 1.0)
 
 

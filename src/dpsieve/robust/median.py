@@ -10,11 +10,11 @@ stage 1 is a refusal of the median (no fallback value).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
+from dpsieve._rounding import next_up
 from dpsieve._validation import check_in_open, check_int, check_positive, fail
 from dpsieve.accounting.events import ApproxDP, Neighbouring, PureDP
 from dpsieve.mechanisms.select import exponential_mechanism
@@ -51,7 +51,7 @@ def median_plan(n: int, eps: float, delta: float, *, bound: float, candidates: i
     if isinstance(stage1, Refusal):
         return stage1
     p1 = stage1[0].privacy
-    return ApproxDP(math.nextafter(p1.eps + eps_b, math.inf), p1.delta,
+    return ApproxDP(next_up(p1.eps + eps_b), p1.delta,
                     Neighbouring.REPLACE_ONE)
 
 
@@ -82,7 +82,7 @@ def pfr_median(
     eps_b = (1.0 - f) * eps
     med = em_median(x, c - 3 * r, c + 3 * r, eps_b, candidates, rng)
     p1 = stage1.privacy
-    total = math.nextafter(p1.eps + eps_b, math.inf)
+    total = next_up(p1.eps + eps_b)
     privacy: ApproxDP | PureDP = (
         ApproxDP(total, p1.delta, Neighbouring.REPLACE_ONE) if isinstance(p1, ApproxDP)
         else PureDP(total, Neighbouring.REPLACE_ONE))

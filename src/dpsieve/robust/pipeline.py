@@ -16,7 +16,6 @@ A release returns either a value (anything) with public details, or a :class:`Re
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from dpsieve._rounding import next_up
 from dpsieve._validation import check_in_open, check_positive, fail
 from dpsieve.accounting.events import ApproxDP, Neighbouring
 from dpsieve.robust.friendly import (
@@ -106,7 +106,7 @@ class PFRPlan:
         """The whole run, rounded up: ``eps_P + (e^eps_M - 1) kappa``, ``kappa e^eps' delta_M``."""
         eps_m, delta_m = self.release_budget
         e2, d2 = hybrid_privacy(eps_m, delta_m, self.params.kappa)
-        total = math.nextafter(self.eps_propose + e2, math.inf)
+        total = next_up(self.eps_propose + e2)
         return ApproxDP(total, d2, Neighbouring.REPLACE_ONE)
 
 

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpsieve._rounding import div_up
+from dpsieve._rounding import div_up, toward_zero
 from dpsieve._validation import check_int, check_positive, fail
 from dpsieve.accounting.events import ApproxDP, Neighbouring, PureDP
 from dpsieve.mechanisms import RNG
@@ -90,7 +90,7 @@ def _split(eps: float, fractions: tuple[float, ...], owner: str) -> list[float]:
                    fractions)
     parts = [f * eps for f in fractions]
     while sum(parts) > eps:
-        parts[-1] = math.nextafter(parts[-1], 0.0)
+        parts[-1] = toward_zero(parts[-1])
     return parts
 
 

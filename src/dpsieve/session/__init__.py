@@ -20,7 +20,7 @@ typed requests of the query layer (:mod:`dpsieve.queries.requests`), read from J
 
 from __future__ import annotations
 
-from dpsieve.session.budgets import filter_for_budget, parse_description
+from dpsieve.session.budgets import filter_for_budget
 from dpsieve.session.core import Session
 from dpsieve.session.data import data_column_kinds, data_columns, data_row_count, load_frame
 from dpsieve.session.result import QueryResult
@@ -33,5 +33,4 @@ __all__ = [
     "data_row_count",
     "filter_for_budget",
     "load_frame",
-    "parse_description",
 ]

@@ -1,6 +1,7 @@
 """A session's budget and the privacy it is given: :func:`filter_for_budget` (the valid,
 tight filter for a budget), and the one mapping of a privacy given as JSON at the library's
-edge (:func:`parse_description`, :func:`as_description`)."""
+edge (:func:`as_description`, through the one mapping
+:func:`dpsieve.accounting.events.description_from_json`)."""
 
 from __future__ import annotations
 
@@ -17,15 +18,14 @@ from dpsieve.accounting.events import (
     Neighbouring,
     PrivacyDescription,
     PureDP,
-    description_from_dict,
+    description_from_json,
 )
-from dpsieve.errors import ValidationError
 from dpsieve.filters.charge import Workload
 
 if TYPE_CHECKING:
     from dpsieve.filters.base import PrivacyFilter
 
-__all__ = ["PrivacyIn", "as_description", "filter_for_budget", "parse_description"]
+__all__ = ["PrivacyIn", "as_description", "filter_for_budget"]
 
 #: The privacy a library call spends: a description, or its JSON (a dict), which the
 #: session maps once, where it is given.
@@ -78,21 +78,10 @@ def filter_for_budget(budget: PrivacyDescription, *,
     return f.with_neighbouring(budget.neighbouring)
 
 
-def parse_description(d: Any, name: str = "privacy") -> PrivacyDescription:
-    """``description_from_dict`` with every failure a :class:`ValidationError` naming ``name``."""
-    try:
-        return description_from_dict(d)
-    except ValidationError:
-        raise
-    except (KeyError, TypeError, ValueError) as e:
-        raise fail(name, "query", f"a complete privacy description (missing or bad {e})",
-                   d) from None
-
-
 def as_description(p: PrivacyIn, nb: Neighbouring, name: str) -> PrivacyDescription:
     """A privacy description (or its dict, under ``nb`` unless it says otherwise)."""
     if isinstance(p, Mapping):
-        p = parse_description({"neighbouring": nb.value, **p}, name)
+        p = description_from_json({"neighbouring": nb.value, **p}, name=name)
     if not isinstance(p, PureDP | ApproxDP | GDP | ZCDP | ApproxZCDP | RDP):
         raise fail(name, "Session", "a privacy description such as PureDP(0.1)", p)
     return p
