@@ -96,7 +96,28 @@ def test_more_expensive_steps_than_the_reference_are_refused(small: TrainingFilt
     d = f.try_step(1.0, 0.02)  # type: ignore[attr-defined]
     assert not d.admitted
     assert f.to_json() == before
-    assert not f.try_step(1.5, 0.05).admitted  # type: ignore[attr-defined]
+    # the reason names the cause (not "no budget left": the budget is intact) and the remedy
+    assert "dearer than the filter's reference" in d.reason
+    assert "noise multiplier 1 is below the reference's 1.5" in d.reason
+    assert "smallest noise multiplier and the largest sampling rate" in d.reason
+    d = f.try_step(1.5, 0.05)  # type: ignore[attr-defined]
+    assert not d.admitted
+    assert "sampling rate 0.05 is above the reference's 0.02" in d.reason
+    d = f.try_step(1.499, 0.05)  # type: ignore[attr-defined]
+    assert "1.499 (a kind of 1.49) is below" in d.reason
+    assert "and its sampling rate 0.05" in d.reason
+    assert f.to_json() == before
+
+
+def test_a_spent_budget_says_so() -> None:
+    f = TrainingFilter(0.05, 1e-5, sigma=4.0, rate=0.5, reserve=0.0)
+    n = f.remaining()["reference_steps"]
+    assert n >= 1
+    for _ in range(n):
+        assert f.try_step(4.0, 0.5).admitted
+    d = f.try_step(4.0, 0.5)
+    assert not d.admitted
+    assert d.reason.startswith("the budget is spent")
 
 
 def test_kind_rounds_sigma_down() -> None:

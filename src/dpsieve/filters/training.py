@@ -237,7 +237,8 @@ class TrainingFilter(FilterBase):
         cost: dict[str, Any] = {"query": query.to_dict(), "kind": list(kind)}
         paid = _pay(st, kind)
         if paid is None:
-            return Decision.of(False, "no budget left for this step", self.remaining(), cost), None
+            why = _refusal(self._state_d, query.sigma, query.rate, kind)
+            return Decision.of(False, why, self.remaining(), cost), None
         cost.update(paid)
         st["steps"] += 1
         new = TrainingFilter.__new__(TrainingFilter)
@@ -267,6 +268,30 @@ def _pay(st: dict[str, Any], kind: _Kind) -> dict[str, Any] | None:
     paid["charged_as"] = list(charged)
     d["units"] = sorted([s, q, c] for (s, q), c in units.items() if c > 0)
     return paid
+
+
+def _refusal(st: dict[str, Any], sigma: float, rate: float, kind: _Kind) -> str:
+    """Why a step could not be paid, and what to do (public numbers only)."""
+    rs, rq = float(st["reference"][0]), float(st["reference"][1])
+    dear = []
+    if kind[0] < rs:
+        shown = f"{sigma:g}" if kind[0] == sigma else f"{sigma:g} (a kind of {kind[0]:g})"
+        dear.append(f"its noise multiplier {shown} is below the reference's {rs:g}")
+    if kind[1] > rq:
+        dear.append(f"its sampling rate {rate:g} is above the reference's {rq:g}")
+    if dear:
+        return ("a step dearer than the filter's reference step (sigma " + f"{rs:g}, rate {rq:g}"
+                + "): " + " and ".join(dear) + ". Nothing was spent. The filter pays for steps "
+                "with sigma >= the reference sigma and rate <= the reference rate: create it "
+                "with the smallest noise multiplier and the largest sampling rate the run "
+                "will use")
+    units = {f"{s:g}@{q:g}": c for s, q, c in st["units"]}
+    if not units:
+        return "the budget is spent: no units are left (nothing was spent on this step)"
+    return (f"no unit of this step's kind ({kind[0]:g}@{kind[1]:g}) is left and the units "
+            f"left ({', '.join(f'{c} at {k}' for k, c in units.items())}) cannot be exchanged "
+            "for one inside the target. Nothing was spent: steps of a kind still held, or "
+            "dominated by one (more noise, lower rate), may still be admitted")
 
 
 def _describe(q: Any) -> dict[str, Any]:
