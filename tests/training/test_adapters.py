@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 
@@ -117,5 +118,93 @@ def test_opacus_adapter_validates_each_step() -> None:
     with pytest.raises(ValidationError, match="sigma"):
         acc.step(noise_multiplier=-1.0, sample_rate=0.1)
     assert acc.history == []
-    assert acc.get_epsilon(1e-5) == 0.0
     assert DpsieveAccountant.mechanism() == "dpsieve_pld"
+    acc.step(noise_multiplier=1.0, sample_rate=0.1)
+    assert acc.get_epsilon(1e-5) > 0.0
+
+
+def _opacus_setup(torch: Any, n: int = 256, batch: int = 32) -> tuple[Any, Any, Any]:
+    torch.manual_seed(0)
+    x = torch.randn(n, 5)
+    y = (x[:, 0] > 0).long()
+    ds = torch.utils.data.TensorDataset(x, y)
+    loader = torch.utils.data.DataLoader(ds, batch_size=batch, shuffle=True)
+    model = torch.nn.Linear(5, 2)
+    return model, torch.optim.SGD(model.parameters(), lr=0.1), loader
+
+
+def _train(torch: Any, model: Any, opt: Any, loader: Any, steps: int) -> int:
+    taken = 0
+    while taken < steps:
+        for xb, yb in loader:
+            if taken >= steps:
+                break
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.step()
+            taken += 1
+    return taken
+
+
+def test_opacus_fixed_size_batches_are_refused_before_any_step() -> None:
+    """poisson_sampling=False (fixed-size, shuffled batches) was accounted as Poisson without
+    a word (eps 2.3452 after 50 steps): make_private now refuses it."""
+    torch = pytest.importorskip("torch")
+    opacus = pytest.importorskip("opacus")
+    from dpsieve.errors import UnsupportedError
+    from dpsieve.training.opacus_adapter import DpsieveAccountant
+
+    model, opt, loader = _opacus_setup(torch)
+    engine = opacus.PrivacyEngine()
+    engine.accountant = DpsieveAccountant()
+    with pytest.raises(UnsupportedError, match="poisson_sampling=False"):
+        engine.make_private(module=model, optimizer=opt, data_loader=loader,
+                            noise_multiplier=1.0, max_grad_norm=1.0, poisson_sampling=False)
+    model, opt, loader = _opacus_setup(torch)  # Opacus hooked the first model already
+    with pytest.raises(UnsupportedError, match="poisson_sampling=False"):
+        engine.make_private_with_epsilon(
+            module=model, optimizer=opt, data_loader=loader, target_epsilon=3.0,
+            target_delta=1e-5, epochs=1, max_grad_norm=1.0, poisson_sampling=False)
+
+
+def test_opacus_accountant_assigned_after_make_private_is_refused() -> None:
+    """An accountant assigned after make_private recorded nothing and reported eps 0.0 after
+    50 steps (Opacus' optimizer keeps the accountant it was given): get_epsilon raises."""
+    torch = pytest.importorskip("torch")
+    opacus = pytest.importorskip("opacus")
+    from dpsieve.errors import UnsupportedError
+    from dpsieve.training.opacus_adapter import DpsieveAccountant
+
+    model, opt, loader = _opacus_setup(torch)
+    engine = opacus.PrivacyEngine()
+    model, opt, loader = engine.make_private(module=model, optimizer=opt, data_loader=loader,
+                                             noise_multiplier=1.0, max_grad_norm=1.0)
+    engine.accountant = DpsieveAccountant()
+    _train(torch, model, opt, loader, 50)
+    with pytest.raises(UnsupportedError, match="before make_private"):
+        engine.get_epsilon(1e-5)
+
+
+def test_opacus_make_private_with_epsilon_works_with_an_instance() -> None:
+    """make_private_with_epsilon with a DpsieveAccountant instance raised 'Unexpected
+    accounting mechanism: dpsieve_pld'; it now calibrates on dpsieve's certified eps, and
+    the run it plans meets the target."""
+    torch = pytest.importorskip("torch")
+    opacus = pytest.importorskip("opacus")
+    from dpsieve.training.opacus_adapter import DpsieveAccountant
+
+    model, opt, loader = _opacus_setup(torch)
+    engine = opacus.PrivacyEngine()
+    engine.accountant = DpsieveAccountant()
+    model, opt, loader = engine.make_private_with_epsilon(
+        module=model, optimizer=opt, data_loader=loader, target_epsilon=2.0,
+        target_delta=1e-5, epochs=2, max_grad_norm=1.0)
+    steps = _train(torch, model, opt, loader, 2 * len(loader))
+    acc = engine.accountant
+    assert isinstance(acc, DpsieveAccountant)
+    assert sum(n for _, _, n in acc.history) == steps
+    eps = engine.get_epsilon(1e-5)
+    assert 1.95 <= eps <= 2.0  # certified at most the target, within Opacus' 0.01 tolerance
+    direct = DPSGDAccountant()
+    direct.step(opt.noise_multiplier, 1 / len(loader), count=steps)
+    assert eps == pytest.approx(direct.epsilon(1e-5), rel=1e-9)
