@@ -17,8 +17,10 @@ test split against steps:
     the first refusal. ``optimizer.noise_multiplier`` is set per step.
 (c) **Per-record GDP filter** (full batch): dpsieve's per-record filters hold for full-batch
     Gaussian steps only (docs/training.md, threat model), so (c) is full-batch DP-GD with
-    Opacus' per-sample gradients (``GradSampleModule``) and our own clip-and-noise: record i
-    is clipped to min(C, its allowance) and pays (c_i / s)^2 from mu^2
+    Opacus' per-sample gradients (``GradSampleModule``, float32) and our own clip-and-noise:
+    record i is clipped to min(C, its allowance) by :func:`dpsieve.training.clip_contributions`
+    (the charged c_i dominates the exact norm of the float64 row added; the rows sum exactly,
+    noise is added in float64, the update is rounded to float32) and pays (c_i / s)^2 from mu^2
     (:class:`~dpsieve.filters.PerRecordGDPFilter`, mu for per-record (3, 1e-5)). Uniform
     accounting (every record pays (C / s)^2) stops at T_u = (mu s / C)^2 steps; the per-record
     filter runs 2 T_u steps (records with small gradients keep contributing).
@@ -39,7 +41,7 @@ import numpy as np
 
 from dpsieve.filters import PerRecordGDPFilter
 from dpsieve.filters.training import TrainingFilter
-from dpsieve.training import dpsgd_steps_for
+from dpsieve.training import clip_contributions, dpsgd_steps_for
 
 EPS, DELTA = 3.0, 1e-5
 SEGMENT = 50
@@ -163,18 +165,16 @@ def _per_record_run(data: tuple[Any, ...], seed: int, t_u: int, lr: float,
             p.grad_sample = None
         torch.nn.functional.cross_entropy(model(xtr), ytr, reduction="sum").backward()  # type: ignore[no-untyped-call]
         per = torch.cat([p.grad_sample.reshape(n, -1) for p in params], dim=1)
-        nrm = per.norm(dim=1).double().numpy()
         cap = np.minimum(c, f.allowance(s)) if f is not None else np.full(n, c)
-        scale = np.minimum(1.0, cap / np.maximum(nrm, 1e-300))
-        mask = f.step(s, np.minimum(nrm, cap)) if f is not None else np.ones(n, bool)
-        w = torch.from_numpy((scale * mask).astype(np.float32))
-        g = (per * w[:, None]).sum(0)
-        g = g + torch.normal(0.0, s, g.shape, generator=gen)
-        with torch.no_grad():
+        rows, charged = clip_contributions(per.detach().numpy(), cap)
+        mask = f.step(s, charged) if f is not None else np.ones(n, bool)
+        g = torch.from_numpy((rows * mask[:, None]).sum(0))  # float64, the exact sum
+        g = g + torch.normal(0.0, s, g.shape, generator=gen, dtype=torch.float64)
+        with torch.no_grad():  # the noisy sum in the model's dtype: post-processing
             off = 0
             for p in params:
                 k = p.numel()
-                p -= lr * g[off:off + k].reshape(p.shape) / n
+                p -= (lr * g[off:off + k].reshape(p.shape) / n).to(p.dtype)
                 off += k
         if t % EVAL_EVERY == 0 or t == total:
             curve.append((t, _eval(model, xte, yte)[0]))

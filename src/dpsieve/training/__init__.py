@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from dpsieve.training.accountant import SAMPLINGS, DPSGDAccountant, DPSGDStep, Step, step_pld
 from dpsieve.training.calibrate import dpsgd_sigma_for, dpsgd_steps_for
+from dpsieve.training.clipping import clip_contributions
 
 __all__ = [
     "SAMPLINGS",
     "DPSGDAccountant",
     "DPSGDStep",
     "Step",
+    "clip_contributions",
     "dpsgd_sigma_for",
     "dpsgd_steps_for",
     "step_pld",
