@@ -110,12 +110,12 @@ def test_more_expensive_steps_than_the_reference_are_refused(small: TrainingFilt
 
 
 def test_a_spent_budget_says_so() -> None:
-    f = TrainingFilter(0.05, 1e-5, sigma=4.0, rate=0.5, reserve=0.0)
+    f = TrainingFilter(0.5, 1e-5, sigma=4.0, rate=0.1, reserve=0.0)
     n = f.remaining()["reference_steps"]
     assert n >= 1
     for _ in range(n):
-        assert f.try_step(4.0, 0.5).admitted
-    d = f.try_step(4.0, 0.5)
+        assert f.try_step(4.0, 0.1).admitted
+    d = f.try_step(4.0, 0.1)
     assert not d.admitted
     assert d.reason.startswith("the budget is spent")
 

@@ -163,11 +163,13 @@ class DPSGDAccountant:
     guarantee of everything recorded, each an upper bound (certified) for add/remove
     neighbours. ``grid`` trades speed for tightness (the bound is valid at any grid);
     ``None`` (the default) chooses it from the recorded steps' loss scale: the finest
-    :func:`step_grid` over the step kinds recorded.
+    :func:`step_grid` over the step kinds recorded. ``incremental``: compose new steps onto
+    the last composition (:meth:`pld`; for loops that ask eps after every step).
     """
 
-    def __init__(self, *, grid: float | None = None) -> None:
+    def __init__(self, *, grid: float | None = None, incremental: bool = False) -> None:
         self._grid = None if grid is None else check_positive("grid", grid, "DPSGDAccountant")
+        self._incremental = bool(incremental)
         self._history: list[tuple[Step, int]] = []
         self._cached: tuple[tuple[tuple[Step, int], ...], DirectedPLD] | None = None
         self._cached_uncut: tuple[tuple[tuple[Step, int], ...], DirectedPLD] | None = None
@@ -213,18 +215,20 @@ class DPSGDAccountant:
     def pld(self) -> DirectedPLD:
         """The composed (remove, add) PLDs of the history (pessimistic; cached).
 
-        Incremental: when the history only grew since the last composition (on the same
-        grid), the new steps are composed onto it (one convolution per direction for a
-        step), not the whole history again. Both are upper bounds (each composition is
-        pessimistic); the incremental one pays one more tail cut and FFT bound per call,
-        ~1e-13 at +inf a step (eps(1e-5) of 2,663 steps at sigma 1, q 0.01: benchmarks/
-        results/training_adapters.md)."""
+        With ``incremental=True`` (the adapters, asked for eps after every step): when the
+        history only grew since the last composition (on the same grid), the new steps are
+        composed onto it (one convolution per direction for a step), not the whole history
+        again. Both are upper bounds (each composition is pessimistic); the incremental one
+        depends on when it was asked (one more tail cut and FFT bound per call, ~1e-13 at
+        +inf a step; eps(1e-5) of 400 steps at sigma 1, q 0.01: 1.203736 against 1.203738
+        at once, benchmarks/results/training_adapters.md). Without it, eps is a function
+        of the history alone."""
         key = tuple(sorted(self.counts().items(), key=lambda sc: (sc[0].rate, sc[0].sigma)))
         if self._cached is not None and self._cached[0] == key:
             return self._cached[1]
         grid = self.grid
         out: DirectedPLD | None = None
-        run = self._running
+        run = self._running if self._incremental else None
         if run is not None and run[0] == grid:
             before = dict(run[1])
             extra = {st: k - before.get(st, 0) for st, k in key}
@@ -233,7 +237,8 @@ class DPSGDAccountant:
         if out is None:
             out = _compose_counts(dict(key), grid)
         self._cached = (key, out)
-        self._running = (grid, key, out)
+        if self._incremental:
+            self._running = (grid, key, out)
         return out
 
     def _pld_uncut(self) -> DirectedPLD:

@@ -38,7 +38,7 @@ class DpsievePrivacyAccountant(privacy_accountant.PrivacyAccountant):  # type: i
         grid: float | None = None,
     ) -> None:
         super().__init__(neighboring_relation)
-        self._acc = DPSGDAccountant(grid=grid)
+        self._acc = DPSGDAccountant(grid=grid, incremental=True)
 
     @property
     def dpsieve_accountant(self) -> DPSGDAccountant:

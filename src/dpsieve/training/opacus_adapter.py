@@ -61,7 +61,7 @@ class DpsieveAccountant(IAccountant):  # type: ignore[misc]
         self.history: list[tuple[float, float, int]] = []
         self._grid = grid
         self._attached = False
-        self._acc = DPSGDAccountant(grid=grid)
+        self._acc = DPSGDAccountant(grid=grid, incremental=True)
         self._seen: list[tuple[float, float, int]] = []
 
     def step(self, *, noise_multiplier: float, sample_rate: float) -> None:
@@ -88,7 +88,7 @@ class DpsieveAccountant(IAccountant):  # type: ignore[misc]
         only grew, the new steps are composed onto what was composed before)."""
         seen = self._seen
         if not _extends(seen, self.history):  # replaced (a checkpoint, Opacus' calibration)
-            self._acc = DPSGDAccountant(grid=self._grid)
+            self._acc = DPSGDAccountant(grid=self._grid, incremental=True)
             seen = []
         for i, (s, q, n) in enumerate(self.history):
             done = seen[i][2] if i < len(seen) else 0
