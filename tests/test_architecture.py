@@ -9,7 +9,9 @@
   and no engine class is constructed outside ``queries/engines/``.
 * The import graph has no large cycle (the largest strongly connected component, type-only
   imports included, is a handful of modules inside one package).
-* Directed rounding has one home: no ``nextafter`` outside ``dpsieve/_rounding.py``.
+* Directed rounding has one home: no ``nextafter`` outside ``dpsieve/_rounding.py``;
+  conversions between descriptions one (``accounting.conversions``), and a description's
+  JSON one mapping (``accounting.events.description_from_json``).
 """
 
 from __future__ import annotations
@@ -199,3 +201,14 @@ def test_directed_rounding_has_one_home() -> None:
             if isinstance(node, ast.Attribute) and node.attr == "nextafter":
                 outside.append(f"{mod} (line {node.lineno})")
     assert not outside, outside
+
+
+@pytest.mark.parametrize("name", ["pure_eps_of", "zcdp_of", "rdp_of", "rr_rdp_up",
+                                  "smallest_gdp_mu_rr_up", "description_from_json"])
+def test_conversions_and_the_json_mapping_of_descriptions_are_defined_once(name: str) -> None:
+    """Conversions between privacy descriptions have one home (accounting.conversions, one
+    dispatch table) and a description's JSON one mapping (accounting.events)."""
+    homes = [mod for mod, path in _modules().items()
+             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+             if isinstance(node, ast.FunctionDef) and node.name == name]
+    assert homes in (["dpsieve.accounting.conversions"], ["dpsieve.accounting.events"]), homes

@@ -85,7 +85,7 @@ def test_squares_that_underflow_still_cost(query: object) -> None:
 @pytest.mark.parametrize("eps", [5e-324, 1e-300, 1e-160, 1e-20, 9.85e-10, 1e-3, 0.1, 1.0, 5.0])
 @pytest.mark.parametrize("alpha", [1.0000001, 1.01, 1.5, 2.0, 32.0, 1e4, 1e8])
 def test_rr_rdp_up_brackets_mpmath(eps: float, alpha: float) -> None:
-    from dpsieve.filters._queries import rr_rdp_up
+    from dpsieve.accounting.conversions import rr_rdp_up
 
     exact = _rr_rdp_mp(eps, alpha)
     got = rr_rdp_up(eps, alpha)
@@ -102,7 +102,7 @@ def test_rr_rdp_up_brackets_mpmath(eps: float, alpha: float) -> None:
 @pytest.mark.parametrize("eps", [30.0, 100.0, 700.0, 1e4, 1e308, 1.7976931348623157e308])
 @pytest.mark.parametrize("alpha", [1.01, 2.0, 1e3])
 def test_rr_rdp_up_large_eps(eps: float, alpha: float) -> None:
-    from dpsieve.filters._queries import rr_rdp_up
+    from dpsieve.accounting.conversions import rr_rdp_up
 
     exact = _rr_rdp_mp(eps, alpha)
     got = rr_rdp_up(eps, alpha)
@@ -122,7 +122,7 @@ def _mu_exact(eps: float) -> mpmath.mpf:
     "eps", [5e-324, 1e-310, 1e-200, 1e-20, 1e-9, 0.1, 0.5, 1.0, 2.0, 10.0, 30.0]
 )
 def test_smallest_gdp_mu_of_rr_is_exact_and_rounded_up(eps: float) -> None:
-    from dpsieve.filters._queries import smallest_gdp_mu_rr_up
+    from dpsieve.accounting.conversions import smallest_gdp_mu_rr_up
 
     exact = _mu_exact(eps)
     got = smallest_gdp_mu_rr_up(eps)
@@ -135,7 +135,7 @@ def test_smallest_gdp_mu_of_rr_is_exact_and_rounded_up(eps: float) -> None:
 
 def test_smallest_gdp_mu_of_rr_certifies_dominance() -> None:
     """h_{R_eps} <= h_{G_mu} on a grid of x >= 1 (both symmetric), in mpmath."""
-    from dpsieve.filters._queries import smallest_gdp_mu_rr_up
+    from dpsieve.accounting.conversions import smallest_gdp_mu_rr_up
 
     for eps in (0.05, 0.5, 2.0, 8.0):
         mu = smallest_gdp_mu_rr_up(eps)

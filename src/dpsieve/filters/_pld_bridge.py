@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from dpsieve.accounting.conversions import discrete_part
 from dpsieve.filters._gdp_core import Atoms, coarsen_up
 
 __all__ = ["MAX_ATOMS", "pld_symmetric_atoms", "without_gauss"]
@@ -36,16 +37,8 @@ def pld_symmetric_atoms(pld: Any) -> tuple[Atoms, float] | None:
 
 
 def without_gauss(pld: Any, direction: str | None = None) -> Any:
-    """The discrete part D of D (+) G_mu as a new PLD (fresh cache; same masses)."""
-    return type(pld)(
-        pld.grid,
-        pld.offset,
-        pld.probs,
-        pld.inf_mass,
-        0.0,
-        pld.direction if direction is None else direction,
-        pld.symmetric,
-    )
+    """The discrete part D of D (+) G_mu (:func:`dpsieve.accounting.conversions.discrete_part`)."""
+    return discrete_part(pld, direction)
 
 
 @functools.lru_cache(maxsize=64)

@@ -26,6 +26,7 @@ from typing import Any
 
 from dpsieve._rounding import next_down
 from dpsieve._validation import check_in_open, check_nonnegative, fail
+from dpsieve.accounting.conversions import pure_eps_of, rdp_of, zcdp_of
 from dpsieve.filters._common import (
     FilterBase,
     StateReader,
@@ -34,14 +35,7 @@ from dpsieve.filters._common import (
     frac_from_json,
     frac_to_json,
 )
-from dpsieve.filters._queries import (
-    as_query,
-    delta_refusal,
-    pure_eps_of,
-    query_to_dict,
-    rdp_of,
-    zcdp_of,
-)
+from dpsieve.filters._queries import as_query, delta_refusal, query_to_dict
 from dpsieve.filters._zcdp_target import cks_rho_at, zcdp_rho_for
 from dpsieve.filters.base import BudgetLeft, Charge, Decision
 

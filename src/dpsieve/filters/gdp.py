@@ -28,18 +28,13 @@ from scipy import special
 from dpsieve._rounding import sqrt_down as rd_sqrt_down
 from dpsieve._rounding import sqrt_up, toward_zero
 from dpsieve._validation import check_in_closed, check_nonnegative
+from dpsieve.accounting.conversions import smallest_gdp_mu_rr_up
 from dpsieve.accounting.events import ApproxDP, PureDP
 from dpsieve.accounting.gdp import gdp_mu_for
 from dpsieve.filters._common import FilterBase, StateReader, frac_from_json, frac_to_json
 from dpsieve.filters._gdp_core import Atoms
 from dpsieve.filters._gdp_search import residue_mu, smallest_gdp_mu_atoms
-from dpsieve.filters._queries import (
-    as_query,
-    delta_refusal,
-    query_to_dict,
-    smallest_gdp_mu_rr_up,
-    symmetric_atoms,
-)
+from dpsieve.filters._queries import as_query, delta_refusal, query_to_dict, symmetric_atoms
 from dpsieve.filters.base import BudgetLeft, Charge, Decision
 
 __all__ = [

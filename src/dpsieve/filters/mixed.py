@@ -49,11 +49,12 @@ from typing import Any
 
 from dpsieve._rounding import round_down
 from dpsieve._validation import check_in_open, check_nonnegative, fail
+from dpsieve.accounting.conversions import pure_eps_of
 from dpsieve.accounting.events import ApproxDP, PureDP
 from dpsieve.accounting.gdp import gdp_delta_err, gdp_mu_for
 from dpsieve.filters._common import FilterBase, StateReader, frac_from_json, frac_to_json
 from dpsieve.filters._mixed_math import delta_upper, epsilon_upper, mu_for
-from dpsieve.filters._queries import as_query, pure_eps_of, query_to_dict
+from dpsieve.filters._queries import as_query, query_to_dict
 from dpsieve.filters.base import BudgetLeft, Charge, Decision
 from dpsieve.filters.charge import PrivacyCharge, Workload
 from dpsieve.filters.gdp import GDPResidueFilter, naive_gdp_cost, sqrt_down

@@ -25,9 +25,10 @@ from typing import Any
 
 from dpsieve._rounding import toward_zero
 from dpsieve._validation import fail
+from dpsieve.accounting.conversions import pure_eps_of
 from dpsieve.accounting.events import GDP, PureDP, description_from_dict
 from dpsieve.filters._common import FilterBase, StateReader
-from dpsieve.filters._queries import as_query, delta_refusal, pure_eps_of, query_to_dict
+from dpsieve.filters._queries import as_query, delta_refusal, query_to_dict
 from dpsieve.filters.base import BudgetLeft, Charge, Decision
 from dpsieve.filters.gdp import gdp_residue_update, naive_gdp_cost, sqrt_down
 

@@ -27,8 +27,9 @@ from typing import Any
 
 from dpsieve._memo import Memo
 from dpsieve._rounding import round_up
+from dpsieve.accounting.conversions import pure_eps_of, rdp_of, zcdp_of
 from dpsieve.accounting.events import GDP, ZCDP, ApproxDP, ApproxZCDP, PureDP
-from dpsieve.filters._queries import pure_eps_of, query_to_dict, rdp_of, symmetric_atoms, zcdp_of
+from dpsieve.filters._queries import query_to_dict, symmetric_atoms
 from dpsieve.filters.base import BudgetLeft, PrivacyFilter
 from dpsieve.filters.capacity import DEFAULT_CAP, Capacity, count_admitted
 from dpsieve.filters.charge import Charge, PrivacyCharge
