@@ -30,6 +30,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
+from dpsieve._rounding import next_up_array
 from dpsieve._validation import fail
 
 __all__ = ["clip_contributions"]
@@ -74,5 +75,5 @@ def clip_contributions(
     units = np.sqrt(np.einsum("ij,ij->i", lattice, lattice)) * (1.0 + (d + 4) * U)
     charged: npt.NDArray[np.float64] = np.ldexp(units, -exp)
     tiny = (charged < 2.0**-1020) & (units > 0.0)
-    charged[tiny] = np.nextafter(charged[tiny], np.inf)
+    charged[tiny] = next_up_array(charged[tiny])
     return out, charged
