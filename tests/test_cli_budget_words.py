@@ -102,7 +102,8 @@ def test_query_batch_prints_every_answer_paid_for(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'l.db'}"
     csv = tmp_path / "d.csv"
     csv.write_text("age\n" + "\n".join(str(20 + i % 50) for i in range(100)) + "\n")
-    r = runner.invoke(app, ["budget", "set", "d", "--path", str(csv), "--database-url", db,
+    r = runner.invoke(app, ["budget", "set", "d", "--path", str(csv), "--infer-types",
+        "--database-url", db,
                             "--budget", '{"type": "approx", "eps": 1, "delta": 1e-6}'])
     assert r.exit_code == 0, r.output
     pure = '{"type": "count", "privacy": {"type": "pure", "eps": 0.1}}'

@@ -56,7 +56,8 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
     app = create_app(Settings(owner_key=OWNER), store=SQLiteStore(tmp_path / "w.db"))
     with TestClient(app, raise_server_exceptions=False) as c:
         c.headers["Authorization"] = f"Bearer {OWNER}"
-        r = c.post("/v1/datasets", json={"name": "p", "path": str(csv), "budget": {
+        r = c.post("/v1/datasets", json={"name": "p", "path": str(csv), "infer_types": True,
+            "budget": {
             "type": "approx", "eps": 1.0, "delta": 1e-6,
             "typical": {"type": "pure", "eps": 0.2}}})
         assert r.status_code == 201, r.text

@@ -8,6 +8,7 @@ One root, families that subclass the matching built-in so callers can catch eith
     │   └── ChargeTypeError(TypeError)      a filter or ledger given an untyped charge (a dict)
     ├── BudgetExceededError                 a spend the filter refuses (carries both sides)
     ├── IncompatiblePrivacyError(ValueError)  a query kind the budget can never admit
+    ├── QueryFailedError(RuntimeError)      a charged query's computation failed (one text)
     ├── NumericalError(ArithmeticError)     a computation whose error would dominate
     ├── UnsupportedError(NotImplementedError)  a combination we refuse on purpose
     ├── NeighbourRelationError(ValueError)  mixing add/remove and replace-one events
@@ -42,6 +43,7 @@ __all__ = [
     "LedgerError",
     "NeighbourRelationError",
     "NumericalError",
+    "QueryFailedError",
     "Stated",
     "UnsupportedError",
     "ValidationError",
@@ -147,6 +149,14 @@ class IncompatiblePrivacyError(DPError, ValueError):
         super().__init__(message)
         self.fits = list(fits or [])
         self.requested = requested
+
+
+class QueryFailedError(DPError, RuntimeError):
+    """An admitted query whose computation failed after its charge (the engine ran out of
+    memory or time, or failed otherwise). The message is one fixed text, the same for
+    every failure and every data set (a failure must not tell anything about the rows);
+    the details go to the data owner's log. The charge is kept, and a retry with the same
+    idempotency key returns this outcome again, never a fresh computation."""
 
 
 class NumericalError(DPError, ArithmeticError):

@@ -86,8 +86,11 @@ class Entry:
             from dpsieve.ledger import SQLiteStore
 
             self.store = SQLiteStore(self.db)
+            from dpsieve.queries.engines.files import infer_types
+
             self.session = Session(str(self.csv), budget=description_from_json(self.budget),
-                                   store=self.store, budget_id="d", privacy_unit=unit)
+                                   store=self.store, budget_id="d", privacy_unit=unit,
+                                   column_types=infer_types(str(self.csv)))
         elif name == "http":
             from fastapi.testclient import TestClient
 
@@ -104,7 +107,7 @@ class Entry:
             self._client = self._ctx.__enter__()
             own = {"Authorization": f"Bearer {OWNER}"}
             r = self._client.post("/v1/datasets", headers=own, json={
-                "name": "d", "path": str(self.csv), "budget": self.budget,
+                "name": "d", "path": str(self.csv), "infer_types": True, "budget": self.budget,
                 **({} if unit is None else {"privacy_unit": unit})})
             assert r.status_code == 201, r.text
             r = self._client.post("/v1/analysts", headers=own, json={"name": "ana"})
@@ -120,6 +123,7 @@ class Entry:
             self.runner, self.app = CliRunner(), cli_app
             self.url = f"sqlite:///{self.db}"
             r = self.runner.invoke(self.app, ["budget", "set", "d", "--path", str(self.csv),
+                                              "--infer-types",
                                               "--database-url", self.url,
                                               "--budget", json.dumps(self.budget),
                                               *([] if unit is None else

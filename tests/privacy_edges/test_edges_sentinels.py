@@ -33,6 +33,10 @@ NEEDLES = (TEXT, LATE, "7319.8251", "7319.825")
 ROWS = 21_000  # beyond DuckDB's sniffing sample (20,480 rows)
 
 
+#: The owner's declared types of the CSV written from :func:`_frame`.
+TYPES = {"city": "string", "x": "float", "k": "integer", "late": "integer"}
+
+
 def _frame(rows: int = ROWS) -> pd.DataFrame:
     rng = np.random.default_rng(5)
     df = pd.DataFrame({
@@ -43,7 +47,7 @@ def _frame(rows: int = ROWS) -> pd.DataFrame:
     })
     df.loc[7, "city"] = TEXT
     df.loc[9, "x"] = NUM
-    df.loc[rows - 3, "late"] = LATE  # the sniffer types 'late' as an integer column
+    df.loc[rows - 3, "late"] = LATE  # 'late' is declared an integer column
     return df
 
 
@@ -122,7 +126,7 @@ def test_a_late_unparseable_cell_is_missing_not_a_crash(tmp_path: Path) -> None:
 
     path = tmp_path / "d.csv"
     _frame().to_csv(path, index=False)
-    df = load_frame(str(path))
+    df = load_frame(str(path), TYPES)  # the owner's declarations
     assert len(df) == ROWS
     assert int(df["late"].isna().sum()) == 1
     assert float(df["x"].max()) == NUM  # other columns keep their types and values
@@ -177,8 +181,8 @@ def test_the_duckdb_query_engine_reads_a_late_unparseable_cell_as_missing(tmp_pa
 
     path = tmp_path / "d.csv"
     _frame().to_csv(path, index=False)
-    eng = DuckDBEngine(path)
-    ref = PandasEngine(load_frame(str(path)))
+    eng = DuckDBEngine(path, types=TYPES)
+    ref = PandasEngine(load_frame(str(path), TYPES))
     schema = Schema(eng.columns())
     for spec in ({"type": "sum", "column": "late", "lower": 0, "upper": 9},
                  {"type": "histogram", "column": "late", "categories": [0, 1, 2]},

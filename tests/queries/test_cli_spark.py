@@ -36,7 +36,8 @@ def _ledger(tmp_path: Path) -> tuple[str, Path]:
     csv = tmp_path / "d.csv"
     csv.write_text("age,income,city\n" + "".join(
         f"{20 + i % 50},{1000 + 37 * i % 900},{'abc'[i % 3]}\n" for i in range(90)))
-    r = runner.invoke(app, ["budget", "set", "d", "--path", str(csv), "--database-url", db,
+    r = runner.invoke(app, ["budget", "set", "d", "--path", str(csv), "--infer-types",
+        "--database-url", db,
                             "--budget", '{"type": "pure", "eps": 1.0}'])
     assert r.exit_code == 0, r.output
     return db, csv

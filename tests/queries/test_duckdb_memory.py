@@ -15,7 +15,7 @@ import pytest
 
 from dpsieve import Session
 from dpsieve.accounting.events import PureDP
-from dpsieve.errors import ValidationError
+from dpsieve.errors import QueryFailedError, ValidationError
 from dpsieve.queries.engines import duckdb as engine_module
 from dpsieve.queries.engines.duckdb import (
     MEMORY_LIMIT_ENV,
@@ -163,12 +163,18 @@ def test_a_given_limit_is_never_raised(tmp_path: Path, monkeypatch: Any) -> None
     path = _big_parquet(tmp_path)
     monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)
     s = Session(str(path), budget=PureDP(1.0), privacy_unit="u", memory_limit="1MiB")
-    with pytest.raises(duckdb.OutOfMemoryException):
+    seen = _limits_opened(monkeypatch)
+    with pytest.raises(QueryFailedError):  # out of memory after the charge: one message
         s.query(UNIT_PLAN)
+    assert seen
+    assert set(seen) == {_mib("1 MiB")}  # never retried under more
     monkeypatch.setenv(MEMORY_LIMIT_ENV, "1MiB")
     t = Session(str(path), budget=PureDP(1.0), privacy_unit="u")
-    with pytest.raises(duckdb.OutOfMemoryException):
+    seen.clear()
+    with pytest.raises(QueryFailedError):
         t.query(UNIT_PLAN)
+    assert seen
+    assert set(seen) == {_mib("1 MiB")}
 
 
 def test_a_plan_ranking_rows_starts_under_the_retry_limit(tmp_path: Path,

@@ -41,7 +41,8 @@ def test_duckdb_engine_reads_files_without_loading_them(fmt: str, tmp_path: Path
     con = duckdb_table(rows, COLUMNS)
     path = tmp_path / f"t.{fmt}"
     con.execute(f"COPY t TO '{path}' (FORMAT {fmt})")
-    eng = DuckDBEngine(path)
+    # a CSV's types are the owner's declarations (text until declared)
+    eng = DuckDBEngine(path, types={c.name: c.type for c in COLUMNS} if fmt == "csv" else None)
     types = {c.name: c.type for c in eng.columns()}
     assert types["pid"] == ColumnType.INTEGER
     assert types["city"] == ColumnType.STRING
@@ -168,12 +169,14 @@ def test_kept_engine_refuses_a_file_gone_since(tmp_path: Path) -> None:
 
 
 def test_kept_engine_csv_keeps_the_text_cast_semantics(tmp_path: Path) -> None:
-    """A cell that does not parse as its column's sniffed type is missing (TRY_CAST), as
-    when the file is read per call: the kept copy holds the same values."""
+    """A cell that does not parse as its column's declared type is missing (TRY_CAST),
+    as when the file is read per call: the kept copy holds the same values."""
     path = tmp_path / "t.csv"
     lines = ["v,s"] + [f"{i % 100},{'ab'[i % 2]}" for i in range(60000)] + ["oops,a", ",b"]
-    path.write_text("\n".join(lines) + "\n")  # past the sniffer's sample: v is BIGINT
-    fresh, kept = DuckDBEngine(path), DuckDBEngine(path, keep_open=True)
+    path.write_text("\n".join(lines) + "\n")
+    types = {"v": "integer"}
+    fresh, kept = DuckDBEngine(path, types=types), DuckDBEngine(path, keep_open=True,
+                                                                types=types)
     assert {c.name: c.type for c in kept.columns()}["v"] == ColumnType.INTEGER
     assert kept._load().arrays is not None
     spec = BoundingSpec((RowCount("n"), ValueSum("t", "v", 1.0, 0.0, 50.0, 0, 50)),

@@ -83,7 +83,8 @@ def test_the_service_refuses_it_with_a_422_and_writes_nothing(
     with TestClient(create_app(Settings(owner_key=owner), store=store)) as c:
         own = {"Authorization": f"Bearer {owner}"}
         r = c.post("/v1/datasets", headers=own, json={
-            "name": "d", "path": str(path), "budget": {"type": "pure", "eps": 5.0}})
+            "name": "d", "path": str(path), "infer_types": True,
+                "budget": {"type": "pure", "eps": 5.0}})
         assert r.status_code == 201, r.text
         audit = len(store.audit())
         r = c.post("/v1/datasets/d/queries", headers=own, json=_plan(11, 10))

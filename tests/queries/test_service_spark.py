@@ -73,7 +73,8 @@ def test_a_spark_table_is_registered_from_its_catalog_types(spark: Any, tmp_path
 def test_a_data_set_names_one_source_and_spark_needs_a_url(spark: Any, tmp_path: Path) -> None:
     own = {"Authorization": f"Bearer {OWNER}"}
     with _client(tmp_path, None) as c:
-        for body in ({"name": "a"}, {"name": "a", "path": "/x.csv", "spark_table": "t"}):
+        for body in ({"name": "a"}, {"name": "a", "path": "/x.csv", "infer_types": True,
+            "spark_table": "t"}):
             r = c.post("/v1/datasets", headers=own, json=body)
             assert r.status_code == 422, r.text
         r = c.post("/v1/datasets", headers=own, json={"name": "a", "spark_table": "t"})

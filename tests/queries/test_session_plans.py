@@ -130,8 +130,10 @@ def test_every_source_gives_the_same_answer_for_the_same_randomness(fmt: str,
     plan = _plan(where=[{"column": "ok", "op": "==", "value": True}])
     ref = Session(df, budget=PureDP(1.0), privacy_unit="pid",
                   rng=np.random.default_rng(7)).run(plan)
+    types = ({"pid": "integer", "ward": "string", "cost": "float", "age": "integer",
+              "ok": "boolean"} if fmt == "csv" else None)  # a CSV's: declared
     got = Session(data, budget=PureDP(1.0), privacy_unit="pid", table=table,
-                  rng=np.random.default_rng(7)).run(plan)
+                  rng=np.random.default_rng(7), column_types=types).run(plan)
     assert got.value == ref.value
 
 
@@ -283,18 +285,20 @@ def test_session_sensitivity_by_brute_force_over_privacy_units(
 
 def test_a_csv_cell_that_does_not_parse_is_missing_not_an_error_after_the_spend(
         tmp_path: Any) -> None:
-    """DuckDB sniffs a CSV's types from a sample; a later cell of another type made the
-    query fail after the spend, with an error quoting the record."""
+    """A CSV's declared types: a later cell of another type (once made the query fail
+    after the spend, with an error quoting the record) is missing."""
     path = tmp_path / "d.csv"
     rows = [f"{i % 50},{i % 7}" for i in range(60_000)] + ["SECRET-VALUE,3"]
     path.write_text("pid,x\n" + "\n".join(rows) + "\n")
-    s = Session(path, budget=PureDP(10.0), privacy_unit="pid", rng=np.random.default_rng(1))
+    types = {"pid": "integer", "x": "integer"}  # the owner's declarations
+    s = Session(path, budget=PureDP(10.0), privacy_unit="pid", rng=np.random.default_rng(1),
+                column_types=types)
     assert s.schema().column("x").type == ColumnType.INTEGER
     from dpsieve.queries.engine import BoundingSpec, RowCount, ValueSum
     from dpsieve.queries.engines import DuckDBEngine
 
     spec = BoundingSpec((RowCount("n"), ValueSum("s", "pid", 1.0, 0, 100, 0, 100)))
-    aggs = DuckDBEngine(path).aggregate(spec)
+    aggs = DuckDBEngine(path, types=types).aggregate(spec)
     seen = {k: int(v[0]) for k, v in aggs.values.items()}
     assert seen == {"n": 60_001, "s": sum(i % 50 for i in range(60_000))}  # the cell: missing
     r = s.run(_plan(aggregations=[{"type": "sum", "column": "x", "lower": 0, "upper": 10}],

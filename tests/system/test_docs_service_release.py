@@ -33,7 +33,7 @@ def test_the_release_example_of_docs_service_is_answered(tmp_path: Path) -> None
     own = {"Authorization": f"Bearer {OWNER}"}
     with TestClient(app, raise_server_exceptions=False) as c:
         r = c.post("/v1/datasets", headers=own, json={
-            "name": "toy", "path": str(data),
+            "name": "toy", "path": str(data), "infer_types": True,
             "budget": {"type": "pure", "eps": 2.0, "neighbouring": "replace_one"}})
         assert r.status_code == 201, r.text
         r = c.post("/v1/datasets/toy/queries", headers=own, json=body)

@@ -79,7 +79,8 @@ def test_service_runs_under_a_role_that_may_only_append_to_the_audit_log(
             csv = write_csv(tmp_path / "people.csv")
             for name in ("people", "other"):
                 r = c.post("/v1/datasets", headers=own, json={
-                    "name": name, "path": str(csv), "budget": {"type": "pure", "eps": 1.0}})
+                    "name": name, "path": str(csv), "infer_types": True,
+                        "budget": {"type": "pure", "eps": 1.0}})
                 assert r.status_code == 201, r.text
             assert c.put("/v1/datasets/other/budget", headers=own,
                          json={"type": "pure", "eps": 2.0}).status_code == 200

@@ -102,7 +102,7 @@ def client(tmp_path: Path) -> Iterator[dict[str, Any]]:
         own = {"Authorization": f"Bearer {OWNER}"}
         csv = write_csv(tmp_path / "people.csv")
         r = c.post("/v1/datasets", headers=own, json={
-            "name": "people", "path": str(csv),
+            "name": "people", "path": str(csv), "infer_types": True,
             "budget": {"type": "approx", "eps": 1.0, "delta": 1e-6,
                        "typical": {"type": "pure", "eps": 0.2}}})
         assert r.status_code == 201, r.text
@@ -202,7 +202,7 @@ def test_undeclared_default_is_stated_then_shown(tmp_path: Path) -> None:
     own = {"Authorization": f"Bearer {OWNER}"}
     with TestClient(app, raise_server_exceptions=False) as c:
         r = c.post("/v1/datasets", headers=own, json={
-            "name": "people", "path": str(write_csv(tmp_path / "p.csv")),
+            "name": "people", "path": str(write_csv(tmp_path / "p.csv")), "infer_types": True,
             "budget": {"type": "approx", "eps": 1.0, "delta": 1e-6}})
         assert r.status_code == 201, r.text
         split = c.get("/v1/datasets/people/budget", headers=own).json()["split"]

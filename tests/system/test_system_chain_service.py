@@ -48,7 +48,8 @@ def new_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
 def _setup(c: TestClient, csv: Path) -> dict[str, str]:
     for name in ("a", "b"):
         r = c.post("/v1/datasets", headers=OWN, json={
-            "name": name, "path": str(csv), "budget": {"type": "pure", "eps": 1.0}})
+            "name": name, "path": str(csv), "infer_types": True,
+                "budget": {"type": "pure", "eps": 1.0}})
         assert r.status_code == 201, r.text
     key = c.post("/v1/analysts", headers=OWN, json={"name": "ana"}).json()["api_key"]
     for name in ("a", "b"):

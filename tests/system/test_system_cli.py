@@ -16,7 +16,8 @@ runner = CliRunner()
 def test_budget_set_show_and_query(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'l.db'}"
     csv = write_csv(tmp_path / "d.csv")
-    r = runner.invoke(app, ["budget", "set", "d", "--path", str(csv), "--database-url", db,
+    r = runner.invoke(app, ["budget", "set", "d", "--path", str(csv), "--infer-types",
+        "--database-url", db,
                             "--budget", '{"type": "pure", "eps": 1.0}'])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["remaining"]["exact"] == "1/1"

@@ -16,7 +16,7 @@ Q = json.dumps({"type": "count", "privacy": {"type": "pure", "eps": 0.2}})
 
 def test_budget_set_show_and_query_in_plain_words(tmp_path: Path) -> None:
     db = ["--database-url", f"sqlite:///{tmp_path / 'l.db'}"]
-    r = runner.invoke(app, ["budget", "set", "d", "--path", DATA, "--budget",
+    r = runner.invoke(app, ["budget", "set", "d", "--path", DATA, "--infer-types", "--budget",
                             '{"type": "approx", "eps": 1, "delta": 1e-6}',
                             "--typical", '{"type": "pure", "eps": 0.2}', *db])
     assert r.exit_code == 0, r.output
@@ -39,7 +39,7 @@ def test_budget_set_show_and_query_in_plain_words(tmp_path: Path) -> None:
 
 def test_budget_set_refuses_typical_for_other_budgets(tmp_path: Path) -> None:
     db = ["--database-url", f"sqlite:///{tmp_path / 'l.db'}"]
-    r = runner.invoke(app, ["budget", "set", "d", "--path", DATA, "--budget",
+    r = runner.invoke(app, ["budget", "set", "d", "--path", DATA, "--infer-types", "--budget",
                             '{"type": "gdp", "mu": 1}', "--typical",
                             '{"type": "pure", "eps": 0.2}', *db])
     assert r.exit_code != 0

@@ -45,7 +45,8 @@ def _spends(db: str) -> int:
 
 
 def _register(db: str, path: Path, *extra: str) -> Any:
-    return runner.invoke(app, ["budget", "set", "v", "--path", str(path), "--database-url", db,
+    return runner.invoke(app, ["budget", "set", "v", "--path", str(path), "--infer-types",
+        "--database-url", db,
                                "--budget", '{"type": "pure", "eps": 3.0}', *extra])
 
 
@@ -101,7 +102,8 @@ def test_registration_refuses_bad_schemas_before_writing(tmp_path: Path) -> None
     db = f"sqlite:///{tmp_path / 'l.db'}"
     path = _visits(tmp_path)
     for extra, word in ((["--privacy-unit", "patient"], "privacy_unit"),
-                        (["--columns", '[{"name": "age", "type": "string"}]'], "schema"),
+                        (["--columns", '[{"name": "age", "type": "integer", '
+                                       '"categories": ["x"]}]'], "categories"),
                         (["--columns", '[{"name": "nope", "type": "integer"}]'], "schema"),
                         (["--columns", '{"name": "age"}'], "--columns")):
         r = _register(db, path, *extra)
@@ -143,7 +145,8 @@ def test_schema_from_the_service(tmp_path: Path, monkeypatch: Any) -> None:
     with TestClient(app_, raise_server_exceptions=False) as c:
         own = {"Authorization": f"Bearer {owner}"}
         r = c.post("/v1/datasets", headers=own, json={
-            "name": "v", "path": str(_visits(tmp_path)), "privacy_unit": "pid"})
+            "name": "v", "path": str(_visits(tmp_path)), "infer_types": True,
+                "privacy_unit": "pid"})
         assert r.status_code == 201, r.text
         monkeypatch.setattr(httpx, "get", lambda u, **kw: c.get(u, headers=kw["headers"]))
         r = runner.invoke(app, ["query", "v", "--schema", "--url", "http://testserver",
@@ -168,7 +171,8 @@ def test_the_schema_is_edited_in_place_until_the_first_spend(tmp_path: Path) -> 
         return json.loads(r.stdout)
 
     before = schema()
-    for bad in ('[{"name": "nope", "type": "integer"}]', '[{"name": "age", "type": "string"}]',
+    for bad in ('[{"name": "nope", "type": "integer"}]',
+                '[{"name": "age", "type": "integer", "bounds": [5, 1]}]',
                 '{"name": "age"}', "not json"):
         r = runner.invoke(app, ["budget", "schema", "v", "--columns", bad, "--database-url", db])
         assert r.exit_code == 2, (bad, r.output)

@@ -83,7 +83,8 @@ def test_session_refuses_a_bool_or_string_privacy_before_any_spend(
 def test_cli_refuses_a_bool_or_string_privacy_and_spends_nothing(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'l.db'}"
     path = _visits(tmp_path)
-    r = runner.invoke(app, ["budget", "set", "v", "--path", str(path), "--database-url", db,
+    r = runner.invoke(app, ["budget", "set", "v", "--path", str(path), "--infer-types",
+        "--database-url", db,
                             "--privacy-unit", "pid", "--budget", '{"type": "pure", "eps": 5}'])
     assert r.exit_code == 0, r.output
     for d in ({"type": "pure", "eps": True}, {"type": "pure", "eps": "1"}):
@@ -92,7 +93,8 @@ def test_cli_refuses_a_bool_or_string_privacy_and_spends_nothing(tmp_path: Path)
         line = json.loads(r.stdout.splitlines()[0])
         assert line["error"] == "invalid_parameter"
         assert line["parameter"] == "eps"
-    r = runner.invoke(app, ["budget", "set", "w", "--path", str(path), "--database-url", db,
+    r = runner.invoke(app, ["budget", "set", "w", "--path", str(path), "--infer-types",
+        "--database-url", db,
                             "--budget", '{"type": "pure", "eps": true}'])
     assert r.exit_code != 0
     assert "eps" in r.output
@@ -110,7 +112,8 @@ def test_cli_query_takes_the_ledger_schema_beside_the_schema_flag(
 
     db = f"sqlite:///{tmp_path / 'l.db'}"
     path = _visits(tmp_path)
-    r = runner.invoke(app, ["budget", "set", "v", "--path", str(path), "--database-url", db,
+    r = runner.invoke(app, ["budget", "set", "v", "--path", str(path), "--infer-types",
+        "--database-url", db,
                             "--privacy-unit", "pid", "--budget", '{"type": "pure", "eps": 5}'])
     assert r.exit_code == 0, r.output
     seen: list[str] = []

@@ -43,7 +43,8 @@ def _visits(tmp: Path) -> Path:
 
 def _setup(base: str, path: Path, name: str, budget: dict[str, Any]) -> str:
     with httpx.Client(base_url=base, headers=OWN, timeout=60) as c:
-        r = c.post("/v1/datasets", json={"name": name, "path": str(path), "budget": budget,
+        r = c.post("/v1/datasets", json={"name": name, "path": str(path), "infer_types": True,
+            "budget": budget,
                                           "privacy_unit": "pid"})
         assert r.status_code == 201, r.text
         r = c.post("/v1/analysts", json={"name": f"ana-{name}"})

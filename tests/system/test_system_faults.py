@@ -87,7 +87,8 @@ class Proxy:
 def _setup(client: TestClient, csv: Path) -> dict[str, Any]:
     own = {"Authorization": f"Bearer {OWNER}"}
     r = client.post("/v1/datasets", headers=own, json={
-        "name": "people", "path": str(csv), "budget": {"type": "pure", "eps": 100.0}})
+        "name": "people", "path": str(csv), "infer_types": True,
+            "budget": {"type": "pure", "eps": 100.0}})
     assert r.status_code == 201, r.text
     r = client.post("/v1/analysts", json={"name": "ana"}, headers=own)
     ana = {"X-API-Key": r.json()["api_key"]}

@@ -60,7 +60,8 @@ class Fuzz:
         self.csv = str(write_csv(tmp / "people.csv"))
         self.owner = {"Authorization": f"Bearer {OWNER}"}
         r = self.client.post("/v1/datasets", headers=self.owner, json={
-            "name": "people", "path": self.csv, "budget": {"type": "pure", "eps": 1000.0}})
+            "name": "people", "path": self.csv, "infer_types": True,
+                "budget": {"type": "pure", "eps": 1000.0}})
         assert r.status_code == 201, r.text
         r = self.client.post("/v1/analysts", headers=self.owner, json={"name": "ana"})
         assert r.status_code == 201, r.text
@@ -262,7 +263,7 @@ def _budget_property(fuzz: Fuzz, n: list[int], budget: dict[str, Any],
     name = f"edge{n[0]}"
     send = fuzz.send
     r = send("budgets", method="POST", url="/v1/datasets", headers=fuzz.owner,
-             json={"name": name, "path": fuzz.csv, "budget": budget})
+             json={"name": name, "path": fuzz.csv, "infer_types": True, "budget": budget})
     if r.status_code != 201:
         return
     send("budgets", method="POST", url=f"/v1/datasets/{name}/grants", headers=fuzz.owner,

@@ -46,7 +46,8 @@ def _service(backend: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
                 ("secret", {"type": "pure", "eps": 1.0}),
             ):
                 r = client.post("/v1/datasets", headers=own,
-                                json={"name": name, "path": str(csv), "budget": budget})
+                                json={"name": name, "path": str(csv), "infer_types": True,
+                                    "budget": budget})
                 assert r.status_code == 201, r.text
             r = client.post("/v1/analysts", json={"name": "ana"}, headers=own)
             ana = {"X-API-Key": r.json()["api_key"]}
@@ -97,25 +98,27 @@ CASES: list[tuple[str, str, str, str, Any, bool]] = [
                                            "upper": 1e-320, "privacy": PURE}, False),
     ("release-n-10**30", "ana", "POST", "/v1/datasets/ro/queries", _release(10**30), True),
     ("nul-in-dataset-name", "owner", "POST", "/v1/datasets",
-     {"name": "a\x00b", "path": "/nonexistent.csv"}, True),
+     {"name": "a\x00b", "path": "/nonexistent.csv", "infer_types": True}, True),
     ("nul-in-path-name", "ana", "POST", "/v1/datasets/people%00x/queries", _q(), True),
     # a NUL in the file path of a registration reached os.path.realpath: a 500 that
     # dropped the connection (found by an audit against a live server)
     ("nul-in-file-path", "owner", "POST", "/v1/datasets",
-     {"name": "nulfile", "path": "/tmp/a\x00b.csv"}, True),
+     {"name": "nulfile", "path": "/tmp/a\x00b.csv", "infer_types": True}, True),
     ("nul-in-file-path-end", "owner", "POST", "/v1/datasets",
-     {"name": "nulfile", "path": "/nonexistent.csv\x00"}, True),
+     {"name": "nulfile", "path": "/nonexistent.csv\x00", "infer_types": True}, True),
     ("nul-in-privacy-unit", "owner", "POST", "/v1/datasets",
-     {"name": "nulunit", "path": "CSV", "privacy_unit": "ci\x00ty"}, True),
+     {"name": "nulunit", "path": "CSV", "infer_types": True, "privacy_unit": "ci\x00ty"}, True),
     ("nul-in-declared-column", "owner", "POST", "/v1/datasets",
-     {"name": "nulcol", "path": "CSV", "columns": [{"name": "ci\x00ty", "type": "string"}]},
+     {"name": "nulcol", "path": "CSV", "infer_types": True,
+         "columns": [{"name": "ci\x00ty", "type": "string"}]},
      True),
     ("nul-in-path-budget", "owner", "GET", "/v1/datasets/pe%00ople/budget", None, True),
     ("nul-in-path-curves", "ana", "GET", "/v1/datasets/%00/curves", None, True),
     ("owner-gdp-mu-1e308-budget", "owner", "PUT", "/v1/datasets/secret/budget",
      {"type": "gdp", "mu": 1e308}, True),
     ("owner-gdp-mu-1e308-register", "owner", "POST", "/v1/datasets",
-     {"name": "huge", "path": "CSV", "budget": {"type": "gdp", "mu": 1e308}}, True),
+     {"name": "huge", "path": "CSV", "infer_types": True,
+         "budget": {"type": "gdp", "mu": 1e308}}, True),
     ("owner-gdp-mu-1e308-query", "owner", "POST", Q,
      _q(privacy={"type": "gdp", "mu": 1e308}), True),
     ("approx-eps-710-query", "ana", "POST", Q,
@@ -479,8 +482,8 @@ def test_start_up_line_redacts_the_password_without_postgresql(
 @pytest.mark.parametrize(("path", "body", "param"), [
     (Q, _q(privacy={"type": "pure", "eps": True}), "eps"),
     (Q, {"type": "sum", "column": "age", "lower": "0", "upper": 1, "privacy": PURE}, "lower"),
-    ("/v1/datasets", {"name": "nulfile", "path": "/tmp/a\x00b.csv"}, "path"),
-    ("/v1/datasets", {"name": "a\x00b", "path": "/nonexistent.csv"}, "name"),
+    ("/v1/datasets", {"name": "nulfile", "path": "/tmp/a\x00b.csv", "infer_types": True}, "path"),
+    ("/v1/datasets", {"name": "a\x00b", "path": "/nonexistent.csv", "infer_types": True}, "name"),
 ])
 def test_request_type_errors_name_the_parameter(env: dict[str, Any], path: str, body: Any,
                                                 param: str) -> None:

@@ -33,7 +33,7 @@ def _env(tmp_path: Path, settings: Settings) -> Iterator[dict[str, Any]]:
     store = SQLiteStore(tmp_path / "l.db")
     with TestClient(create_app(settings, store=store), raise_server_exceptions=False) as c:
         r = c.post("/v1/datasets", headers=OWN, json={
-            "name": "people", "path": str(write_csv(tmp_path / "people.csv")),
+            "name": "people", "path": str(write_csv(tmp_path / "people.csv")), "infer_types": True,
             "budget": {"type": "pure", "eps": 10.0}})
         assert r.status_code == 201, r.text
         keys = {}

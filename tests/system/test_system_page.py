@@ -32,7 +32,8 @@ def test_page_draws_one_curve_per_budget_state(tmp_path: Path) -> None:
     with Server(f"sqlite:///{tmp_path / 'l.db'}", OWNER) as srv:
         own = {"Authorization": f"Bearer {OWNER}"}
         r = httpx.post(srv.base + "/v1/datasets", headers=own, json={
-            "name": "d", "path": str(csv), "budget": {"type": "gdp", "mu": 1.0}}, timeout=60)
+            "name": "d", "path": str(csv), "infer_types": True,
+                "budget": {"type": "gdp", "mu": 1.0}}, timeout=60)
         assert r.status_code == 201, r.text
         q = {"type": "count", "privacy": {"type": "pure", "eps": 0.3}}
         for _ in range(3):

@@ -58,7 +58,7 @@ def _text(dom: str, element_id: str) -> str:
 def _setup(srv: Server, csv: Path) -> dict[str, Any]:
     own = {"Authorization": f"Bearer {OWNER}"}
     r = httpx.post(srv.base + "/v1/datasets", headers=own, timeout=30, json={
-        "name": "clinic", "path": str(csv),
+        "name": "clinic", "path": str(csv), "infer_types": True,
         "budget": {"type": "approx", "eps": 2.0, "delta": 1e-6,
                    "typical": [{"type": "pure", "eps": 0.3}]}})
     assert r.status_code == 201, r.text

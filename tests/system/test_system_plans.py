@@ -38,7 +38,7 @@ def env(tmp_path: Path) -> Iterator[dict[str, Any]]:
         own = {"Authorization": f"Bearer {OWNER}"}
         path = _visits(tmp_path / "visits.parquet")
         r = client.post("/v1/datasets", headers=own, json={
-            "name": "visits", "path": str(path), "privacy_unit": "pid",
+            "name": "visits", "path": str(path), "infer_types": True, "privacy_unit": "pid",
             "columns": [{"name": "age", "type": "integer", "bounds": [0, 100]},
                         {"name": "ward", "type": "string", "categories": ["A", "B", "C"]}],
             "budget": {"type": "approx", "eps": 4.0, "delta": 1e-5}})
@@ -154,23 +154,31 @@ def test_registration_refuses_a_missing_privacy_unit_and_bad_declarations(
         env: dict[str, Any]) -> None:
     c, path = env["client"], str(env["path"])
     for extra, param in (({"privacy_unit": "patient"}, "privacy_unit"),
-                         ({"columns": [{"name": "age", "type": "string"}]}, "schema"),
+                         ({"columns": [{"name": "age", "type": "integer",
+                                        "categories": ["x"]}]}, "categories"),
                          ({"columns": [{"name": "nope", "type": "integer"}]}, "schema")):
         r = c.post("/v1/datasets", headers=env["owner"],
-                   json={"name": "other", "path": path, **extra})
+                   json={"name": "other", "path": path, "infer_types": True, **extra})
         assert r.status_code == 422, r.text
         assert r.json()["parameter"] == param
     assert c.get("/v1/datasets/other/schema", headers=env["owner"]).status_code == 404
+    # another type than the file's is the owner's to declare: the column is cast to it
+    r = c.post("/v1/datasets", headers=env["owner"], json={
+        "name": "other", "path": path, "columns": [{"name": "age", "type": "string"}]})
+    assert r.status_code == 201, r.text
+    cols = {col["name"]: col["type"] for col in r.json()["columns"]}
+    assert cols["age"] == "string"
 
 
 def test_the_privacy_unit_cannot_change_once_spent(env: dict[str, Any]) -> None:
     c, path = env["client"], str(env["path"])
     assert c.post("/v1/datasets/visits/queries", headers=env["ana"],
                   json=_plan()).status_code == 200
-    r = c.post("/v1/datasets", headers=env["owner"], json={"name": "visits", "path": path})
+    r = c.post("/v1/datasets", headers=env["owner"], json={"name": "visits", "path": path,
+                                                           "infer_types": True})
     assert r.status_code == 409, r.text
     r = c.post("/v1/datasets", headers=env["owner"],
-               json={"name": "visits", "path": path, "privacy_unit": "pid"})
+               json={"name": "visits", "path": path, "infer_types": True, "privacy_unit": "pid"})
     assert r.status_code == 201, r.text  # the same unit: re-pointing is fine
 
 
@@ -209,7 +217,7 @@ def test_the_owner_edits_the_schema_in_place_until_the_first_spend(env: dict[str
     # checked against the table before anything is written (422, schema unchanged)
     before = c.get(url, headers=ana).json()
     for bad in ({"columns": [{"name": "nope", "type": "integer"}]},
-                {"columns": [{"name": "age", "type": "string"}]},
+                {"columns": [{"name": "age", "type": "integer", "categories": [1.5]}]},
                 {"privacy_unit": "nope"},
                 {"columns": [{"name": "age", "type": "integer", "bounds": [5, 1]}]}):
         r = c.put(url, headers=own, json=bad)

@@ -41,8 +41,8 @@ def _no_sniffing(monkeypatch: pytest.MonkeyPatch) -> None:
     def boom(*_: Any) -> Any:
         raise AssertionError("the file's types were sniffed")
 
-    monkeypatch.setattr(ds, "data_columns", boom)
-    monkeypatch.setattr(ds, "data_column_kinds", boom)
+    monkeypatch.setattr(ds, "file_columns", boom)  # the table's types (declared, metadata)
+    monkeypatch.setattr(ds, "with_inferred", boom)  # infer_types: DuckDB's guesses
 
 
 def test_a_symlink_loop_is_a_422_naming_path(client: TestClient, tmp_path: Path) -> None:
@@ -102,13 +102,13 @@ def test_a_metadata_read_past_the_deadline_is_a_422(tmp_path: Path,
     import dpsieve.service.routes.datasets as ds
 
     release = threading.Event()
-    real = ds.data_columns
+    real = ds.file_columns
 
-    def stuck(path: Any) -> Any:
+    def stuck(path: Any, types: Any = None) -> Any:
         release.wait()  # held until the test has its answer
-        return real(path)
+        return real(path, types)
 
-    monkeypatch.setattr(ds, "data_columns", stuck)
+    monkeypatch.setattr(ds, "file_columns", stuck)
     store = SQLiteStore(tmp_path / "l.db")
     app = create_app(Settings(owner_key=OWNER, registration_timeout=0.05), store=store)
     with TestClient(app, raise_server_exceptions=False) as c:

@@ -197,7 +197,7 @@ def env(tmp_path: Path) -> Iterator[dict[str, Any]]:
         own = {"Authorization": f"Bearer {OWNER}"}
         for name, nb in (("ro", "replace_one"), ("ar", "add_remove")):
             r = client.post("/v1/datasets", headers=own, json={
-                "name": name, "path": str(csv),
+                "name": name, "path": str(csv), "infer_types": True,
                 "budget": {"type": "pure", "eps": 2.0, "neighbouring": nb}})
             assert r.status_code == 201, r.text
         r = client.post("/v1/analysts", json={"name": "ana"}, headers=own)
@@ -272,7 +272,7 @@ def test_large_envelope_instances_are_refused_from_public_parameters(
     app = create_app(Settings(owner_key=OWNER), store=store)
     with TestClient(app, raise_server_exceptions=False) as c:
         r = c.post("/v1/datasets", headers=own, json={
-            "name": "g", "path": csv,
+            "name": "g", "path": csv, "infer_types": True,
             "budget": {"type": "pure", "eps": 10.0, "neighbouring": "replace_one"}})
         assert r.status_code == 201, r.text
         r = c.post("/v1/datasets/g/queries", headers=own, json=spec)
@@ -301,7 +301,7 @@ def test_release_limits_are_settings(tmp_path: Path) -> None:
         with TestClient(create_app(settings, store=store),
                         raise_server_exceptions=False) as c:
             r = c.post("/v1/datasets", headers=own, json={
-                "name": "g", "path": csv,
+                "name": "g", "path": csv, "infer_types": True,
                 "budget": {"type": "pure", "eps": 10.0, "neighbouring": "replace_one"}})
             assert r.status_code == 201, r.text
             r = c.post("/v1/datasets/g/queries", headers=own, json=spec)

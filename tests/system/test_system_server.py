@@ -22,7 +22,8 @@ PER_CLIENT = 3
 
 def _setup(base: str, csv: Path, budget: dict[str, Any]) -> dict[str, str]:
     with httpx.Client(base_url=base, headers=OWN, timeout=30) as c:
-        r = c.post("/v1/datasets", json={"name": "d", "path": str(csv), "budget": budget})
+        r = c.post("/v1/datasets", json={"name": "d", "path": str(csv), "infer_types": True,
+            "budget": budget})
         assert r.status_code == 201, r.text
         key = c.post("/v1/analysts", json={"name": "ana"}).json()["api_key"]
         assert c.post("/v1/datasets/d/grants", json={"analyst": "ana"}).status_code == 201

@@ -28,7 +28,8 @@ def env(tmp_path: Path) -> Iterator[dict[str, Any]]:
         csv = write_csv(tmp_path / "people.csv")
         for name in ("people", "secret"):
             r = client.post("/v1/datasets", headers=own, json={
-                "name": name, "path": str(csv), "budget": {"type": "pure", "eps": 1.0}})
+                "name": name, "path": str(csv), "infer_types": True,
+                    "budget": {"type": "pure", "eps": 1.0}})
             assert r.status_code == 201, r.text
         keys = {}
         for who in ("ana", "bob"):
@@ -76,7 +77,7 @@ def test_query_on_a_data_set_without_budget_is_409_and_writes_nothing(
         env: dict[str, Any], tmp_path: Path) -> None:
     c, st = env["client"], env["store"]
     r = c.post("/v1/datasets", headers=env["owner"], json={
-        "name": "nobudget", "path": str(write_csv(tmp_path / "nb.csv"))})
+        "name": "nobudget", "path": str(write_csv(tmp_path / "nb.csv")), "infer_types": True})
     assert r.status_code == 201, r.text
     c.post("/v1/datasets/nobudget/grants", json={"analyst": "ana"}, headers=env["owner"])
     before = len(st.audit())
@@ -225,7 +226,7 @@ def test_register_with_bad_budget_writes_nothing(env: dict[str, Any], tmp_path: 
     c, store = env["client"], env["store"]
     csv = write_csv(tmp_path / "n.csv")
     r = c.post("/v1/datasets", headers=env["owner"], json={
-        "name": "new", "path": str(csv), "budget": {"type": "zcdp"}})
+        "name": "new", "path": str(csv), "infer_types": True, "budget": {"type": "zcdp"}})
     assert r.status_code == 422
     assert "'budget'" in r.json()["message"]
     assert store.dataset("new") is None
@@ -261,7 +262,7 @@ def test_changed_registration_or_file_is_seen_by_the_next_query(env: dict[str, A
         budget = {} if env["store"].dataset("moving") else {
             "budget": {"type": "pure", "eps": 1e4}}
         r = c.post("/v1/datasets", headers=own, json={
-            "name": "moving", "path": str(path), **budget})
+            "name": "moving", "path": str(path), "infer_types": True, **budget})
         assert r.status_code == 201, r.text
 
     def count() -> Any:

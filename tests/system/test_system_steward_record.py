@@ -60,7 +60,7 @@ def test_a_mixed_session_is_told_apart_in_words(tmp_path: Path) -> None:
     own = {"Authorization": f"Bearer {OWNER}"}
     with TestClient(app, raise_server_exceptions=False) as c:
         r = c.post("/v1/datasets", headers=own, json={
-            "name": "clinic", "path": str(_csv(tmp_path / "clinic.csv")),
+            "name": "clinic", "path": str(_csv(tmp_path / "clinic.csv")), "infer_types": True,
             "budget": {"type": "approx", "eps": 20.0, "delta": 1e-5,
                        "neighbouring": "replace_one"}})
         assert r.status_code == 201, r.text

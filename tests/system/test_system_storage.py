@@ -64,7 +64,8 @@ def tiny_fs(tmp_path: Path) -> Iterator[Path]:
 
 def _setup(c: httpx.Client, csv: Path) -> dict[str, str]:
     r = c.post("/v1/datasets", headers=OWN, json={
-        "name": "people", "path": str(csv), "budget": {"type": "pure", "eps": 1000.0}})
+        "name": "people", "path": str(csv), "infer_types": True,
+            "budget": {"type": "pure", "eps": 1000.0}})
     assert r.status_code == 201, r.text
     r = c.post("/v1/analysts", headers=OWN, json={"name": "ana"})
     ana = {"X-API-Key": r.json()["api_key"]}

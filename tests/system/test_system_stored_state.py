@@ -48,7 +48,7 @@ def test_a_tampered_state_is_refused_naming_the_field(tmp_path: Path) -> None:
     with TestClient(app, raise_server_exceptions=False) as c:
         own = {"Authorization": f"Bearer {OWNER}"}
         r = c.post("/v1/datasets", headers=own, json={
-            "name": "people", "path": str(write_csv(tmp_path / "people.csv")),
+            "name": "people", "path": str(write_csv(tmp_path / "people.csv")), "infer_types": True,
             "budget": {"type": "pure", "eps": 1.0}})
         assert r.status_code == 201, r.text
         key = c.post("/v1/analysts", json={"name": "ana"}, headers=own).json()["api_key"]

@@ -49,7 +49,7 @@ def test_every_503_states_the_charge_truthfully_under_a_flapping_postgresql(
     try:
         with TestClient(app, raise_server_exceptions=False) as c:
             r = c.post("/v1/datasets", headers=OWN, json={
-                "name": "p", "path": str(write_csv(tmp_path / "p.csv")),
+                "name": "p", "path": str(write_csv(tmp_path / "p.csv")), "infer_types": True,
                 "budget": {"type": "pure", "eps": 1e6}})
             assert r.status_code == 201, r.text
             key = c.post("/v1/analysts", headers=OWN, json={"name": "ana"}).json()["api_key"]

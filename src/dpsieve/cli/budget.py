@@ -117,8 +117,9 @@ def _schema_of(store: Any, dataset: str, src: dict[str, Any], fresh: bool,
     """The public schema to register (from the file's metadata, the declarations and the
     privacy unit; ``fresh``: a new registration, else the stored declarations and unit are
     kept unless given), checked before anything is written."""
+    from dpsieve.errors import DPError
     from dpsieve.session.data import file_columns
-    from dpsieve.session.datasets import registered_schema, unit_conflict
+    from dpsieve.session.datasets import declaration_types, registered_schema, unit_conflict
 
     if not src.get("path"):
         raise _fail(f"The data set {dataset!r} has no file: give --path.")
@@ -127,8 +128,11 @@ def _schema_of(store: Any, dataset: str, src: dict[str, Any], fresh: bool,
         privacy_unit = privacy_unit if privacy_unit is not None else old.get("privacy_unit")
         if declared is None and isinstance(old.get("schema"), dict):
             declared = old["schema"].get("columns")
+    types = declaration_types(declared)  # a bad declaration: named, before any read
     try:
-        table = file_columns(src["path"])  # metadata only
+        table = file_columns(src["path"], types)  # metadata and declarations only
+    except DPError:  # e.g. a CSV file without a header line: named
+        raise
     except Exception as e:  # the reader's message is withheld: it may quote a cell
         raise _fail(f"{src['path']!r} could not be read as a table "
                     f"({type(e).__name__}).") from None
@@ -137,6 +141,18 @@ def _schema_of(store: Any, dataset: str, src: dict[str, Any], fresh: bool,
     if why is not None:
         raise _fail(why)
     return {"schema": schema, "privacy_unit": privacy_unit}
+
+
+def _warn_unit(path: str, src: dict[str, Any], unit: str | None) -> None:
+    """Tell the owner (stderr) when the privacy unit column is all or mostly missing."""
+    from dpsieve.session.datasets import source_types, unit_warnings
+
+    try:
+        warnings = unit_warnings(path, source_types(src), unit)
+    except Exception:  # advice only: the registration itself succeeded
+        return
+    for w in warnings:
+        typer.echo(f"warning: {w}", err=True)
 
 
 @app.command("set")
@@ -154,6 +170,10 @@ def set_budget(
         None, "--columns", help='Public column declarations, a JSON list such as \'[{"name": '
         '"age", "type": "integer", "bounds": [0, 120]}, {"name": "ward", "type": "string", '
         '"categories": ["A", "B"]}]\' (checked against the file\'s column types).'),
+    infer_types: bool = typer.Option(
+        False, "--infer-types", help="A CSV file: declare every column not in --columns "
+        "with the type DuckDB's reader guesses from its values (your choice, stored as "
+        "declarations and printed). Otherwise a CSV's undeclared columns are text."),
     typical: str | None = typer.Option(
         None, help="An (eps, delta) budget's typical query, e.g. '{\"type\":\"pure\",\"eps\":0.1}' "
         "(or a JSON list): chooses the split between its pure and Gaussian parts."),
@@ -167,7 +187,7 @@ def set_budget(
     from dpsieve.accounting.events import description_from_json
     from dpsieve.errors import DPError
     from dpsieve.ledger import open_store
-    from dpsieve.session import data_column_kinds, data_columns, filter_for_budget
+    from dpsieve.session import filter_for_budget
 
     try:
         desc = description_from_json(json.loads(budget), name="budget")
@@ -190,19 +210,28 @@ def set_budget(
             p = Path(path).expanduser().resolve()
             if not p.is_file():
                 raise _fail(f"--path {path!r} is not a file.")
-            src = {**(src or {}), "path": str(p), "columns": data_columns(p),
-                   "column_types": data_column_kinds(p)}
+            src = {**(src or {}), "path": str(p)}
         if src is None:
             raise _fail(f"No data set named {dataset!r}; give --path to register it.")
+        if infer_types and src.get("path"):
+            from dpsieve.session.datasets import with_inferred
+
+            declared = with_inferred(str(src["path"]), declared)
         if path is not None or privacy_unit is not None or declared is not None:
             src = {**src, **_schema_of(store, dataset, src, path is not None, privacy_unit,
                                        declared)}
+            cols = src["schema"]["columns"]
+            src["columns"] = [c["name"] for c in cols]
+            src["column_types"] = {c["name"]: c["type"] for c in cols}
         # the budget first: refused once queries were admitted, before the record changes
         store.create_budget(dataset, flt, replace=True)
         store.register_dataset(dataset, {**src, "neighbouring": desc.neighbouring.value,
                                          "budget": desc.to_dict()})
         typer.echo(json.dumps({"dataset": dataset,
-                               "remaining": store.load_filter(dataset).remaining().to_dict()}))
+                               "remaining": store.load_filter(dataset).remaining().to_dict(),
+                               **({"declared": declared} if infer_types else {})}))
+        if src.get("path") and (path is not None or privacy_unit is not None):
+            _warn_unit(str(src["path"]), src, src.get("privacy_unit"))
     except DPError as e:
         raise _fail(str(e)) from None
     finally:
@@ -231,7 +260,7 @@ def edit_schema(
     from dpsieve.ledger import open_store
     from dpsieve.ledger.redact import redact_url
     from dpsieve.session.data import file_columns
-    from dpsieve.session.datasets import registered_schema, spent
+    from dpsieve.session.datasets import declaration_types, registered_schema, spent
 
     if no_privacy_unit and privacy_unit is not None:
         raise _fail("give --privacy-unit or --no-privacy-unit, not both.")
@@ -252,7 +281,8 @@ def edit_schema(
         unit = None if no_privacy_unit else (privacy_unit if privacy_unit is not None
                                              else old.get("privacy_unit"))
         try:
-            table = file_columns(old["path"])  # metadata only
+            table = file_columns(old["path"],  # metadata and declarations only
+                                 declaration_types(declared))
         except DPError:
             raise
         except Exception as e:  # the reader's message is withheld: it may quote a cell

@@ -387,8 +387,9 @@ def _check_size(n_groups: int, plans: list[KindPlan], public: bool) -> None:
 
 
 #: The largest noise scale (in answer units) a release may have: answers and intervals
-#: stay finite doubles with room for the tails (2^1000 ~ 1e301).
-MAX_ANSWER_SCALE = 2.0**1000
+#: stay finite doubles with room for the tails (2^1016 ~ 7e305: a draw would need ~250
+#: scales to overflow, probability below e^-250).
+MAX_ANSWER_SCALE = 2.0**1016
 
 
 def _calibrate(part: Part, share: Fraction, ctx: Ctx, total: PrivacyDescription,

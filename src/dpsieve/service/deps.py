@@ -100,12 +100,13 @@ class ServiceState:
                 self._spark.append(open_spark(self.settings.spark_url))
         return spark_source(table, self._spark[0])
 
-    def table_columns(self, src: dict[str, Any]) -> Any:
-        """A registration's column types, from metadata only (as at registration)."""
+    def table_columns(self, src: dict[str, Any], types: Any = None) -> Any:
+        """A registration's column types, from metadata and the declared ``types`` only
+        (as at registration)."""
         if not src.get("path"):
             return self.spark_engine(str(src["spark_table"])).columns()
         try:
-            return file_columns(src["path"])
+            return file_columns(src["path"], types)
         except Exception as e:  # a file gone or unreadable since its registration
             raise HTTPException(422, "the data set's file could not be read as a table: "
                                      f"{redact_quoted(str(e))}") from None

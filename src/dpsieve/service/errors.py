@@ -20,6 +20,7 @@ from dpsieve.errors import (
     IncompatiblePrivacyError,
     LedgerError,
     NeighbourRelationError,
+    QueryFailedError,
     UnsupportedError,
     ValidationError,
 )
@@ -152,6 +153,8 @@ def _dp_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, InstanceTooLargeError):  # refused before any spend
         return _error(422, "instance_too_large", str(exc), estimated_cost=exc.estimated_cost,
                       limit=exc.limit)
+    if isinstance(exc, QueryFailedError):  # one text for every failure after a charge
+        return _error(422, "query_failed", str(exc))
     if isinstance(exc, ValidationError):
         return _error(422, "invalid_parameter", str(exc), parameter=exc.parameter)
     if isinstance(exc, UnsupportedError | NeighbourRelationError):

@@ -9,13 +9,17 @@ from typing import Any
 from dpsieve.accounting.events import GDP
 from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore
 from dpsieve.service.auth import hash_key, new_key
-from dpsieve.session import data_column_kinds, data_columns, filter_for_budget
+from dpsieve.session import filter_for_budget
 
 __all__ = ["EXAMPLE_BUDGET", "EXAMPLE_DATASET", "example_path", "setup_example", "usage"]
 
 EXAMPLE_DATASET = "diabetes"
 #: mu = 1 GDP: about (eps = 4.9, delta = 1e-6), the tradeoff of telling apart N(0,1), N(1,1).
 EXAMPLE_BUDGET = GDP(1.0)
+#: The example's declared column types (a CSV file's are text until declared).
+EXAMPLE_TYPES = {"age": "integer", "sex": "integer", "bmi": "float", "bp": "float",
+                 "s1": "float", "s2": "float", "s3": "float", "s4": "float", "s5": "float",
+                 "s6": "float", "target": "float"}
 
 
 def example_path() -> Path:
@@ -28,8 +32,7 @@ def setup_example(store: BudgetStore) -> dict[str, Any]:
     src = store.dataset(EXAMPLE_DATASET) or {}
     store.register_dataset(EXAMPLE_DATASET, {
         **src, "path": str(example_path()), "neighbouring": "add_remove",
-        "columns": data_columns(example_path()),
-        "column_types": data_column_kinds(example_path()),
+        "columns": list(EXAMPLE_TYPES), "column_types": dict(EXAMPLE_TYPES),
         "budget": EXAMPLE_BUDGET.to_dict()})
     try:
         store.load_filter(EXAMPLE_DATASET)

@@ -241,6 +241,10 @@ class DatasetIn(_Strict):
     privacy_unit: Column | None = None
     #: Declarations of public types, domains and bounds of some columns.
     columns: Annotated[list[ColumnIn], Field(max_length=4096)] | None = None
+    #: A CSV file: declare every column not in ``columns`` with the type DuckDB's reader
+    #: guesses from its values (the owner's choice, stored as declarations; listed in
+    #: the answer). Otherwise a CSV's undeclared columns are text.
+    infer_types: bool = False
 
     @model_validator(mode="after")
     def _one_source(self) -> DatasetIn:

@@ -12,6 +12,7 @@ module       holds
 ``data``     data access: frames, files' metadata and row counts, kept engines and frames
 ``datasets`` a registered data set (ledger registry record) and the session it runs in
 ``schema``   a data set's public schema: declarations over the engine's metadata
+``outcomes`` a failure after the charge (one stored outcome), a registered source unread
 ============ ================================================================================
 
 The kinds of query (plans, the one-aggregation shapes, release, robust statistics) are

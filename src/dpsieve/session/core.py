@@ -42,7 +42,7 @@ import numpy as np
 from dpsieve import _budget_view
 from dpsieve._validation import fail
 from dpsieve.accounting.events import Neighbouring, PrivacyDescription
-from dpsieve.errors import ValidationError
+from dpsieve.errors import QueryFailedError, ValidationError
 from dpsieve.filters.base import BudgetLeft
 from dpsieve.queries.plan import Query
 from dpsieve.queries.release_sizing import ReleaseLimits
@@ -50,6 +50,7 @@ from dpsieve.queries.request_release import ReleaseRequest
 from dpsieve.queries.requests import PlanRequest, Request, privacy_of, request_from_json
 from dpsieve.session.budgets import PrivacyIn, as_description, filter_for_budget
 from dpsieve.session.data import Frame
+from dpsieve.session.outcomes import FAILED, FAILED_MESSAGE, total
 from dpsieve.session.result import QueryResult
 from dpsieve.session.source import SessionData
 
@@ -84,7 +85,14 @@ class Session:
     beyond which DuckDB spills to a temporary directory (docs/queries.md, Memory).
     ``engine`` is the engine query plans run on, for ``data`` itself (default: a new one
     for ``data`` each query; the service passes one it keeps open per registered file);
-    query types that load rows still load them from ``data``.
+    query types that load rows still load them from ``data``. A file's columns are read
+    as the declared ``column_types``/``schema`` types (a CSV's undeclared ones are text).
+    ``dataset`` names a registered data set (the service and the CLI): its public schema
+    is the stored one, and a failure to read its source before the spend is one refusal
+    naming the data set (:func:`dpsieve.session.outcomes.reading`). A computation that
+    fails after its charge is stored as the charge's outcome, one fixed message
+    (:class:`~dpsieve.errors.QueryFailedError`), returned again on a retry with the same
+    key (:func:`dpsieve.session.outcomes.total`).
     """
 
     def __init__(
@@ -110,6 +118,7 @@ class Session:
         loader: Callable[[], Frame] | None = None,
         memory_limit: str | None = None,
         engine: Any = None,
+        dataset: str | None = None,
     ) -> None:
         from dpsieve.ledger.base import has_budget
         from dpsieve.ledger.memory import MemoryStore
@@ -120,7 +129,7 @@ class Session:
             data, columns=columns, column_types=column_types, row_count=row_count,
             schema=schema, privacy_unit=privacy_unit, table=table,
             release_limits=release_limits, loader=loader, memory_limit=memory_limit,
-            engine=engine, rng=rng)
+            engine=engine, rng=rng, dataset=dataset)
         self.privacy_unit: str | None = self._source.privacy_unit
         self.store: BudgetStore = store if store is not None else MemoryStore()
         self.budget_id = budget_id
@@ -283,7 +292,9 @@ class Session:
         if stored is None:
             if self._after_spend is not None:
                 self._after_spend(key)
-            stored = self.store.record_answer(self.budget_id, key, ready.run())
+            stored = self.store.record_answer(self.budget_id, key, total(ready.run))
+        if FAILED in stored:  # the stored outcome of this charge: a failure
+            raise QueryFailedError(FAILED_MESSAGE)
         return QueryResult(stored["value"], stored["noise"], d.cost, left, key,
                            replayed=out.replayed, query=public,
                            budget=_budget_view.after_query(self.store, self.budget_id,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +25,11 @@ Frame = Any
 _ROWS = (".parquet", ".pq", ".csv", ".csv.gz", ".tsv")
 
 
-def _reader(path: str) -> str:
-    return "read_parquet" if path.lower().endswith((".parquet", ".pq")) else "read_csv_auto"
-
-
-def load_frame(data: Any) -> Frame:
-    """A pandas frame from a pandas/polars frame or a CSV/Parquet path (read by DuckDB)."""
+def load_frame(data: Any, types: Mapping[str, Any] | None = None) -> Frame:
+    """A pandas frame from a pandas/polars frame or a CSV/Parquet path, read as the
+    engines read it (:mod:`dpsieve.queries.engines.files`: a CSV's columns are text
+    unless declared in ``types``, a cell that does not cast to its declared type is
+    missing; no DuckDB message, which may quote a cell, is passed on)."""
     import pandas as pd  # type: ignore[import-untyped,unused-ignore]
 
     if callable(data) and not isinstance(data, str | Path | pd.DataFrame):
@@ -42,21 +42,18 @@ def load_frame(data: Any) -> Frame:
     if isinstance(data, str | Path):
         import duckdb
 
+        from dpsieve.queries.engines.files import read_frame
+
         path = str(data)
-        low = path.lower()
-        if low.endswith((".parquet", ".pq")):
-            reader = "read_parquet"
-        elif low.endswith((".csv", ".csv.gz", ".tsv")):
-            reader = "read_csv_auto"
-        else:
+        if not path.lower().endswith(_ROWS):
             raise fail("data", "load_frame", "a .csv or .parquet path", path)
         if not Path(path).is_file():
             raise fail("data", "load_frame", "an existing file", path)
-        con = duckdb.connect()
         try:
-            out: Frame = _read_file(con, reader, path)
-        finally:
-            con.close()
+            out: Frame = read_frame(path, types)
+        except duckdb.Error:
+            raise fail("data", "load_frame", "a file DuckDB can read (its message is "
+                       "withheld because it may quote data values)", path) from None
         return out
     rows_loadable(data, "load_frame")
     raise fail_private("data", "load_frame", "a pandas/polars DataFrame or a CSV/Parquet path",
@@ -81,89 +78,45 @@ def rows_loadable(data: Any, owner: str) -> None:
                    "{'type': 'query', ...})", f"<{type(data).__name__}>")
 
 
-def _read_file(con: Any, reader: str, path: str) -> Frame:
-    """Read a file whole; never fail on a cell (nothing data-dependent may leave).
-
-    DuckDB types a CSV's columns from a sample of rows; a later cell that does not parse
-    as its column's type would make the read fail *after* the spend, with a message quoting
-    the whole line (a private record), and the failure itself would tell whether such a
-    row exists. On a conversion error the file is re-read as text and each cell cast to
-    its column's type with ``TRY_CAST``: a cell that does not parse becomes missing, as an
-    empty cell would, so each row still maps to one row. No DuckDB message (which quotes
-    cells) is passed on."""
-    import duckdb
-
-    try:
-        return con.execute(f"SELECT * FROM {reader}(?)", [path]).df()
-    except duckdb.Error:
-        if reader != "read_csv_auto":
-            raise fail("data", "load_frame", "a readable Parquet file (DuckDB could not read "
-                       "it; its message is withheld because it may quote data values)",
-                       path) from None
-    try:
-        cols = con.execute(f"DESCRIBE SELECT * FROM {reader}(?)", [path]).fetchall()
-        # a table first: DuckDB pushes casts on a CSV scan into the reader, even TRY_CASTs
-        con.execute("CREATE TEMP TABLE _text AS SELECT * FROM read_csv_auto(?, "
-                    "all_varchar = true)", [path])
-        cast = ", ".join(
-            f"TRY_CAST({_quote(str(c[0]))} AS {c[1]}) AS {_quote(str(c[0]))}"
-            if str(c[1]).upper() != "VARCHAR" else _quote(str(c[0])) for c in cols)
-        return con.execute(f"SELECT {cast} FROM _text").df()
-    except duckdb.Error:
-        raise fail("data", "load_frame", "a CSV file DuckDB can read (its message is "
-                   "withheld because it may quote data values)", path) from None
-
-
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _describe(path: str, owner: str) -> list[tuple[str, str]]:
-    """A file's (column name, DuckDB type) pairs from its metadata (no value is read)."""
-    import duckdb
-
-    if not Path(path).is_file():
-        raise fail("data", owner, "an existing .csv or .parquet file", path)
-    con = duckdb.connect()
-    try:
-        rows = con.execute(f"DESCRIBE SELECT * FROM {_reader(path)}(?)", [path]).fetchall()
-    finally:
-        con.close()
-    return [(str(r[0]), str(r[1])) for r in rows]
-
-
 def data_columns(data: Any) -> list[str]:
-    """Column names only (the public schema): a frame's names, or a file's header via DuckDB.
+    """Column names only (the public schema): a frame's names, or a file's (a CSV's
+    header line, a Parquet file's metadata).
 
     No value of the data is released or used in a decision; a lazy loader (a callable)
     has no schema of its own and is loaded.
     """
     if isinstance(data, str | Path):
-        return [name for name, _ in _describe(str(data), "data_columns")]
+        return list(data_column_kinds(data))
     return [str(c) for c in load_frame(data).columns]
 
 
-def data_column_kinds(data: Any) -> dict[str, str]:
+def data_column_kinds(data: Any, types: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The kind of each column (public schema, :mod:`dpsieve._columns`): a frame's dtypes,
-    or the file's column types as DuckDB describes them. No value is released."""
-    from dpsieve._columns import frame_kinds, kind_of_sql
+    or a file's column types from its metadata and the declared ``types`` (a CSV's
+    undeclared columns are text). No value is released or read."""
+    from dpsieve._columns import frame_kinds
 
     if isinstance(data, str | Path):
-        return {name: kind_of_sql(t) for name, t in _describe(str(data), "data_column_kinds")}
+        from dpsieve.queries.engines import files
+
+        path = str(data)
+        if not Path(path).is_file():
+            raise fail("data", "data_column_kinds", "an existing .csv or .parquet file", path)
+        return {c.name: c.type.value for c in files.file_columns(path, types)}
     return frame_kinds(load_frame(data))
 
 
 def data_row_count(path: str | Path) -> int:
-    """The number of rows of a CSV/Parquet file (DuckDB), without loading it."""
-    import duckdb
+    """The number of rows of a CSV/Parquet file as the engines read it, without loading
+    it."""
+    from dpsieve.queries.engines.files import count_rows
 
-    p = str(path)
-    con = duckdb.connect()
-    try:
-        row = con.execute(f"SELECT COUNT(*) FROM {_reader(p)}(?)", [p]).fetchone()
-    finally:
-        con.close()
-    return int(row[0]) if row else 0
+    return count_rows(str(path))
+
+
+def _key(path: str, types: Mapping[str, Any] | None) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return path, tuple(sorted((str(n), str(getattr(t, "value", t)))
+                              for n, t in (types or {}).items()))
 
 
 class Frames:
@@ -171,17 +124,19 @@ class Frames:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._cache: dict[str, tuple[float, Any]] = {}
+        self._cache: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[float, Any]] = {}
 
-    def get(self, path: str) -> Any:
+    def get(self, path: str, types: Mapping[str, Any] | None = None) -> Any:
+        """The frame of ``path`` read with the declared ``types``."""
         mtime = Path(path).stat().st_mtime
+        key = _key(path, types)
         with self._lock:
-            hit = self._cache.get(path)
+            hit = self._cache.get(key)
             if hit is not None and hit[0] == mtime:
                 return hit[1]
-        frame = load_frame(path)
+        frame = load_frame(path, types)
         with self._lock:
-            self._cache[path] = (mtime, frame)
+            self._cache[key] = (mtime, frame)
         return frame
 
 
@@ -198,35 +153,39 @@ class FileEngines:
         self._lock = threading.Lock()
         self._size = size
         self._copy_max_bytes = copy_max_bytes
-        self._engines: OrderedDict[str, Any] = OrderedDict()
+        self._engines: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], Any] = (
+            OrderedDict())
 
-    def get(self, path: str) -> Any:
-        """The kept engine of ``path`` (made on first use; ``None`` for a path DuckDB cannot
-        open, e.g. a file gone since its registration: the session then refuses it as
-        before, with the error of its query type)."""
+    def get(self, path: str, types: Mapping[str, Any] | None = None) -> Any:
+        """The kept engine of ``path`` reading its columns as the declared ``types``
+        (made on first use; ``None`` for a path DuckDB cannot open, e.g. a file gone since
+        its registration: the session then refuses it before any spend)."""
         from dpsieve.errors import ValidationError
         from dpsieve.queries.engines.resolve import engine_for
 
+        key = _key(path, types)
         with self._lock:
-            engine = self._engines.get(path)
+            engine = self._engines.get(key)
             if engine is not None:
-                self._engines.move_to_end(path)
+                self._engines.move_to_end(key)
                 return engine
         try:
-            engine = engine_for(path, keep_open=True, copy_max_bytes=self._copy_max_bytes)
+            engine = engine_for(path, keep_open=True, copy_max_bytes=self._copy_max_bytes,
+                                types=types)
         except ValidationError:
             return None
         with self._lock:
-            engine = self._engines.setdefault(path, engine)
-            self._engines.move_to_end(path)
+            engine = self._engines.setdefault(key, engine)
+            self._engines.move_to_end(key)
             while len(self._engines) > self._size:
                 self._engines.popitem(last=False)
         return engine
 
 
-def file_columns(path: str | Path) -> Any:
+def file_columns(path: str | Path, types: Mapping[str, Any] | None = None) -> Any:
     """The columns of a data set's file and their types as its engine reads them (from the
-    file's metadata, as a session over it would: no value is read)."""
+    file's metadata and the owner's declared ``types``, as a session over it would: no
+    value is read)."""
     from dpsieve.queries.engines.resolve import engine_for
 
-    return engine_for(str(path), name="data", owner="Session").columns()
+    return engine_for(str(path), name="data", owner="Session", types=types).columns()

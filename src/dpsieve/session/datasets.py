@@ -3,15 +3,16 @@
 
 A registered data set is a ledger registry record: its source (``path`` or
 ``spark_table``), the budget's neighbouring relation and its **public schema** -- column
-names and types from the table's metadata (a CSV's types are those DuckDB's reader
-infers; the owner may declare them), the public domains and bounds the owner declares, and
+names and types from the table's metadata and the owner's declarations (a CSV file's
+columns are text until declared: its values never choose a type; the owner may declare
+any type), the public domains and bounds the owner declares, and
 the **privacy unit** (the column identifying a person; absent: one row per person). The
 schema is public metadata: it never holds a value of the data.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dpsieve._memo import Memo
@@ -22,7 +23,8 @@ from dpsieve.queries.schema import Column, ColumnType, Schema
 if TYPE_CHECKING:
     from dpsieve.session.core import Session
 
-__all__ = ["registered_schema", "session_for", "spent", "stored_schema", "unit_conflict"]
+__all__ = ["declaration_types", "registered_schema", "session_for", "source_types", "spent",
+           "stored_schema", "unit_conflict", "unit_warnings", "with_inferred"]
 
 
 #: Stored schemas parsed (Schema is immutable), keyed by the stored value's repr.
@@ -40,6 +42,59 @@ def registered_schema(actual: Callable[[], tuple[Column, ...]],
 
     cols = None if declared is None else [Column.from_dict(c) for c in declared]
     return resolve_schema(cols, privacy_unit, actual).to_dict()
+
+
+def with_inferred(path: str, declared: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """The owner's declarations completed with the types DuckDB's reader guesses for the
+    other columns of a CSV file (:func:`dpsieve.queries.engines.files.infer_types`; the
+    owner asked for it at registration: it is stored as their declaration)."""
+    from dpsieve.queries.engines.files import infer_types
+
+    out = list(declared or [])
+    named = {d.get("name") for d in out if isinstance(d, Mapping)}
+    out += [{"name": n, "type": t} for n, t in infer_types(path).items() if n not in named]
+    return out
+
+
+def declaration_types(declared: Sequence[Mapping[str, Any]] | None) -> dict[str, ColumnType]:
+    """The types of the owner's column declarations (each checked as a
+    :class:`~dpsieve.queries.schema.Column`): a file is read as these at registration."""
+    return {c.name: c.type for c in (Column.from_dict(d) for d in declared or ())}
+
+
+#: A privacy unit missing on at least this fraction of the rows is reported to the owner.
+MOSTLY_NULL = 0.5
+
+
+def unit_warnings(path: str, types: Mapping[str, Any] | None, unit: str | None
+                  ) -> list[str]:
+    """What the data owner should know about the privacy unit column at registration (a
+    diagnostic for the owner only: it reads the data, and is never on an analyst's path):
+    rows whose unit is missing are dropped from every query, so a unit column that is all
+    or mostly missing answers (almost) pure noise, charged."""
+    from dpsieve.queries.engines.files import unit_nulls
+
+    if unit is None:
+        return []
+    rows, nulls = unit_nulls(path, types, unit)
+    if rows and nulls == rows:
+        return [f"The privacy unit column {unit!r} is missing (empty, NULL or not of its "
+                f"declared type) on every row ({rows}): every query would drop every row "
+                "and answer pure noise, charged. Check the column or its declared type."]
+    if rows and nulls >= MOSTLY_NULL * rows:
+        return [f"The privacy unit column {unit!r} is missing on {nulls} of {rows} rows "
+                f"({nulls / rows:.0%}): those rows are dropped from every query."]
+    return []
+
+
+def source_types(src: dict[str, Any]) -> dict[str, ColumnType]:
+    """A registered data set's declared column types (its stored schema's; older
+    registrations: the stored column types): its file is read as these."""
+    from dpsieve.session.schema import declared_types
+
+    if isinstance(src.get("schema"), dict):
+        return declared_types(stored_schema(src))
+    return declared_types(None, src.get("column_types") or {})
 
 
 def stored_schema(src: dict[str, Any]) -> Schema:
@@ -78,12 +133,15 @@ def unit_conflict(st: BudgetStore, name: str, old: dict[str, Any],
 
 def session_for(src: dict[str, Any], data: Any, st: BudgetStore, name: str, principal: str,
                 after_spend: Callable[[str], None] | None,
-                frame_of: Callable[[str], Any], release_limits: Any = None,
+                frame_of: Callable[..., Any], release_limits: Any = None,
                 engine: Any = None) -> Session:
     """The session one query runs in, on ``data`` (the file's path, or a Spark engine):
     plans and the one-aggregation shapes run inside the engine (``engine``, e.g. the
     file's from :class:`FileEngines`; default: one opened for the query); release and the
-    robust estimators load the file through ``frame_of(path)`` after the spend."""
+    robust estimators load the file through ``frame_of(path, types)`` after the spend.
+    The session is a registered data set's (``dataset=``): its public schema is the
+    stored one, and a source that cannot be read as registered is refused naming the
+    data set only."""
     from dpsieve.session.core import Session
     from dpsieve.session.data import data_row_count
 
@@ -95,6 +153,6 @@ def session_for(src: dict[str, Any], data: Any, st: BudgetStore, name: str, prin
         column_types=None if has_schema else src.get("column_types"),
         schema=stored_schema(src) if has_schema else None,
         row_count=None if path is None else (lambda: data_row_count(str(path))),
-        loader=None if path is None else (lambda: frame_of(str(path))),
-        release_limits=release_limits, engine=engine,
+        loader=None if path is None else (lambda: frame_of(str(path), source_types(src))),
+        release_limits=release_limits, engine=engine, dataset=name,
         neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))

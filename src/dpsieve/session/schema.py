@@ -4,8 +4,8 @@
 * :func:`resolve_schema` -- the public :class:`~dpsieve.queries.schema.Schema`: the
   steward's declaration (types, public domains and bounds) over the types the engine
   reports from the table's metadata, with the privacy unit. Built before any spend, from
-  metadata only (a CSV's types are those DuckDB's reader infers from the file; declare them
-  to fix them).
+  metadata and declarations only (a CSV's columns are text unless declared: its values
+  never choose a type).
 * :func:`declared_unit` -- the privacy unit, from the argument or the declared schema.
 """
 
@@ -19,10 +19,11 @@ from dpsieve._memo import Memo
 from dpsieve._validation import fail
 from dpsieve.queries.schema import Column, ColumnType, Schema
 
-__all__ = ["declared_unit", "resolve_schema"]
+__all__ = ["declared_types", "declared_unit", "resolve_schema"]
 
 
-#: resolve_schema's results for (declared Schema, table columns, unit), by identity.
+#: resolve_schema's results for (declared Schema, table columns, unit, registered), by
+#: identity.
 _RESOLVED: Memo[tuple[Schema, tuple[Column, ...], Schema]] = Memo(64)
 
 
@@ -38,6 +39,16 @@ def _declared(schema: Any) -> tuple[tuple[Column, ...], str | None]:
         cols = tuple(c if isinstance(c, Column) else Column.from_dict(c) for c in schema)
         return cols, None
     raise fail("schema", "Session", "a Schema, its dict, or a list of Column", schema)
+
+
+def declared_types(schema: Any, column_types: Mapping[str, Any] | None = None
+                   ) -> dict[str, ColumnType]:
+    """The owner's declared column types: the declared schema's columns and
+    ``column_types`` (name -> type name), the latter first. A file's engine reads its
+    columns as these types (a CSV file has no others)."""
+    out = {str(n): ColumnType(str(t)) for n, t in (column_types or {}).items()}
+    out.update({c.name: c.type for c in _declared(schema)[0]})
+    return out
 
 
 def declared_unit(schema: Any, privacy_unit: Any) -> str | None:
@@ -57,11 +68,16 @@ def resolve_schema(
     privacy_unit: str | None,
     actual: Callable[[], tuple[Column, ...]] | None,
     column_types: Mapping[str, str] | None = None,
+    *,
+    registered: bool = False,
 ) -> Schema:
     """The public schema: declared columns over the table's (``actual()``: from metadata;
     ``None`` when the source cannot say without loading, e.g. a lazy loader with
     ``column_types``). A declared column absent from the table, or of another type than
-    the table's, is refused (the engine would disagree with the checks made on it)."""
+    the table's, is refused (the engine would disagree with the checks made on it).
+    ``registered``: the declared schema is a registered data set's whole public schema;
+    columns the table has beyond it are not part of it (a file rewritten after
+    registration shows analysts nothing new)."""
     cols = _declared(schema)[0]
     unit = declared_unit(schema, privacy_unit)
     table: tuple[Column, ...] | None = None
@@ -79,14 +95,18 @@ def resolve_schema(
         # on every query: remembered by the two objects' identities (the memo holds both,
         # so their ids are not reused while remembered; both are immutable)
         t = table
-        hit = _RESOLVED.get((id(schema), id(t), unit),
-                            lambda: (schema, t, _resolved(cols, unit, t)))
+        hit = _RESOLVED.get((id(schema), id(t), unit, registered),
+                            lambda: (schema, t, _resolved(cols, unit, t, registered)))
         if hit[0] is schema and hit[1] is t:
             return hit[2]
-    return _resolved(cols, unit, table)
+    return _resolved(cols, unit, table, registered)
 
 
-def _resolved(cols: tuple[Column, ...], unit: str | None, table: tuple[Column, ...]) -> Schema:
+def _resolved(cols: tuple[Column, ...], unit: str | None, table: tuple[Column, ...],
+              registered: bool = False) -> Schema:
+    if registered and cols:  # the registered schema is the whole public one
+        names = {c.name for c in cols}
+        table = tuple(c for c in table if c.name in names)
     by_name = {c.name: c for c in table}
     for c in cols:
         t = by_name.get(c.name)

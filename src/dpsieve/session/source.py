@@ -19,6 +19,7 @@ import numpy as np
 from dpsieve._validation import fail
 from dpsieve.accounting.events import Neighbouring
 from dpsieve.session import data as _data
+from dpsieve.session.outcomes import reading
 
 if TYPE_CHECKING:
     from dpsieve.queries.engine import Engine
@@ -36,8 +37,8 @@ class SessionData:
                  column_types: Mapping[str, str] | None, row_count: Callable[[], int] | None,
                  schema: Any, privacy_unit: str | None, table: str | None,
                  release_limits: ReleaseLimits | None, loader: Callable[[], Any] | None,
-                 memory_limit: str | None, engine: Any, rng: np.random.Generator | None
-                 ) -> None:
+                 memory_limit: str | None, engine: Any, rng: np.random.Generator | None,
+                 dataset: str | None = None) -> None:
         from dpsieve.session.schema import declared_unit
 
         self._data = data
@@ -54,6 +55,9 @@ class SessionData:
         self._memory_limit = memory_limit
         self._loader = loader
         self._engine = engine
+        #: A registered data set's name (its stored schema is the public one; a source
+        #: that cannot be read as registered is refused naming it only).
+        self.dataset = dataset
         self._public: Schema | None = None
         self.privacy_unit: str | None = declared_unit(schema, privacy_unit)
         self.release_limits = release_limits
@@ -69,9 +73,21 @@ class SessionData:
         if self._public is None:
             def actual() -> Any:
                 return self.engine().columns()
-            self._public = resolve_schema(self._declared, self.privacy_unit, actual,
-                                          self._kinds)
+            # a file's engine reads the declared column_types itself (types()): its table
+            # then has every column, in file order, with its storage type
+            kinds = None if isinstance(self._data, str | Path) and self._engine is None \
+                else self._kinds
+            with reading(self.dataset):
+                self._public = resolve_schema(self._declared, self.privacy_unit, actual,
+                                              kinds, registered=self.dataset is not None)
         return self._public
+
+    def types(self) -> dict[str, Any]:
+        """The declared column types (a file's engine reads its columns as these; a CSV's
+        undeclared columns are text)."""
+        from dpsieve.session.schema import declared_types
+
+        return declared_types(self._declared, self._kinds)
 
     def engine(self) -> Engine:
         """The engine plans run on: ``engine=``, else the one for the data."""
@@ -81,7 +97,7 @@ class SessionData:
             engine: Engine = self._engine
             return engine
         return engine_for(self._data, table=self._table, memory_limit=self._memory_limit,
-                          name="data", owner="Session")
+                          name="data", owner="Session", types=self.types())
 
     def check_engine(self) -> None:
         """A bad ``DPSIEVE_DUCKDB_MEMORY_LIMIT`` for a file's engine, refused before the
@@ -96,27 +112,33 @@ class SessionData:
         """The private data (loaded on first use, after an admitted spend)."""
         if self._frame is None:
             self._frame = (self._loader() if self._loader is not None
-                           else _data.load_frame(self._data))
+                           else _data.load_frame(self._data, self.types()))
         return self._frame
 
     def rows_loadable(self, owner: str) -> None:
-        _data.rows_loadable(self._data, owner)
+        with reading(self.dataset):
+            _data.rows_loadable(self._data, owner)
 
     def columns(self) -> list[str]:
         """The column names (public metadata), read before a spend from ``columns=``, a
         frame's names or a file's header, never from the values."""
         if self._columns is None:
-            self._columns = _data.data_columns(
-                self._frame if self._frame is not None else self._data)
+            with reading(self.dataset):
+                self._columns = _data.data_columns(
+                    self._frame if self._frame is not None else self._data)
         return self._columns
 
     def column_kind(self, column: str) -> str:
         """The column's kind (public schema; see :mod:`dpsieve._columns`), before a spend."""
         from dpsieve._columns import KINDS
 
+        if self.dataset is not None:  # a registered data set: its stored schema
+            with reading(self.dataset):
+                return self.schema().column(column, "column", "query").type.value
         if self._kinds is None or column not in self._kinds:
             src = self._frame if self._frame is not None else self._data
-            self._kinds = {**_data.data_column_kinds(src), **(self._kinds or {})}
+            self._kinds = {**_data.data_column_kinds(src, self.types()),
+                           **(self._kinds or {})}
         kind = self._kinds.get(column, "other")
         if kind not in KINDS:
             raise fail("column_types", "Session", f"kinds among {', '.join(KINDS)}", kind)
@@ -126,8 +148,9 @@ class SessionData:
         """The number of rows, read before a spend only for queries whose ``n`` is public
         (replace-one neighbours share it): ``row_count=``, a file's count (DuckDB), or the
         frame's length (a lazy loader is loaded; nothing is released)."""
-        if self._rows is not None:
-            return int(self._rows())
-        if self._frame is None and isinstance(self._data, str | Path):
-            return _data.data_row_count(self._data)
+        with reading(self.dataset):
+            if self._rows is not None:
+                return int(self._rows())
+            if self._frame is None and isinstance(self._data, str | Path):
+                return _data.data_row_count(self._data)
         return len(self.frame())

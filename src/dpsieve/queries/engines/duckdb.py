@@ -17,7 +17,7 @@ import re
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -34,6 +34,7 @@ from dpsieve.queries.engine import (
 )
 from dpsieve.queries.engines._numpy import Col, aggregate_columns, string_col
 from dpsieve.queries.engines.duckdb_sql import _q, compile_sql, duckdb_column_type
+from dpsieve.queries.engines.files import csv_columns, csv_header, csv_source, typed_source
 from dpsieve.queries.schema import Column, ColumnType
 
 __all__ = ["MEMORY_FLOOR_MIB", "MEMORY_LIMIT_ENV", "MEMORY_PER_THREAD_MIB",
@@ -166,7 +167,10 @@ class DuckDBEngine:
     when neither is given, a query that runs out of memory under it is run again, on a
     database of its own, under :func:`retry_memory_limit` (256 MiB on 2 cores), and a
     plan that ranks every row of a unit starts there. A given limit is never raised.
-    A connection given is used as it is (its own settings).
+    A connection given is used as it is (its own settings). ``types`` are the owner's
+    declared column types (name -> :class:`~dpsieve.queries.schema.ColumnType` or its
+    name): a CSV file's columns are text unless declared, and a column declared with
+    another type than the table's is cast to it (:meth:`_describe`).
 
     By default each call opens its own in-memory database and reads the file afresh.
     ``keep_open=True`` (a CSV or Parquet file; the service keeps one such engine per
@@ -174,7 +178,7 @@ class DuckDBEngine:
     on its own cursor (thread-safe), and reads a file of at most ``copy_max_bytes`` once
     into memory, so a query neither opens a database nor parses the file again. The copy
     holds the same rows and typed values a query would read from the file (for a CSV:
-    the ``TRY_CAST`` of :meth:`_source`). When every column is BIGINT, DOUBLE, VARCHAR or
+    the ``TRY_CAST`` of :meth:`_describe`). When every column is BIGINT, DOUBLE, VARCHAR or
     BOOLEAN it is held as numpy columns and aggregated by the frame engines' core
     (:mod:`dpsieve.queries.engines._numpy`; the engines agree bit for bit on a spec,
     docs/queries-engines.md, checked against the reference engine by the conformance
@@ -189,8 +193,11 @@ class DuckDBEngine:
     def __init__(self, source: str | Path | None = None, *, table: str | None = None,
                  connection: Any = None, threads: int | None = None,
                  memory_limit: str | None = None, keep_open: bool = False,
-                 copy_max_bytes: int = 16 * 2**20) -> None:
+                 copy_max_bytes: int = 16 * 2**20,
+                 types: Mapping[str, Any] | None = None) -> None:
         self._path: str | None = None
+        self._types = {str(n): ColumnType(str(getattr(t, "value", t)))
+                       for n, t in (types or {}).items()}
         self._lock = threading.Lock()
         self._kept: _Kept | None = None
         self._copy_max_bytes = copy_max_bytes
@@ -276,8 +283,8 @@ class DuckDBEngine:
             con, params, tmp = self._open()
             arrays = None
             try:
-                described = self._run_on(con, f"DESCRIBE SELECT * FROM {self._reader}", params)
-                source = self._source(described)
+                described, source = self._describe(
+                    lambda sql: self._run_on(con, sql, params))
                 if stamp[2] <= self._copy_max_bytes:
                     try:
                         arrays = _arrays(con, source, params, described)
@@ -311,12 +318,12 @@ class DuckDBEngine:
         ``execute`` returns the DuckDB result (``fetchall``, ``fetchnumpy``; DuckDB runs
         the statement when executing) and binds the file's path only to SQL reading it.
         ``described`` is DuckDB's DESCRIBE of the table, ``source`` the table the SQL reads
-        (:meth:`_source`)."""
+        (:meth:`_describe`)."""
         if self._connection is not None:
             def run_given(sql: str, params: dict[str, Any]) -> Any:
                 return self._connection.execute(sql, params)
-            described = run_given(f"DESCRIBE SELECT * FROM {self._reader}", {}).fetchall()
-            yield run_given, described, self._source(described)
+            described, source = self._describe(lambda sql: run_given(sql, {}).fetchall())
+            yield run_given, described, source
             return
         if self._keep_open and memory_limit is None:
             kept = self._load()
@@ -333,16 +340,16 @@ class DuckDBEngine:
         try:
             def run(sql: str, params: dict[str, Any]) -> Any:
                 return con.execute(sql, _bound(sql, params, extra))
-            described = run(f"DESCRIBE SELECT * FROM {self._reader}", {}).fetchall()
-            yield run, described, self._source(described)
+            described, source = self._describe(lambda sql: run(sql, {}).fetchall())
+            yield run, described, source
         finally:
             con.close()
             tmp.cleanup()
 
     @staticmethod
     def _columns_of(described: list[tuple[Any, ...]]) -> tuple[Column, ...]:
-        return tuple(Column(str(r[0]), duckdb_column_type(str(r[1])), storage=str(r[1]))
-                     for r in described)
+        return tuple(Column(str(r[0]), r[2] if len(r) > 2 else duckdb_column_type(str(r[1])),
+                            storage=str(r[1])) for r in described)
 
     def columns(self) -> tuple[Column, ...]:
         if self._keep_open:
@@ -350,23 +357,24 @@ class DuckDBEngine:
         with self._session() as (_, described, _source):
             return self._columns_of(described)
 
-    def _source(self, described: list[tuple[Any, ...]]) -> str:
-        """The table the SQL reads. A CSV's column types are sniffed from a sample of rows;
-        a later cell that does not parse as its column's type would fail the query after
-        the spend, with a message quoting the record. So a CSV is read as text and each
-        cell cast with ``TRY_CAST`` (through ``nullif``, which keeps DuckDB from pushing
-        the cast into the reader, where it would fail): such a cell is missing, as an empty
-        cell is, and each row stays one row (the semantics of ``dpsieve.session.load_frame``).
-        """
-        if not self._csv:
-            return self._reader
-        cols = []
-        for r in described:
-            name, sql_type = _q(str(r[0])), str(r[1])
-            cols.append(name if sql_type.upper() == "VARCHAR" else
-                        f"TRY_CAST(nullif({name}, chr(0)) AS {sql_type}) AS {name}")
-        return (f"(SELECT {', '.join(cols)} FROM "
-                "read_csv_auto($path, all_varchar = true))")
+    def _describe(self, run: Callable[[str], list[tuple[Any, ...]]]
+                  ) -> tuple[list[tuple[Any, ...]], str]:
+        """(the table's columns as ``(name, SQL type, public type)``, the FROM item the
+        SQL reads), from metadata and the declared ``types`` only.
+
+        A CSV file is read as :mod:`~dpsieve.queries.engines.files` says: its header
+        (the first line), every cell text, each declared column cast with ``TRY_CAST``
+        (a cell that does not cast is missing), undeclared columns text -- never a type
+        guessed from the values. Other tables keep their stored types; a column declared
+        with another type is cast to it with ``TRY_CAST``."""
+        if self._csv:
+            assert self._path is not None
+            names = csv_header(self._path)
+            cols = csv_columns(names, self._types)
+            return ([(c.name, c.storage, c.type) for c in cols],
+                    csv_source("$path", self._path, names, self._types))
+        return typed_source(run(f"DESCRIBE SELECT * FROM {self._reader}"), self._reader,
+                            self._types)
 
     def sql(self, spec: BoundingSpec) -> tuple[str, dict[str, Any]]:
         """The SQL and parameters :meth:`aggregate` runs (for inspection)."""

@@ -22,7 +22,7 @@ from dpsieve.queries.engines._numpy import (
 )
 from dpsieve.queries.schema import Column, ColumnType
 
-__all__ = ["PandasEngine", "PolarsEngine"]
+__all__ = ["PandasEngine", "PolarsEngine", "unit_key"]
 
 _FILL: dict[ColumnType, Any] = {ColumnType.INTEGER: 0, ColumnType.FLOAT: 0.0,
                                 ColumnType.BOOLEAN: False, ColumnType.STRING: ""}
@@ -88,9 +88,13 @@ class PandasEngine:
                      for c, t in self._df.dtypes.items()
                      for ct in (pandas_column_type(t),))
 
-    def _col(self, name: str, ctype: ColumnType) -> Col:
+    def _col(self, name: str, ctype: ColumnType, unit: bool = False) -> Col:
         s = self._df[name]
         missing = np.asarray(s.isna().to_numpy(), dtype=bool)
+        if ctype == ColumnType.STRING and unit:  # a privacy unit: by typed value (unit_key)
+            keys = [unit_key(v) for v in s.to_numpy(dtype=object, na_value=None)]
+            missing = missing | np.asarray([k is None for k in keys], dtype=bool)
+            return string_col(["" if k is None else k for k in keys], missing)
         if ctype == ColumnType.STRING:
             return _pandas_strings(s, missing)
         if ctype == ColumnType.INTEGER:
@@ -106,8 +110,31 @@ class PandasEngine:
 
     def aggregate(self, spec: BoundingSpec) -> Aggregates:
         types = {c.name: c.type for c in self.columns()}
-        return aggregate_columns(spec, lambda c: self._col(c, types[c]), len(self._df),
-                                 self.name)
+        return aggregate_columns(spec, lambda c: self._col(c, types[c], c == spec.unit),
+                                 len(self._df), self.name)
+
+
+def unit_key(v: Any) -> str | None:
+    """The key a value of an ``object`` column is compared by as a privacy unit: its typed
+    value, as DuckDB compares a typed column's (``1`` and ``1.0`` are one unit, ``1`` and
+    ``"1"`` two, ``True`` and ``1`` two; NaN and None are missing: ``None``). A string is
+    its own key (so a column of strings encodes as on every engine); any other value a
+    string no string can be: a NUL, a type tag and its canonical text (a string that
+    itself starts with NUL is escaped)."""
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return "\x00s" + v if v.startswith("\x00") else v
+    if isinstance(v, bool | np.bool_):
+        return f"\x00b:{bool(v)}"
+    if isinstance(v, int | np.integer):
+        return f"\x00n:{int(v)}"
+    if isinstance(v, float | np.floating):
+        x = float(v)
+        if x != x:
+            return None
+        return f"\x00n:{int(x)}" if x.is_integer() else f"\x00n:{x!r}"
+    return f"\x00o:{type(v).__name__}:{v!r}"
 
 
 def _pandas_strings(s: Any, missing: Any) -> Col:

@@ -22,6 +22,7 @@ can only exist if its library is already loaded (``sys.modules``).
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,11 +60,14 @@ FILE_SUFFIXES = (".csv", ".csv.gz", ".tsv", ".parquet", ".pq", ".duckdb", ".db")
 def engine_for(source: Any, *, table: str | None = None, spark: Any = None,
                memory_limit: str | None = None, name: str = "source",
                owner: str = "engine_for", keep_open: bool = False,
-               copy_max_bytes: int = 16 * 2**20) -> Engine:
+               copy_max_bytes: int = 16 * 2**20,
+               types: Mapping[str, Any] | None = None) -> Engine:
     """The engine that runs plans on ``source`` (see the module docstring). A file runs on
     DuckDB under ``memory_limit`` (default: ``duckdb.default_memory_limit``), kept open
     across calls with ``keep_open`` (files of at most ``copy_max_bytes`` copied in once:
-    :class:`~dpsieve.queries.engines.duckdb.DuckDBEngine`); a loader (a
+    :class:`~dpsieve.queries.engines.duckdb.DuckDBEngine`), its columns read as the
+    owner's declared ``types`` (a CSV file's undeclared columns are text:
+    :mod:`~dpsieve.queries.engines.files`); a loader (a
     callable returning a frame, as a session's lazy data) is called, only when its engine
     is needed (after the spend, or to read its column types); a pyarrow table is read as
     pandas.
@@ -87,7 +91,7 @@ def engine_for(source: Any, *, table: str | None = None, spark: Any = None,
         from dpsieve.queries.engines.duckdb import DuckDBEngine
 
         return DuckDBEngine(source, table=table, memory_limit=memory_limit,
-                            keep_open=keep_open, copy_max_bytes=copy_max_bytes)
+                            keep_open=keep_open, copy_max_bytes=copy_max_bytes, types=types)
     if callable(source) and not hasattr(source, "columns"):
         source = source()  # a lazy loader of a frame
     if _is_instance(source, "pandas", ("DataFrame",)):

@@ -19,9 +19,15 @@ from dpsieve.service.errors import redact_quoted
 from dpsieve.service.registration import column_count, resolve_path, with_deadline
 from dpsieve.service.routes.schema import unit_change
 from dpsieve.service.schemas import BudgetIn, DatasetIn, GrantIn
-from dpsieve.session import data_column_kinds, data_columns, filter_for_budget
+from dpsieve.session import filter_for_budget
 from dpsieve.session.data import file_columns
-from dpsieve.session.datasets import registered_schema, spent
+from dpsieve.session.datasets import (
+    declaration_types,
+    registered_schema,
+    spent,
+    unit_warnings,
+    with_inferred,
+)
 
 __all__ = ["budget_filter", "router", "set_budget"]
 
@@ -63,12 +69,31 @@ def _not_spent(svc: ServiceState, name: str) -> None:
                                  "never reset); send the registration without 'budget'.")
 
 
-def declared_schema(svc: ServiceState, body: DatasetIn,
-                    actual: Callable[[], Any]) -> dict[str, Any]:
-    """The public schema to store (checked, with the privacy unit, before any write;
-    the unit may not change once the budget has paid for queries)."""
+def declarations(body: DatasetIn) -> list[dict[str, Any]] | None:
+    """The owner's column declarations (with ``infer_types``: completed by the types
+    DuckDB's reader guesses for a CSV file's other columns)."""
     declared = None if body.columns is None else [
         c.model_dump(exclude_none=True) for c in body.columns]
+    if body.infer_types and body.path is not None:
+        declared = with_inferred(str(resolve_path(body.path)), declared)
+    return declared
+
+
+def registration_warnings(path: str, types: Any, unit: str | None) -> list[str]:
+    """The privacy unit's missing rows, for the owner (:func:`dpsieve.session.datasets.
+    unit_warnings`; a file that cannot be counted gives none: it was read already)."""
+    try:
+        return unit_warnings(path, types, unit)
+    except Exception:  # the count is advice; the registration itself succeeded
+        return []
+
+
+def declared_schema(svc: ServiceState, body: DatasetIn, actual: Callable[[], Any],
+                    declared: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The public schema to store (checked, with the privacy unit, before any write;
+    the unit may not change once the budget has paid for queries). ``declared``: the
+    declarations (default: :func:`declarations` of ``body``)."""
+    declared = declarations(body) if declared is None else declared
     schema = registered_schema(actual, declared, body.privacy_unit)
     unit_change(svc.store, body.name, svc.store.dataset(body.name) or {}, body.privacy_unit)
     return {"schema": schema, "privacy_unit": body.privacy_unit}
@@ -104,22 +129,29 @@ def register(body: DatasetIn, _: Owner, svc: Svc) -> dict[str, Any]:
     old = st.dataset(body.name) or {}
     limits = svc.settings
 
-    def metadata() -> tuple[list[str], dict[str, str], Any]:
+    def metadata() -> tuple[Any, dict[str, Any], Any]:
         column_count(path, limits.max_columns)  # bounded: the header or the footer
-        return (data_columns(path), data_column_kinds(path),  # names and kinds, no values
-                file_columns(path))  # the types the engine reads (metadata)
+        declared = declarations(body)
+        types = declaration_types(declared)
+        # the types the engine reads: metadata and the declarations, never values
+        return declared, types, file_columns(path, types)
     try:
-        columns, kinds, table = with_deadline(limits.registration_timeout, metadata,
-                                              str(path))
+        declared, types, table = with_deadline(limits.registration_timeout, metadata,
+                                               str(path))
     except DPError:
         raise
     except Exception as e:  # an unreadable file is the owner's input error
         raise HTTPException(422, "'path' could not be read as a table: "
                                  f"{redact_quoted(str(e))}") from None
-    schema = declared_schema(svc, body, lambda: table)
-    st.register_dataset(body.name, {**old, "path": str(path), "columns": columns,
-                                    "column_types": kinds, **schema})
+    schema = declared_schema(svc, body, lambda: table, declared)
+    st.register_dataset(body.name, {
+        **old, "path": str(path), "columns": [c.name for c in table],
+        "column_types": {c["name"]: c["type"] for c in schema["schema"]["columns"]},
+        **schema})
     out: dict[str, Any] = {"dataset": body.name, "path": str(path), **schema["schema"]}
+    warnings = registration_warnings(str(path), types, body.privacy_unit)
+    if warnings:  # to the owner only (this is the owner's route)
+        out["warnings"] = warnings
     if body.budget is not None:
         out.update(set_budget(svc, body.name, body.budget))
     return out

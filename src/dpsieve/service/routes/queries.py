@@ -28,7 +28,7 @@ from dpsieve.service.deps import DatasetName, ServiceState, Svc, Who
 from dpsieve.service.errors import Limited, QueryLedgerError
 from dpsieve.service.schemas import QueryBody
 from dpsieve.session.core import Session
-from dpsieve.session.datasets import session_for
+from dpsieve.session.datasets import session_for, source_types
 
 __all__ = ["QUERY_PATH", "router"]
 
@@ -46,7 +46,8 @@ def _session(svc: ServiceState, src: dict[str, Any], name: str, who: str) -> Ses
     if src.get("spark_table"):
         data, engine = svc.spark_engine(str(src["spark_table"])), None
     else:  # the file's engine, kept open across queries (the file's stamp checked)
-        data, engine = str(src["path"]), svc.engines.get(str(src["path"]))
+        data, engine = str(src["path"]), svc.engines.get(str(src["path"]),
+                                                         source_types(src))
     return session_for(src, data, svc.store, name, who, svc.after_spend, svc.frames.get,
                        svc.limits, engine=engine)
 

@@ -22,7 +22,13 @@ from fastapi import APIRouter, HTTPException
 from dpsieve.ledger.base import BudgetStore
 from dpsieve.service.deps import DatasetName, Owner, Svc, Who
 from dpsieve.service.schemas import SchemaIn
-from dpsieve.session.datasets import registered_schema, spent, stored_schema, unit_conflict
+from dpsieve.session.datasets import (
+    declaration_types,
+    registered_schema,
+    spent,
+    stored_schema,
+    unit_conflict,
+)
 
 __all__ = ["router", "schema_change", "unit_change"]
 
@@ -69,7 +75,8 @@ def put_schema(name: DatasetName, body: SchemaIn, _: Owner, svc: Svc) -> dict[st
         raise HTTPException(404, f"No data set named {name!r}.")
     declared = None if body.columns is None else [
         c.model_dump(exclude_none=True) for c in body.columns]
-    schema = registered_schema(lambda: svc.table_columns(old), declared, body.privacy_unit)
+    schema = registered_schema(lambda: svc.table_columns(old, declaration_types(declared)),
+                               declared, body.privacy_unit)
     unit_change(store, name, old, body.privacy_unit)
     schema_change(store, name, {**old, "schema": old.get("schema") or {}}, schema)
     store.register_dataset(name, {**old, "schema": schema,
