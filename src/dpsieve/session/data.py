@@ -65,13 +65,18 @@ def rows_loadable(data: Any, owner: str) -> None:
     that is not an existing CSV/Parquet file, or a source that only answers query plans (a
     Spark DataFrame is never collected to the driver; an engine object exposes aggregates
     only). Called before any spend."""
-    from dpsieve.queries.engines.resolve import is_engine, is_spark_frame
-
     if isinstance(data, str | Path):  # the path is the steward's public configuration
         if not str(data).lower().endswith(_ROWS):
             raise fail("data", owner, "a .csv or .parquet path", str(data))
         if not Path(data).is_file():
             raise fail("data", owner, "an existing file", str(data))
+    plans_only(data, owner)
+
+
+def plans_only(data: Any, owner: str) -> None:
+    """Refuse rows of a source that only answers query plans (public: its type)."""
+    from dpsieve.queries.engines.resolve import is_engine, is_spark_frame
+
     if is_spark_frame(data) or is_engine(data):
         raise fail("data", owner, "a pandas/polars DataFrame or a CSV/Parquet path for this "
                    "query type (a Spark DataFrame or an engine answers query plans: "

@@ -116,6 +116,11 @@ class SessionData:
         return self._frame
 
     def rows_loadable(self, owner: str) -> None:
+        """Refuse before the spend a query shape whose rows cannot be loaded. Whether the
+        source answers query plans only (a Spark table, an engine) is the registration's
+        public configuration, so that refusal names it; a failure to read a registered
+        file is the one generic message of :func:`reading`."""
+        _data.plans_only(self._data, owner)
         with reading(self.dataset):
             _data.rows_loadable(self._data, owner)
 
