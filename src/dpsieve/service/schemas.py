@@ -42,8 +42,8 @@ from dpsieve.queries.source import SHAPES
 if TYPE_CHECKING:
     from dpsieve.queries.requests import Request
 
-__all__ = ["AnalystIn", "BudgetIn", "ColumnIn", "DatasetIn", "GrantIn", "PlanIn", "PrivacyIn",
-           "QueryBody", "QueryIn", "SchemaIn"]
+__all__ = ["AnalystIn", "BlocksIn", "BudgetIn", "ColumnIn", "DatasetIn", "GrantIn", "PlanIn",
+           "PrivacyIn", "QueryBody", "QueryIn", "SchemaIn", "UnlockIn"]
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
@@ -224,6 +224,40 @@ class BudgetIn(_Strict):
         return [t.description(self.neighbouring, "typical") for t in items]
 
 
+class UnlockIn(_Strict):
+    """How a block's budget is unlocked: ``none``; ``periodic`` (``fraction`` or ``1/n``
+    more each ``period`` seconds); ``arrivals`` (``fraction`` or ``1/n`` more per arriving
+    ``analyst`` or ``request``)."""
+
+    type: Literal["none", "periodic", "arrivals"]
+    fraction: Finite | StrictStr | None = None
+    n: StrictInt | None = None
+    period: Finite | None = None
+    by: Literal["analyst", "request"] | None = None
+
+
+class BlocksIn(_Strict):
+    """A data set's block declaration (docs/proofs/blocks.md): the block column (integer
+    or string), the budget every block arrives with, unlocking, the scheduler, and
+    whether every privacy unit's rows lie in one block (the steward's statement)."""
+
+    column: Column
+    budget: BudgetIn
+    unlock: UnlockIn | None = None
+    scheduler: Literal["dpf", "dpack", "fcfs"] = "dpf"
+    unit_in_one_block: bool = False
+
+    def spec(self) -> dict[str, Any]:
+        """The declaration's JSON (:func:`dpsieve.blocks.spec.block_spec_from_dict`)."""
+        out: dict[str, Any] = {"column": self.column,
+                               "budget": self.budget.model_dump(exclude_none=True),
+                               "scheduler": self.scheduler,
+                               "unit_in_one_block": self.unit_in_one_block}
+        if self.unlock is not None:
+            out["unlock"] = self.unlock.model_dump(exclude_none=True)
+        return out
+
+
 class DatasetIn(_Strict):
     """Register a CSV or Parquet file (a path on the server) under a name -- or, on a
     service started with a Spark URL (``DPSIEVE_SPARK_URL``), a table of the Spark catalog
@@ -245,11 +279,17 @@ class DatasetIn(_Strict):
     #: guesses from its values (the owner's choice, stored as declarations; listed in
     #: the answer). Otherwise a CSV's undeclared columns are text.
     infer_types: bool = False
+    #: A block column and the budget each block arrives with (docs/proofs/blocks.md):
+    #: the data set then has a budget per block instead of ``budget``.
+    blocks: BlocksIn | None = None
 
     @model_validator(mode="after")
     def _one_source(self) -> DatasetIn:
         if (self.path is None) == (self.spark_table is None):
             raise ValueError("give exactly one of 'path' and 'spark_table'")
+        if self.blocks is not None and self.budget is not None:
+            raise ValueError("give at most one of 'budget' and 'blocks' (a data set with "
+                             "blocks has a budget per block)")
         return self
 
 

@@ -12,6 +12,7 @@ datasets   registration, budgets set, grants (owner); the data sets a key sees
 budgets    a data set's budget page data, tradeoff curves, audit log (owner)
 queries    ``POST /v1/datasets/{name}/queries``: the one query route
 schema     a data set's public schema (read; replaced in place by the owner)
+blocks     budgets over time: blocks, quotas, groups, the queue of waiting queries
 ========== ==================================================================
 """
 
@@ -19,9 +20,10 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from dpsieve.service.routes import analysts, budgets, datasets, meta, queries, schema
+from dpsieve.service.routes import analysts, blocks, budgets, datasets, meta, queries, schema
 
 __all__ = ["ROUTERS"]
 
 ROUTERS: tuple[APIRouter, ...] = (meta.router, analysts.router, datasets.router,
-                                  budgets.router, queries.router, schema.router)
+                                  budgets.router, queries.router, schema.router,
+                                  blocks.router)

@@ -99,6 +99,24 @@ def declared_schema(svc: ServiceState, body: DatasetIn, actual: Callable[[], Any
     return {"schema": schema, "privacy_unit": body.privacy_unit}
 
 
+def _blocks(svc: ServiceState, body: DatasetIn, schema: dict[str, Any]
+            ) -> dict[str, Any] | None:
+    """The registration's block declaration, checked before anything is written."""
+    if body.blocks is None:
+        return None
+    from dpsieve.queries.schema import Schema
+    from dpsieve.service.routes.blocks import check_blocks
+
+    return check_blocks(svc, body.name, Schema.from_dict(schema["schema"]), body.blocks)
+
+
+def _declare(svc: ServiceState, name: str, spec: dict[str, Any] | None) -> dict[str, Any]:
+    if spec is None:
+        return {}
+    svc.store.declare_blocks(name, spec)  # type: ignore[attr-defined]
+    return {"blocks": spec}
+
+
 @router.post("/v1/datasets", status_code=201, tags=["owners"])
 def register(body: DatasetIn, _: Owner, svc: Svc) -> dict[str, Any]:
     """Register a file (or a Spark catalog table) with its public schema: column types
@@ -111,13 +129,14 @@ def register(body: DatasetIn, _: Owner, svc: Svc) -> dict[str, Any]:
             _not_spent(svc, body.name)
         cols = svc.spark_engine(body.spark_table).columns()
         schema_s = declared_schema(svc, body, lambda: cols)
+        spec_s = _blocks(svc, body, schema_s)
         old = st.dataset(body.name) or {}
         st.register_dataset(body.name, {
             **{k: v for k, v in old.items() if k != "path"},
             "spark_table": body.spark_table, "columns": [c.name for c in cols],
             "column_types": {c.name: c.type.value for c in cols}, **schema_s})
         out_s: dict[str, Any] = {"dataset": body.name, "spark_table": body.spark_table,
-                                 **schema_s["schema"]}
+                                 **schema_s["schema"], **_declare(svc, body.name, spec_s)}
         if body.budget is not None:
             out_s.update(set_budget(svc, body.name, body.budget))
         return out_s
@@ -144,11 +163,13 @@ def register(body: DatasetIn, _: Owner, svc: Svc) -> dict[str, Any]:
         raise HTTPException(422, "'path' could not be read as a table: "
                                  f"{redact_quoted(str(e))}") from None
     schema = declared_schema(svc, body, lambda: table, declared)
+    spec = _blocks(svc, body, schema)
     st.register_dataset(body.name, {
         **old, "path": str(path), "columns": [c.name for c in table],
         "column_types": {c["name"]: c["type"] for c in schema["schema"]["columns"]},
         **schema})
-    out: dict[str, Any] = {"dataset": body.name, "path": str(path), **schema["schema"]}
+    out: dict[str, Any] = {"dataset": body.name, "path": str(path), **schema["schema"],
+                           **_declare(svc, body.name, spec)}
     warnings = registration_warnings(str(path), types, body.privacy_unit)
     if warnings:  # to the owner only (this is the owner's route)
         out["warnings"] = warnings

@@ -26,6 +26,7 @@ from dpsieve.errors import BudgetExceededError, ConcurrencyError, IncompatiblePr
 from dpsieve.ledger.base import LedgerUnavailableError, has_budget, spend_journal, spend_key
 from dpsieve.service.deps import DatasetName, ServiceState, Svc, Who
 from dpsieve.service.errors import Limited, QueryLedgerError
+from dpsieve.service.routes.blocks import block_session, has_blocks
 from dpsieve.service.schemas import QueryBody
 from dpsieve.session.core import Session
 from dpsieve.session.datasets import session_for, source_types
@@ -38,8 +39,12 @@ router = APIRouter()
 QUERY_PATH = "/v1/datasets/{name}/queries"
 
 
-def _session(svc: ServiceState, src: dict[str, Any], name: str, who: str) -> Session:
-    """The data set's session for one request."""
+def _session(svc: ServiceState, src: dict[str, Any], name: str, who: str,
+             blocks: bool = False) -> Session:
+    """The data set's session for one request (``blocks``: the data set has blocks, and
+    this is its block session, :mod:`dpsieve.service.routes.blocks`)."""
+    if blocks:
+        return block_session(svc, src, name, who)
     # plans and the one-aggregation shapes run inside the engine (DuckDB for a file,
     # Spark for a catalog table, whose rows never leave it); release and the robust
     # estimators load a file's frame after the spend
@@ -62,10 +67,13 @@ def query(
 ) -> dict[str, Any]:
     st = svc.store
     src = svc.visible(p, name)
+    blocks = False
     if not has_budget(st, name):  # existence only: the spend reads the filter
-        raise HTTPException(409, f"The data set {name!r} has no budget yet.")
+        blocks = has_blocks(st, name)  # a budget per block instead (never both)
+        if not blocks:
+            raise HTTPException(409, f"The data set {name!r} has no budget yet.")
     if preview:  # public values only: no data read, nothing spent or written
-        session = _session(svc, src, name, p.name)
+        session = _session(svc, src, name, p.name, blocks)
         return {"dataset": name, "preview": True,
                 **session.preview(body.request(session.neighbouring))}
     wait = svc.refusals.retry_after(p.name)
@@ -74,7 +82,7 @@ def query(
                       f"were refused in the last {svc.refusals.window:g} s; queries are "
                       "refused without being run until the window ends (nothing was "
                       "written or spent).", wait)
-    session = _session(svc, src, name, p.name)
+    session = _session(svc, src, name, p.name, blocks)
     # every query has an idempotency key: the client's, or one assigned here and sent
     # back (header and, after a ledger fault, body), so a retry is always safe
     client_key = idempotency_key or "srv-" + uuid.uuid4().hex

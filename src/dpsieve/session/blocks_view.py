@@ -1,0 +1,89 @@
+"""A data set's blocks, quotas and queue as the budget page and ``dpsieve blocks show``
+state them (public values only: budgets as their filters state them, fractions used and
+unlocked, the requests waiting with their positions and reasons).
+
+Every number here is a function of the charges admitted, the declared blocks and their
+unlocking, and the clock (docs/proofs/blocks.md §5). An analyst sees every block and the
+quotas that apply to them (their own, their groups'); the queue shows every waiting
+request's position, status and reason, and the request itself to the analyst who asked
+only. The owner sees everything.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from dpsieve.blocks.currency import used_fraction
+from dpsieve.blocks.spec import BlockSpec
+from dpsieve.ledger.passes import label
+
+__all__ = ["blocks_view", "guarantee"]
+
+#: The most recent blocks listed (the others are counted).
+MAX_LISTED = 200
+
+
+def guarantee(spec: BlockSpec) -> str:
+    """What each privacy unit gets from the block budgets, in words (docs/proofs/blocks.md
+    §3)."""
+    if spec.unit_in_one_block:
+        return ("Each privacy unit's rows lie in one block (the steward's statement): each "
+                "unit is protected at its block's budget, however many blocks there are "
+                "(parallel composition).")
+    return ("Each block's budget protects a unit's rows in that block; a unit whose rows "
+            "span k blocks is protected by the composition of those k budgets (without a "
+            "privacy unit column every row is its own unit, in one block).")
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.4g} %"
+
+
+def _budget(store: Any, budget_id: str) -> dict[str, Any]:
+    from dpsieve.filters.summary import budget_summary
+
+    cur, init = store.load_filter(budget_id), store.initial_filter(budget_id)
+    used = float(used_fraction(cur, init))
+    return {"used": used, "used_text": _pct(used), "remaining": cur.remaining().to_dict(),
+            "text": budget_summary(cur, init).text}
+
+
+def blocks_view(store: Any, dataset: str, spec: BlockSpec, *, analyst: str | None = None,
+                now: float | None = None) -> dict[str, Any]:
+    """The page's data (module docstring). ``analyst``: the analyst who asks (None: the
+    owner, who sees every quota and every request)."""
+    t = time.time() if now is None else now
+    recs = store.blocks(dataset)
+    blocks = []
+    for r in recs[-MAX_LISTED:]:
+        unlocked = float(r.unlocked(t))
+        hist = store.history(r.budget_id)
+        blocks.append({"block": r.value, "arrived_at": r.created_at,
+                       "unlock": r.unlock.describe(), "unlocked": unlocked,
+                       "unlocked_text": _pct(unlocked), "arrivals": r.arrivals,
+                       **_budget(store, r.budget_id), "admitted": len(hist),
+                       "history": [{"key": _own_key(h.key, h.principal, analyst),
+                                    "principal": h.principal if analyst is None else None,
+                                    "cost": h.cost.to_dict(), "at": h.created_at}
+                                   for h in hist[-20:]]})
+    mine = set(store.quota_budgets(dataset, analyst)) if analyst is not None else None
+    quotas = [{"scope": q.scope, "name": q.name, "label": label(q.budget_id),
+               **_budget(store, q.budget_id)}
+              for q in store.quotas(dataset) if mine is None or q.budget_id in mine]
+    queue = []
+    for p in store.queue(dataset, limit=100):
+        own = analyst is None or p.principal == analyst
+        d = p.to_dict(public=not own)
+        d["blocks"] = [lbl for lbl in (label(b) for b in p.budgets) if lbl.startswith("block")]
+        queue.append(d)
+    return {"dataset": dataset, "column": spec.column, "scheduler": spec.scheduler.value,
+            "unlock": spec.unlock.describe(), "unit_in_one_block": spec.unit_in_one_block,
+            "guarantee": guarantee(spec), "block_budget": spec.budget,
+            "n_blocks": len(recs), "blocks": blocks, "quotas": quotas,
+            "groups": store.groups() if analyst is None else None, "queue": queue}
+
+
+def _own_key(key: str, principal: str, analyst: str | None) -> str | None:
+    """A spend's key, shown to the owner and to the analyst who made it only."""
+    return key if analyst is None or principal == analyst else None

@@ -1,0 +1,234 @@
+"""Budgets over time in the service: a data set registered with a block column, blocks
+arriving with fresh budgets, quotas and groups set by the owner, queries charged to every
+block their ``where`` may read (and to the analyst's quotas) all or nothing, the queue
+with positions and reasons, and the page's view. Every refusal is a 4xx with public
+text and charges nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from fastapi.testclient import TestClient
+
+from dpsieve.ledger import SQLiteStore
+from dpsieve.service import Settings, create_app
+
+OWNER = "dps_test-owner-key_Bk7RmZ2vK9pLw4sN8bYc3FhJ6t"
+DAYS = [20240101, 20240102, 20240103]
+
+
+def _count(eps: float, where: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    return {"type": "query", "privacy": {"type": "pure", "eps": eps},
+            "aggregations": [{"type": "count"}], "where": where or []}
+
+
+def _data(path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    n = 600
+    pd.DataFrame({"day": rng.choice([*DAYS, 20240104], n),  # 20240104: not declared
+                  "cost": rng.gamma(2.0, 50.0, n).round(2)}).to_parquet(path)
+    return path
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[dict[str, Any]]:
+    store = SQLiteStore(tmp_path / "svc.db")
+    app = create_app(Settings(owner_key=OWNER), store=store)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        own = {"Authorization": f"Bearer {OWNER}"}
+        r = client.post("/v1/datasets", headers=own, json={
+            "name": "d", "path": str(_data(tmp_path / "d.parquet")),
+            "blocks": {"column": "day", "budget": {"type": "pure", "eps": 1.0}}})
+        assert r.status_code == 201, r.text
+        assert r.json()["blocks"]["column"] == "day"
+        for day in DAYS:
+            r = client.post("/v1/datasets/d/blocks", headers=own, json={"block": day})
+            assert r.status_code == 201, r.text
+        keys = {}
+        for who in ("ana", "bob"):
+            r = client.post("/v1/analysts", json={"name": who}, headers=own)
+            keys[who] = {"X-API-Key": r.json()["api_key"]}
+            assert client.post("/v1/datasets/d/grants", headers=own,
+                               json={"analyst": who}).status_code == 201
+        yield {"client": client, "store": store, "own": own, **keys}
+
+
+def _left(st: Any, day: int, dataset: str = "d") -> Fraction:
+    return Fraction(st.load_filter(f"{dataset}/block:{day}").remaining().to_dict()["exact"])
+
+
+def test_a_query_is_charged_to_every_block_its_where_may_read(env: dict[str, Any]) -> None:
+    c, st = env["client"], env["store"]
+    r = c.post("/v1/datasets/d/queries", json=_count(0.25, [
+        {"column": "day", "op": ">=", "value": 20240102}]), headers=env["ana"])
+    assert r.status_code == 200, r.text
+    assert r.json()["budget"]["blocks"] == [20240102, 20240103]
+    assert [_left(st, d) for d in DAYS] == [1, 1 - Fraction(0.25), 1 - Fraction(0.25)]
+    # a block with no matching row is charged like any other: the where on another
+    # column cannot be decided from public values
+    r = c.post("/v1/datasets/d/queries", json=_count(0.25, [
+        {"column": "cost", "op": ">", "value": 1e9}]), headers=env["bob"])
+    assert r.status_code == 200, r.text
+    assert r.json()["budget"]["blocks"] == DAYS
+    # the undeclared day is never read: the count is over the declared days only
+    # (its rows would be about a quarter of the data)
+    assert r.json()["value"]["groups"][0]["estimates"][0]["value"] < 100
+    # all or nothing: the first block has 0.75 left, the others 0.5; 0.6 fits only day 1
+    before = [_left(st, d) for d in DAYS]
+    r = c.post("/v1/datasets/d/queries", json=_count(0.6), headers=env["ana"])
+    assert r.status_code == 409, r.text
+    assert r.json()["error"] == "budget_exceeded"
+    assert "block 20240102" in r.json()["message"]
+    assert [_left(st, d) for d in DAYS] == before
+    # a filter no declared block satisfies: refused before any spend
+    r = c.post("/v1/datasets/d/queries", json=_count(0.1, [
+        {"column": "day", "op": "==", "value": 20240104}]), headers=env["ana"])
+    assert r.status_code == 422, r.text
+    assert r.json()["parameter"] == "where"
+    # kinds that read every row are refused on blocks (nothing spent)
+    r = c.post("/v1/datasets/d/queries", headers=env["ana"], json={
+        "type": "robust_mean", "column": "cost", "lower": 0, "upper": 500,
+        "privacy": {"type": "pure", "eps": 0.1}})
+    assert r.status_code == 422, r.text
+    assert [_left(st, d) for d in DAYS] == before
+    # a retry replays on the blocks it was charged to, even after a block arrived
+    h = {**env["ana"], "Idempotency-Key": "k1"}
+    first = c.post("/v1/datasets/d/queries", json=_count(0.1), headers=h)
+    assert first.status_code == 200, first.text
+    assert c.post("/v1/datasets/d/blocks", headers=env["own"],
+                  json={"block": 20240104}).status_code == 201
+    again = c.post("/v1/datasets/d/queries", json=_count(0.1), headers=h)
+    assert again.status_code == 200
+    assert again.json()["replayed"] is True
+    assert again.json()["value"] == first.json()["value"]
+    assert again.json()["budget"]["blocks"] == DAYS
+    assert _left(st, 20240104) == 1
+
+
+def test_quotas_and_groups_are_charged_in_the_same_transaction(env: dict[str, Any]) -> None:
+    c, st = env["client"], env["store"]
+    own = env["own"]
+    r = c.put("/v1/datasets/d/quotas", headers=own, json={
+        "scope": "analyst", "name": "ana", "budget": {"type": "pure", "eps": 0.3}})
+    assert r.status_code == 200, r.text
+    assert c.put("/v1/datasets/d/quotas", headers=env["ana"], json={
+        "scope": "analyst", "name": "ana", "budget": {"type": "pure", "eps": 9}}
+    ).status_code == 403
+    r = c.put("/v1/groups/team", headers=own, json={"members": ["ana", "bob"]})
+    assert r.status_code == 200, r.text
+    assert c.put("/v1/groups/team", headers=own, json={"members": ["nobody"]}
+                 ).status_code == 404
+    assert c.put("/v1/datasets/d/quotas", headers=own, json={
+        "scope": "group", "name": "team", "budget": {"type": "pure", "eps": 0.5}}
+    ).status_code == 200
+    assert c.post("/v1/datasets/d/queries", json=_count(0.2), headers=env["ana"]
+                  ).status_code == 200
+    before = [_left(st, d) for d in DAYS]
+    r = c.post("/v1/datasets/d/queries", json=_count(0.2), headers=env["ana"])
+    assert r.status_code == 409  # ana's own quota: 0.4 > 0.3
+    assert "quota of analyst 'ana'" in r.json()["message"]
+    r = c.post("/v1/datasets/d/queries", json=_count(0.31), headers=env["bob"])
+    assert r.status_code == 409  # the group's: 0.2 + 0.31 > 0.5
+    assert "quota of group 'team'" in r.json()["message"]
+    assert [_left(st, d) for d in DAYS] == before
+    view = c.get("/v1/datasets/d/blocks", headers=env["bob"]).json()
+    assert [q["label"] for q in view["quotas"]] == ["the quota of group 'team'"]
+    assert view["groups"] is None
+    view = c.get("/v1/datasets/d/blocks", headers=own).json()
+    assert len(view["quotas"]) == 2
+    assert view["groups"] == {"team": ["ana", "bob"]}
+    assert view["blocks"][0]["history"][0]["principal"] == "ana"
+
+
+def test_the_queue_gives_position_and_reason_and_admits_when_unlocked(
+        env: dict[str, Any], tmp_path: Path) -> None:
+    c, st, own = env["client"], env["store"], env["own"]
+    r = c.post("/v1/datasets", headers=own, json={
+        "name": "u", "path": str(_data(tmp_path / "u.parquet")),
+        "blocks": {"column": "day", "budget": {"type": "pure", "eps": 1.0},
+                   "unlock": {"type": "arrivals", "n": 4, "by": "analyst"},
+                   "scheduler": "dpack"}})
+    assert r.status_code == 201, r.text
+    assert c.post("/v1/datasets/u/blocks", headers=own, json={"block": DAYS[0]}
+                  ).status_code == 201
+    for who in ("ana", "bob"):
+        c.post("/v1/datasets/u/grants", headers=own, json={"analyst": who})
+    # ana arrives: 25 % unlocked; her query of 40 % waits
+    r = c.post("/v1/datasets/u/queue", params={"wait": 600}, json=_count(0.4),
+               headers={**env["ana"], "Idempotency-Key": "q1"})
+    assert r.status_code == 202, r.text
+    w = r.json()
+    assert (w["status"], w["position"], w["key"]) == ("waiting", 1, "q1")
+    assert "25 % of its budget unlocked" in w["reason"]
+    assert "needs 40 %" in w["reason"]
+    assert st.history(f"u/block:{DAYS[0]}") == []
+    # bob's view of the queue: position and reason, not ana's request
+    view = c.get("/v1/datasets/u/blocks", headers=env["bob"]).json()
+    assert view["queue"][0]["position"] == 1
+    assert "request" not in view["queue"][0]
+    assert c.get("/v1/datasets/u/queue/q1", headers=env["bob"]).status_code == 404
+    # bob arrives (a query that fits his 25 %): 50 % unlocked; ana's fits now
+    r = c.post("/v1/datasets/u/queries", json=_count(0.05), headers=env["bob"])
+    assert r.status_code == 200, r.text
+    r = c.get("/v1/datasets/u/queue/q1", headers=env["ana"])
+    assert r.status_code == 200, r.text
+    assert r.json()["status"] == "admitted"
+    value = r.json()["value"]
+    again = c.get("/v1/datasets/u/queue/q1", headers=env["ana"]).json()
+    assert again["value"] == value  # the stored answer
+    left = _left(st, DAYS[0], "u")
+    assert left == 1 - Fraction(0.4) - Fraction(0.05)
+    # a request no block could ever pay for is refused at once, nothing queued
+    r = c.post("/v1/datasets/u/queue", json=_count(2.0), headers=env["ana"])
+    assert r.status_code == 409, r.text
+    # withdraw: nothing charged
+    r = c.post("/v1/datasets/u/queue", params={"wait": 600}, json=_count(0.5),
+               headers={**env["ana"], "Idempotency-Key": "q2"})
+    assert r.status_code == 202, r.text
+    r = c.delete("/v1/datasets/u/queue/q2", headers=env["ana"])
+    assert r.json()["status"] == "refused"
+    assert c.post("/v1/datasets/u/schedule", headers=own).json()["changed"] == {}
+    assert _left(st, DAYS[0], "u") == left
+
+
+def test_declarations_are_checked_before_anything_is_written(
+        env: dict[str, Any], tmp_path: Path) -> None:
+    c, st, own = env["client"], env["store"], env["own"]
+    path = str(_data(tmp_path / "x.parquet"))
+    bad = [
+        ({"column": "cost", "budget": {"type": "pure", "eps": 1}}, 422),  # a float column
+        ({"column": "nope", "budget": {"type": "pure", "eps": 1}}, 422),
+        ({"column": "day", "budget": {"type": "pure", "eps": 1},
+          "unlock": {"type": "periodic", "n": 4}}, 422),  # no period
+        ({"column": "day", "budget": {"type": "pure", "eps": -1}}, 422),
+    ]
+    for spec, status in bad:
+        r = c.post("/v1/datasets", headers=own, json={"name": "x", "path": path,
+                                                      "blocks": spec})
+        assert r.status_code == status, (spec, r.text)
+        assert st.dataset("x") is None
+    r = c.post("/v1/datasets", headers=own, json={
+        "name": "x", "path": path, "budget": {"type": "pure", "eps": 1},
+        "blocks": {"column": "day", "budget": {"type": "pure", "eps": 1}}})
+    assert r.status_code == 422
+    # a data set with a budget of its own cannot declare blocks
+    c.post("/v1/datasets", headers=own, json={"name": "y", "path": path,
+                                              "budget": {"type": "pure", "eps": 1}})
+    r = c.put("/v1/datasets/y/blocks", headers=own, json={
+        "column": "day", "budget": {"type": "pure", "eps": 1}})
+    assert r.status_code == 409, r.text
+    # blocks: a value of the column's type, once each
+    assert c.post("/v1/datasets/d/blocks", headers=own, json={"block": "monday"}
+                  ).status_code == 422
+    r = c.post("/v1/datasets/d/blocks", headers=own, json={"block": DAYS[0]})
+    assert r.status_code == 409, r.text
+    assert c.post("/v1/datasets/d/blocks", headers=env["ana"], json={"block": 1}
+                  ).status_code == 403
+    assert c.post("/v1/datasets/y/blocks", headers=own, json={"block": 1}
+                  ).status_code == 409
