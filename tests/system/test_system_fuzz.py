@@ -40,7 +40,8 @@ from dpsieve.service import Settings, create_app
 OWNER = "owner-" + "f" * 40
 #: Tables a refused request must leave exactly as they were (``audit`` is checked row by
 #: row; ``ready`` is the readiness probe's scratch row).
-TABLES = ("budgets", "spends", "principals", "api_keys", "datasets", "grants")
+TABLES = ("budgets", "spends", "principals", "api_keys", "datasets", "grants", "children",
+          "child_grants", "child_answers")
 FAST, SLOW = 12, 150  # examples per operation and mode (default suite / -m slow)
 SENT: dict[str, int] = {"schema": 0, "budgets": 0}
 STATUS: dict[int, int] = {}
@@ -70,6 +71,9 @@ class Fuzz:
         r = self.client.post("/v1/datasets/people/grants", headers=self.owner,
                              json={"analyst": "ana"})
         assert r.status_code == 201, r.text
+        r = self.client.post("/v1/datasets/people/children", headers=self.ana, json={
+            "child": "sv", "kind": "sparse_vector", "spec": {"eps": 1.0, "positives": 50}})
+        assert r.status_code == 201, r.text  # a real child, so questions reach it
         self.auth = {"owner": self.owner, "analyst": self.ana,
                      "stranger": {"X-API-Key": "dps_made_up_key"}, "none": {}}
         self._con = sqlite3.connect(self.db)
@@ -145,7 +149,7 @@ def _schema_property(fuzz: Fuzz, path: str, method: str, data: st.DataObject) ->
     case = data.draw(op.as_strategy(generation_mode=mode))
     who = data.draw(st.sampled_from(["owner", "analyst", "stranger", "none"]))
     for param, real in (("name", data.draw(st.sampled_from(["people", "ana"]))),
-                        ("kid", "0" * 16)):
+                        ("kid", "0" * 16), ("child", "sv")):
         if case.path_parameters and param in case.path_parameters and data.draw(st.booleans()):
             case.path_parameters[param] = real
     if (path, method) == ("/v1/datasets", "POST") and isinstance(case.body, dict) \

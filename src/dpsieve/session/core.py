@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from dpsieve.filters.summary import BudgetSummary
     from dpsieve.ledger.base import BudgetStore
     from dpsieve.queries.schema import Schema
+    from dpsieve.session.children import Children
 
 __all__ = ["Session"]
 
@@ -189,6 +190,14 @@ class Session:
         if like is not None:
             like = as_description(like, self.neighbouring, "like")
         return store_summary(self.store, self.budget_id, like=like, cap=cap)
+
+    @property
+    def children(self) -> Children:
+        """The interactive children of this budget, questioned with this session's data
+        (sparse vector, continual counter, answer cache: :mod:`dpsieve.session.children`)."""
+        from dpsieve.session.children import Children
+
+        return Children(self)
 
     def frame(self) -> Frame:
         """The private data (loaded on first use, after an admitted spend)."""

@@ -13,6 +13,7 @@ budgets    a data set's budget page data, tradeoff curves, audit log (owner)
 queries    ``POST /v1/datasets/{name}/queries``: the one query route
 schema     a data set's public schema (read; replaced in place by the owner)
 blocks     budgets over time: blocks, quotas, groups, the queue of waiting queries
+children   interactive children of a budget: open, list, question, grant
 ========== ==================================================================
 """
 
@@ -20,10 +21,19 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from dpsieve.service.routes import analysts, blocks, budgets, datasets, meta, queries, schema
+from dpsieve.service.routes import (
+    analysts,
+    blocks,
+    budgets,
+    children,
+    datasets,
+    meta,
+    queries,
+    schema,
+)
 
 __all__ = ["ROUTERS"]
 
 ROUTERS: tuple[APIRouter, ...] = (meta.router, analysts.router, datasets.router,
                                   budgets.router, queries.router, schema.router,
-                                  blocks.router)
+                                  blocks.router, children.router)
