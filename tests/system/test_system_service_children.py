@@ -72,15 +72,18 @@ def env(tmp_path: Path) -> Iterator[Env]:
 def test_an_analyst_opens_questions_and_grants_a_sparse_vector(env: Env) -> None:
     r = env.open("ana", "sv", "sparse_vector", {"eps": 0.5, "positives": 2}, key="o1")
     assert r.status_code == 201, r.text
-    assert r.json()["owner"] == "ana" and r.headers["Idempotency-Key"] == "o1"
+    assert r.json()["owner"] == "ana"
+    assert r.headers["Idempotency-Key"] == "o1"
     assert env.eps_left() == 1.5
     again = env.open("ana", "sv", "sparse_vector", {"eps": 0.5, "positives": 2}, key="o1")
-    assert again.status_code == 201 and again.json()["replayed"]
+    assert again.status_code == 201
+    assert again.json()["replayed"]
     assert env.eps_left() == 1.5  # a retried open is charged once
     q = {"question": {"type": "count", "where": [{"column": "age", "op": ">=",
                                                   "value": 40}]}, "threshold": -1e6}
     r = env.ask("ana", "sv", q, key="q1")
-    assert r.status_code == 200 and r.json()["above"] is True, r.text
+    assert r.status_code == 200, r.text
+    assert r.json()["above"] is True
     assert env.ask("ana", "sv", q, key="q1").json() == r.json()  # answered once
     assert env.ask("bob", "sv", q).status_code == 404  # not granted: as if absent
     r = env.client.get("/v1/datasets/people/children", headers=env.keys["bob"])
@@ -96,9 +99,11 @@ def test_an_analyst_opens_questions_and_grants_a_sparse_vector(env: Env) -> None
     assert r.status_code == 201, r.text
     assert env.ask("bob", "sv", q).json()["positives_left"] == 0
     r = env.ask("bob", "sv", q)
-    assert r.status_code == 409 and r.json()["error"] == "child_exhausted"
+    assert r.status_code == 409
+    assert r.json()["error"] == "child_exhausted"
     r = env.client.get("/v1/datasets/people/children/sv", headers=env.keys["bob"])
-    assert r.status_code == 200 and r.json()["public"]["exhausted"] is True
+    assert r.status_code == 200
+    assert r.json()["public"]["exhausted"] is True
     assert "threshold_noise" not in r.text
     audit = env.client.get("/v1/datasets/people/audit", headers=env.owner).json()
     assert [e["event"] for e in audit].count("child_answer") == 2
@@ -112,7 +117,8 @@ def test_counter_by_windows_and_the_owners_counts(tmp_path: Path) -> None:
         assert r.status_code == 201, r.text
         for u in (30, 45, 70):
             r = e.ask("ana", "ctr", {"until": u})
-            assert r.status_code == 200 and r.json()["until"] == u, r.text
+            assert r.status_code == 200, r.text
+            assert r.json()["until"] == u
         assert e.ask("ana", "ctr", {"until": 70}).status_code == 422
         assert e.store.child_state("people", "ctr")["total"] == 200  # ages 20..69
         assert e.ask("ana", "ctr", {"count": 5}).status_code == 403  # the owner's only
@@ -129,7 +135,8 @@ def test_cache_over_a_column(env: Env) -> None:
                                            "tolerance": 5.0, "expected_rows": 200.0})
     assert r.status_code == 201, r.text
     r = env.ask("ana", "cache", {"weights": [1, 1, 1]})
-    assert r.status_code == 200 and set(r.json()) >= {"value", "updated", "updates_left"}
+    assert r.status_code == 200
+    assert set(r.json()) >= {"value", "updated", "updates_left"}
     assert env.ask("ana", "cache", {"weights": [1, 1]}).status_code == 422
     assert env.ask("ana", "cache", {"until": 3}).status_code == 422
 
@@ -154,7 +161,8 @@ def test_refused_opens_charge_and_write_nothing(env: Env, body: Any, status: int
     assert r.status_code == status, r.text
     assert "Traceback" not in r.text
     after = env.snapshot()
-    assert after["children"] == before["children"] and after["spends"] == before["spends"]
+    assert after["children"] == before["children"]
+    assert after["spends"] == before["spends"]
     assert after["budgets"] == before["budgets"]
     new = [row for row in after["audit"] if row not in before["audit"]]
     assert all(row[4] in ("request", "decision") for row in new), new  # refusal records
