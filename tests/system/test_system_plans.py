@@ -30,6 +30,10 @@ def _visits(path: Path) -> Path:
     return path
 
 
+DECLARED = [{"name": "age", "type": "integer", "bounds": [0, 100]},
+            {"name": "ward", "type": "string", "categories": ["A", "B", "C"]}]
+
+
 @pytest.fixture
 def env(tmp_path: Path) -> Iterator[dict[str, Any]]:
     store = SQLiteStore(tmp_path / "svc.db")
@@ -39,9 +43,7 @@ def env(tmp_path: Path) -> Iterator[dict[str, Any]]:
         path = _visits(tmp_path / "visits.parquet")
         r = client.post("/v1/datasets", headers=own, json={
             "name": "visits", "path": str(path), "infer_types": True, "privacy_unit": "pid",
-            "columns": [{"name": "age", "type": "integer", "bounds": [0, 100]},
-                        {"name": "ward", "type": "string", "categories": ["A", "B", "C"]}],
-            "budget": {"type": "approx", "eps": 4.0, "delta": 1e-5}})
+            "columns": DECLARED, "budget": {"type": "approx", "eps": 4.0, "delta": 1e-5}})
         assert r.status_code == 201, r.text
         r = client.post("/v1/analysts", json={"name": "ana"}, headers=own)
         ana = {"X-API-Key": r.json()["api_key"]}
@@ -179,7 +181,12 @@ def test_the_privacy_unit_cannot_change_once_spent(env: dict[str, Any]) -> None:
     assert r.status_code == 409, r.text
     r = c.post("/v1/datasets", headers=env["owner"],
                json={"name": "visits", "path": path, "infer_types": True, "privacy_unit": "pid"})
-    assert r.status_code == 201, r.text  # the same unit: re-pointing is fine
+    assert r.status_code == 409, r.text  # the same unit, but the declarations dropped
+    assert "'ward', 'age'" in r.json()["message"]
+    r = c.post("/v1/datasets", headers=env["owner"],
+               json={"name": "visits", "path": path, "infer_types": True, "privacy_unit": "pid",
+                     "columns": DECLARED})
+    assert r.status_code == 201, r.text  # the same unit and schema: re-pointing is fine
 
 
 def test_old_shapes_take_contribution_bounds_and_release_is_refused_with_a_unit(

@@ -139,10 +139,40 @@ def test_registering_a_spent_data_set_again_keeps_its_budget(client: TestClient,
     assert "never reset" in r.json()["message"]
     schema = c.get("/v1/datasets/d/schema", headers=OWN).json()
     assert c.get("/v1/datasets/d/budget", headers=OWN).json() == before
-    # without: the name points at the new file, the budget and its history carry on
-    r = _register(c, other, columns=[{"name": "age", "type": "integer", "bounds": [0, 99]}])
+    assert r.json()["error"] == "ledger_conflict"
+    # new declarations: refused as an edit in place is (PUT .../schema), nothing written
+    # (was: accepted here while the same edit through PUT .../schema was a 409)
+    age = [{"name": "age", "type": "integer", "bounds": [0, 99]}]
+    for r in (_register(c, other, columns=age), _register(c, csv, columns=age),
+              c.put("/v1/datasets/d/schema", headers=OWN, json={"columns": age})):
+        assert r.status_code == 409, r.text
+        assert r.json()["error"] == "ledger_conflict"
+        assert r.json()["message"].startswith("'columns': the schema of 'd' cannot change")
+        assert "'age'" in r.json()["message"]
+    assert c.get("/v1/datasets/d/schema", headers=OWN).json() == schema
+    assert c.get("/v1/datasets/d/budget", headers=OWN).json() == before
+    # the same schema, another file (a refreshed extract of the same people): the name
+    # points at it, the budget and its history carry on
+    r = _register(c, other)
     assert r.status_code == 201, r.text
+    assert r.json()["path"] == str(other)
     after = c.get("/v1/datasets/d/budget", headers=OWN).json()
     assert after["remaining"] == before["remaining"]
     assert after["admitted"] == 1
-    assert c.get("/v1/datasets/d/schema", headers=OWN).json() != schema
+    assert c.get("/v1/datasets/d/schema", headers=OWN).json() == schema
+    assert c.post("/v1/datasets/d/queries", headers=ana, json=Q).status_code == 200
+    assert c.get("/v1/datasets/d/budget", headers=OWN).json()["admitted"] == 2
+
+
+def test_the_declarations_may_change_until_the_budget_pays(client: TestClient,
+                                                            tmp_path: Path) -> None:
+    """Before any query, registering again replaces the declarations (and the file)."""
+    c = client
+    csv = write_csv(tmp_path / "p.csv")
+    assert _register(c, csv, budget={"type": "pure", "eps": 1.0}).status_code == 201
+    age = [{"name": "age", "type": "integer", "bounds": [0, 99]}]
+    r = _register(c, write_csv(tmp_path / "q.csv", n=50), columns=age)
+    assert r.status_code == 201, r.text
+    cols = {x["name"]: x for x in c.get("/v1/datasets/d/schema", headers=OWN).json()["columns"]}
+    assert cols["age"]["type"] == "integer"
+    assert cols["age"]["bounds"] == [0, 99]

@@ -252,8 +252,9 @@ def test_streamed_huge_body_without_length_is_413(env: dict[str, Any]) -> None:
 def test_changed_registration_or_file_is_seen_by_the_next_query(env: dict[str, Any],
                                                                  tmp_path: Path) -> None:
     """The service keeps each registered file's engine open across queries (the file
-    read once): a data set registered again with another file, a file rewritten in place
-    and a file replaced by one with other columns are each what the next query reads.
+    read once): a data set registered again with another file and a file rewritten in
+    place are each what the next query reads; a file replaced by one with other columns
+    is refused (unspent) until registered, under another name once the budget has paid.
     eps = 60 per count: the discrete Laplace noise is 0 but with probability ~1e-26."""
     c, own = env["client"], env["owner"]
     exact = {"type": "count", "privacy": {"type": "pure", "eps": 60.0}}
@@ -279,9 +280,24 @@ def test_changed_registration_or_file_is_seen_by_the_next_query(env: dict[str, A
     write_csv(b, 30)  # rewritten in place
     assert count() == 30
     b.write_text("z\n" + "".join(f"{i}\n" for i in range(5)))  # other columns
-    register(b)
-    assert count() == 5
-    r = c.post("/v1/datasets/moving/queries", headers=own, json={
+    spent = len(env["store"].history("moving"))
+    r = c.post("/v1/datasets/moving/queries", headers=own, json=exact)
+    assert r.status_code == 422, r.text  # not the kept engine's 30: the file is read anew
+    assert "columns changed since registration" in r.json()["message"]
+    # a schema of its own: refused under the spent name (as PUT .../schema would be),
+    # registered under another
+    r = c.post("/v1/datasets", headers=own, json={
+        "name": "moving", "path": str(b), "infer_types": True})
+    assert r.status_code == 409, r.text
+    assert len(env["store"].history("moving")) == spent  # nothing charged
+    r = c.post("/v1/datasets", headers=own, json={
+        "name": "moved", "path": str(b), "infer_types": True,
+        "budget": {"type": "pure", "eps": 1e4}})
+    assert r.status_code == 201, r.text
+    r = c.post("/v1/datasets/moved/queries", headers=own, json=exact)
+    assert r.status_code == 200, r.text
+    assert r.json()["value"] == 5
+    r = c.post("/v1/datasets/moved/queries", headers=own, json={
         "type": "sum", "column": "z", "lower": 0, "upper": 10,
         "privacy": {"type": "pure", "eps": 5000.0}})
     assert r.status_code == 200, r.text
@@ -289,10 +305,10 @@ def test_changed_registration_or_file_is_seen_by_the_next_query(env: dict[str, A
     # (eps = 600, scale ~0.017, against abs = 0.01 failed about 1 run in 3)
     assert r.json()["value"] == pytest.approx(0 + 1 + 2 + 3 + 4, abs=0.1)
     b.unlink()  # gone: refused before any spend, as before it was kept open
-    spent = len(env["store"].history("moving"))
-    r = c.post("/v1/datasets/moving/queries", headers=own, json=exact)
+    spent = len(env["store"].history("moved"))
+    r = c.post("/v1/datasets/moved/queries", headers=own, json=exact)
     assert r.status_code == 422, r.text
-    assert len(env["store"].history("moving")) == spent
+    assert len(env["store"].history("moved")) == spent
 
 
 def test_no_two_routes_match_one_request_so_their_order_decides_nothing() -> None:

@@ -187,7 +187,7 @@ def _http(_: Request, exc: Exception) -> JSONResponse:
     if not isinstance(exc, StarletteHTTPException):
         return _error(500, "internal_error", "Internal error.")
     codes = {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
-             429: "too_many_failed_authentications"}
+             409: "ledger_conflict", 429: "too_many_failed_authentications"}
     return _error(exc.status_code, codes.get(exc.status_code, "http_error"), str(exc.detail),
                   headers=getattr(exc, "headers", None),
                   ) if exc.status_code >= 400 else JSONResponse({}, exc.status_code)

@@ -17,7 +17,7 @@ from dpsieve.service.budget_view import budget_text
 from dpsieve.service.deps import DatasetName, Owner, ServiceState, Svc, Who
 from dpsieve.service.errors import redact_quoted
 from dpsieve.service.registration import column_count, resolve_path, with_deadline
-from dpsieve.service.routes.schema import unit_change
+from dpsieve.service.routes.schema import schema_change, unit_change
 from dpsieve.service.schemas import BudgetIn, DatasetIn, GrantIn
 from dpsieve.session import filter_for_budget
 from dpsieve.session.data import file_columns
@@ -91,11 +91,14 @@ def registration_warnings(path: str, types: Any, unit: str | None) -> list[str]:
 def declared_schema(svc: ServiceState, body: DatasetIn, actual: Callable[[], Any],
                     declared: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The public schema to store (checked, with the privacy unit, before any write;
-    the unit may not change once the budget has paid for queries). ``declared``: the
-    declarations (default: :func:`declarations` of ``body``)."""
+    neither the unit nor the declarations may change once the budget has paid for
+    queries, as in ``PUT .../schema``). ``declared``: the declarations (default:
+    :func:`declarations` of ``body``)."""
     declared = declarations(body) if declared is None else declared
     schema = registered_schema(actual, declared, body.privacy_unit)
-    unit_change(svc.store, body.name, svc.store.dataset(body.name) or {}, body.privacy_unit)
+    old = svc.store.dataset(body.name) or {}
+    unit_change(svc.store, body.name, old, body.privacy_unit)
+    schema_change(svc.store, body.name, old, schema)
     return {"schema": schema, "privacy_unit": body.privacy_unit}
 
 

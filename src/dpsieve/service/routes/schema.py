@@ -10,7 +10,8 @@ declare them), the public domains and bounds the owner declares, and the privacy
 to; it never shows a value of the data. ``PUT /v1/datasets/{name}/schema`` (the owner)
 replaces the declarations and the privacy unit in place, checked against the table's
 metadata before anything is written, and only while the budget has paid for no query
-(409 after: the answers given were computed under the old declarations).
+(409 after: the answers given were computed under the old declarations). Registering the
+data set again under its name (``POST /v1/datasets``) follows the same rule.
 """
 
 # no "from __future__ import annotations": FastAPI must see the local Annotated aliases
@@ -45,13 +46,29 @@ def unit_change(st: BudgetStore, name: str, old: dict[str, Any], unit: str | Non
 
 def schema_change(st: BudgetStore, name: str, old: dict[str, Any],
                   schema: dict[str, Any]) -> None:
-    """Refuse (409) changing the declarations of a data set in place once its budget has
-    paid for queries: the answers given were computed under the old ones. (Registering
-    the file again, ``POST /v1/datasets``, is a new registration and replaces them.)"""
+    """Refuse (409) changing the declarations of a data set once its budget has paid for
+    queries: the answers given were computed under the old ones. The same rule holds in
+    place (``PUT .../schema``) and for a registration under the same name (``POST
+    /v1/datasets``), which may re-point the name at another file only if the schema
+    stays as it is."""
     if isinstance(old.get("schema"), dict) and old["schema"] != schema and spent(st, name):
-        raise HTTPException(409, f"The schema of {name!r} cannot change: its budget has "
-                                 "already paid for queries answered under the current "
-                                 "declarations. Register the data under a new name.")
+        changed = _changed_columns(old["schema"], schema)
+        raise HTTPException(409, f"'columns': the schema of {name!r} cannot change "
+                                 f"({changed}): its budget has already paid for queries "
+                                 "answered under the current declarations. Register the "
+                                 "data under a new name.")
+
+
+def _changed_columns(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """The columns whose declarations differ (names are public schema), in words."""
+    def by_name(s: dict[str, Any]) -> dict[str, Any]:
+        return {c.get("name"): c for c in s.get("columns", ()) if isinstance(c, dict)}
+    a, b = by_name(old), by_name(new)
+    names = [n for n in dict.fromkeys([*a, *b]) if a.get(n) != b.get(n)]
+    if not names:
+        return "its declarations differ"
+    shown = ", ".join(repr(n) for n in names[:5]) + (", ..." if len(names) > 5 else "")
+    return f"column{'s' if len(names) > 1 else ''} {shown} would change"
 
 
 @router.get("/v1/datasets/{name}/schema", tags=["analysts"])
