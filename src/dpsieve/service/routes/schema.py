@@ -62,7 +62,7 @@ def schema_change(st: BudgetStore, name: str, old: dict[str, Any],
 def _changed_columns(old: dict[str, Any], new: dict[str, Any]) -> str:
     """The columns whose declarations differ (names are public schema), in words."""
     def by_name(s: dict[str, Any]) -> dict[str, Any]:
-        return {c.get("name"): c for c in s.get("columns", ()) if isinstance(c, dict)}
+        return {str(c.get("name")): c for c in s.get("columns", ()) if isinstance(c, dict)}
     a, b = by_name(old), by_name(new)
     names = [n for n in dict.fromkeys([*a, *b]) if a.get(n) != b.get(n)]
     if not names:
