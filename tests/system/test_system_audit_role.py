@@ -17,6 +17,8 @@ from conftest import PG_URL, pg_available
 from fastapi.testclient import TestClient
 from service_harness import write_csv
 
+from dpsieve.ledger.base import canonical_json, utcnow
+from dpsieve.ledger.chain import row_hash
 from dpsieve.ledger.postgres import PostgresStore, audit_role_sql
 from dpsieve.service import Settings, create_app
 
@@ -77,7 +79,7 @@ def test_service_runs_under_a_role_that_may_only_append_to_the_audit_log(
         app = create_app(Settings(owner_key=OWNER), store=store)
         with TestClient(app, raise_server_exceptions=False) as c:
             csv = write_csv(tmp_path / "people.csv")
-            for name in ("people", "other"):
+            for name in ("people", "other", "forged", "clean"):
                 r = c.post("/v1/datasets", headers=own, json={
                     "name": name, "path": str(csv), "infer_types": True,
                         "budget": {"type": "pure", "eps": 1.0}})
@@ -87,8 +89,11 @@ def test_service_runs_under_a_role_that_may_only_append_to_the_audit_log(
             r = c.post("/v1/analysts", headers=own, json={"name": "ana"})
             assert r.status_code == 201, r.text
             ana, kid = {"X-API-Key": r.json()["api_key"]}, r.json()["key_id"]
-            assert c.post("/v1/datasets/people/grants", headers=own,
-                          json={"analyst": "ana"}).status_code == 201
+            for name in ("people", "forged"):
+                assert c.post(f"/v1/datasets/{name}/grants", headers=own,
+                              json={"analyst": "ana"}).status_code == 201
+            assert c.post("/v1/datasets/forged/queries", headers=ana,
+                          json=COUNT).status_code == 200
             assert c.post("/v1/datasets/people/queries", headers=ana,
                           json=COUNT).status_code == 200
             key = {**ana, "Idempotency-Key": "k1"}
@@ -133,8 +138,9 @@ def test_service_runs_under_a_role_that_may_only_append_to_the_audit_log(
         ("UPDATE api_keys SET principal = 'ana'", "InsufficientPrivilege"),
         ("INSERT INTO ready VALUES (2, 't')", "InsufficientPrivilege"),
         ("TRUNCATE spends", "InsufficientPrivilege"),
+        # appending is allowed (the service appends): a row outside the chain
         ("INSERT INTO audit (ts, budget_id, principal, event, key, payload)"
-         " VALUES ('t', 'people', 'x', 'note', '', '{}')", None),  # appending is allowed
+         " VALUES ('t', 'other', 'x', 'note', '', '{}')", None),
     ]
     with psycopg.connect(_url(svc), autocommit=True,
                          options=f"-c search_path={schema}") as c:
@@ -147,21 +153,43 @@ def test_service_runs_under_a_role_that_may_only_append_to_the_audit_log(
             assert type(e.value).__name__ == refused, (sql, e.value)
         after = c.execute("SELECT count(*) FROM audit").fetchone()[0]
     assert after == rows + 1  # every row kept; the one append added
-    # what the role can still do to the budget (reset its state, append a row) is seen
-    # by the service at start-up: that budget is refused, naming it, the other is served
+    # What the role must be able to do (update a budget's state, append audit rows) can
+    # alter a budget; each way is seen by verify and by the service at start-up, which
+    # refuses that budget naming it and serves the others: a reset state ('people'), a
+    # row appended outside the chain ('other'), a well-hashed budget_set appended after
+    # spends with the state set back to match ('forged': SHA-256 has no secret).
     with psycopg.connect(_url(svc), autocommit=True,
                          options=f"-c search_path={schema}") as c:
         c.execute("UPDATE budgets SET state = initial WHERE budget_id = 'people'")
+        c.execute("UPDATE budgets SET state = initial WHERE budget_id = 'forged'")
+        # 'forged' has one admitted spend: append the reset at the chain's end
+        n, prev = c.execute("SELECT chain_n, chain_hash FROM audit WHERE budget_id ="
+                            " 'forged' ORDER BY seq DESC LIMIT 1").fetchone()
+        initial = c.execute("SELECT initial FROM budgets WHERE budget_id = 'forged'"
+                            ).fetchone()[0]
+        ts, payload = utcnow(), '{"filter":{"eps":1.0}}'
+        data = canonical_json({"state": str(initial)})
+        h = row_hash(prev, n + 1, ts, "forged", "", "budget_set", "", payload, data)
+        c.execute("INSERT INTO audit (ts, budget_id, principal, event, key, payload,"
+                  " chain_n, chain_prev, chain_hash, chain_data) VALUES"
+                  " (%s, 'forged', '', 'budget_set', '', %s, %s, %s, %s, %s)",
+                  (ts, payload, n + 1, prev, h, data))
     store = PostgresStore(_url(svc), schema=schema)
     try:
+        problems = {v.budget_id: v.problems for v in store.verify()}
+        assert {b for b, p in problems.items() if p} == {"people", "other", "forged"}
+        assert "not the replay" in problems["people"][0]
+        assert "row inserted" in problems["other"][0]
+        assert "sets the budget again after 1 admitted spends" in problems["forged"][0]
         app = create_app(Settings(owner_key=OWNER), store=store)
+        own = {"Authorization": f"Bearer {OWNER}"}
         with TestClient(app, raise_server_exceptions=False) as c:
-            r = c.get("/v1/datasets/people/budget", headers={"Authorization": f"Bearer {OWNER}"})
-            assert r.status_code == 503, r.text
-            assert r.json()["error"] == "ledger_integrity"
-            assert r.json()["dataset"] == "people"
-            assert c.get("/v1/datasets/other/budget", headers={
-                "Authorization": f"Bearer {OWNER}"}).status_code == 200
+            for name in ("people", "other", "forged"):
+                r = c.get(f"/v1/datasets/{name}/budget", headers=own)
+                assert r.status_code == 503, r.text
+                assert r.json()["error"] == "ledger_integrity"
+                assert r.json()["dataset"] == name
+            assert c.get("/v1/datasets/clean/budget", headers=own).status_code == 200
     finally:
         store.close()
     # the owner role can still not rewrite rows either (the trigger)
