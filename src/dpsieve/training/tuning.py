@@ -1,0 +1,381 @@
+"""Hyperparameter search, accounted: the best of K independent training runs, K random.
+
+A search by *random stopping* (Liu & Talwar 2019; Papernot & Steinke 2022, "Hyperparameter
+tuning with Renyi differential privacy", ICLR 2022) draws K from a law fixed in advance
+(:mod:`dpsieve.training._run_counts`: Poisson, truncated negative binomial, geometric), makes K
+independent runs -- each a DP training with hyperparameters drawn at random from a fixed
+list, each releasing a model *and its score* -- and releases only the best run and its score.
+Composing all runs would charge every run; random stopping charges far less.
+:class:`TuningAccountant` certifies (eps, delta) for the whole search from one run's
+accounting (a :class:`~dpsieve.training.DPSGDAccountant` whose history dominates every
+candidate's, or the run's :class:`~dpsieve.accounting.directed.DirectedPLD`), by the smaller
+of two upper bounds, both sound:
+
+* ``"rdp"`` -- Papernot & Steinke, Thm. 2 (truncated negative binomial, eta > -1) and
+  Thm. 6 (Poisson), from the run's RDP curve (integer orders 2..256 of the subsampled
+  Gaussian, Mironov, Talwar & Zhang 2019, log A_a / (a - 1), rounded up), converted to
+  (eps, delta) by Canonne, Kamath & Steinke 2020, Prop. 12 (the conversion the filters use).
+* ``"profile"`` -- our bound from the run's privacy profile (docs/proofs/training.md §4,
+  Thm. 4.1): for every real eps,
+
+      delta_A(eps) <= f'(0) delta(eps) + f'(h(0)) - f'(0)
+                      + int_{h(0)}^1 f''(r) delta(eps - c(r)) dr     (eps >= 0),
+
+  f the pgf of K, delta the run's profile in the same direction, h(t) = inf_e (e^e t +
+  delta(e)) (the largest probability a lower set of the score order can have under one data
+  set given its probability t under the other), g its inverse and c(r) = log f''(r) -
+  log(f''(g(r)) g'(r)). Each direction (removal, addition) separately; the worse is reported.
+
+Directions of error, all pessimistic: the run's profile is the composed pessimistic PLD's
+(upper bounds at every eps, negative ones included); h is built from those upper bounds at a
+grid of eps (an inf over fewer lines: larger, still valid); the integral is bounded cell by
+cell with f'' and c at their worst ends of the cell and delta at the grid point below its
+argument; the float sum is widened by 1e-9 relative and c by 1e-9. The RDP values are
+rounded up and the conversion's eps rounded up.
+
+What the proofs assume (the caller's side; docs/training.md): the runs are independent given
+the data, each draws its hyperparameters from the same fixed list (so one run's accounting
+bounds each run: pass the accountant of the most expensive candidate); the score is part of
+the run's private output (computed from its DP output or public data, or accounted in the
+run); K is drawn by :meth:`RunCount.sample` and stays secret (nothing about the other runs,
+nor their number or duration, is released); ties are broken by a fixed rule.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy import special
+
+from dpsieve._validation import check_in_open, fail
+from dpsieve.accounting.directed import DirectedPLD
+from dpsieve.accounting.pld import PLD
+from dpsieve.training._run_counts import NegativeBinomialRuns, PoissonRuns, RunCount
+from dpsieve.training.accountant import DPSGDAccountant, Step
+
+__all__ = ["TuningAccountant", "sgm_rdp_up"]
+
+FloatArray = npt.NDArray[np.float64]
+#: Integer RDP orders of the run (2..256): closed forms exist there (Mironov et al. 2019).
+RDP_ORDERS: tuple[int, ...] = tuple(range(2, 65)) + tuple(range(72, 257, 8))
+#: Spacing of the eps grid on which the run's profile is evaluated (loss units).
+PROFILE_STEP = 2e-4
+#: Spacing of the eps at which the lines of h are taken (every 25th grid point).
+LINE_EVERY = 25
+#: Cells of the integral: log f'' moves by at most this much within a cell.
+LOG_D2_STEP = 5e-4
+_MARGIN = 1e-9
+
+
+def sgm_rdp_up(sigma: float, rate: float, orders: npt.ArrayLike) -> FloatArray:
+    """An upper bound on the RDP of one Poisson-subsampled Gaussian step at integer orders.
+
+    eps(a) = log A_a / (a - 1), A_a = sum_k C(a, k) (1 - q)^(a-k) q^k e^{(k^2 - k)/(2 s^2)}
+    (Mironov, Talwar & Zhang 2019, Sec. 3.3: exact for removal, and at least the addition
+    direction's, for integer a >= 2); rate 1: a / (2 s^2). A log-sum-exp of positive terms,
+    widened by 1e-12 relative and by 64 (a + 2) u (1 + the largest |term|) / (a - 1)
+    absolute (u = 2^-53): above the float error of lgamma, of each term and of the sum.
+    """
+    a = np.asarray(orders, dtype=np.float64).reshape(-1)
+    if not np.all((a >= 2) & (a == np.floor(a))):
+        raise fail("orders", "sgm_rdp_up", "integers >= 2", orders)
+    s2 = float(sigma) ** 2
+    out = np.empty(a.size)
+    for i, al in enumerate(a):
+        n = int(al)
+        if rate == 1.0:
+            out[i] = n / (2.0 * s2)
+            continue
+        k = np.arange(n + 1, dtype=np.float64)
+        logc = special.gammaln(n + 1.0) - special.gammaln(k + 1.0) - special.gammaln(n - k + 1.0)
+        terms = logc + (n - k) * math.log1p(-rate) + k * math.log(rate) + (k * k - k) / (2 * s2)
+        big = float(np.max(np.abs(terms))) + 1.0
+        out[i] = float(special.logsumexp(terms)) / (n - 1.0)
+        out[i] = out[i] + abs(out[i]) * 1e-12 + 64.0 * (n + 2) * 2.0**-53 * big / (n - 1.0)
+    res: FloatArray = np.maximum(out, 0.0).reshape(np.shape(orders))
+    return res
+
+
+def _cks_eps(orders: FloatArray, rdp: FloatArray, delta: float) -> float:
+    """min over orders of rdp + log(1 - 1/a) - log(delta a)/(a - 1) (Canonne, Kamath &
+    Steinke 2020, Prop. 12), >= 0, widened by 1e-12 relative."""
+    with np.errstate(invalid="ignore"):
+        e = rdp + np.log1p(-1.0 / orders) - np.log(delta * orders) / (orders - 1.0)
+    e = e[np.isfinite(e)]
+    if e.size == 0:
+        return math.inf
+    return max(0.0, float(np.min(e))) * (1.0 + 1e-12) + 1e-15
+
+
+def _cks_delta(orders: FloatArray, rdp: FloatArray, eps: float) -> float:
+    """The inverse of :func:`_cks_eps`: min over orders of
+    exp(-(a - 1)(eps - rdp - log(1 - 1/a))) / a, widened by 1e-12 relative; <= 1."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        ld = -(orders - 1.0) * (eps - rdp - np.log1p(-1.0 / orders)) - np.log(orders)
+    ld = ld[~np.isnan(ld)]
+    if ld.size == 0:
+        return 1.0
+    return min(1.0, math.exp(min(float(np.min(ld)), 0.0)) * (1.0 + 1e-12))
+
+
+# --------------------------------------------------------------------------- profile bound
+def _lower_envelope(slopes_log: FloatArray, icepts: FloatArray) -> tuple[FloatArray, ...]:
+    """Pieces of h(t) = min(1, min_j e^{s_j} t + b_j) on [0, 1].
+
+    Returns (t_k, s_k, b_k, r_k): on [t_k, t_{k+1}] h is e^{s_k} t + b_k, r_k = h(t_k);
+    the last piece ends where h reaches 1 (or at t = 1). Lines sorted by decreasing slope;
+    the standard monotone hull (a line is dropped when the next one undercuts it before the
+    previous one does)."""
+    order = np.lexsort((icepts, -slopes_log))
+    s_all, b_all = slopes_log[order], icepts[order]
+    a_all = np.exp(s_all)
+    hs: list[int] = []
+    for j in range(s_all.size):
+        if b_all[j] >= 1.0:
+            continue
+        if hs and s_all[hs[-1]] == s_all[j]:
+            continue  # same slope, larger intercept (lexsort): never below
+        while hs:
+            i = hs[-1]
+            # t where line j undercuts line i (j has the smaller slope)
+            x_ij = (b_all[j] - b_all[i]) / (a_all[i] - a_all[j])
+            if x_ij <= 0.0:
+                hs.pop()  # j below i on all of [0, 1]
+                continue
+            if len(hs) >= 2:
+                p = hs[-2]
+                x_pi = (b_all[i] - b_all[p]) / (a_all[p] - a_all[i])
+                if x_ij <= x_pi:
+                    hs.pop()
+                    continue
+            break
+        hs.append(j)
+    ts, ss, bs = [0.0], [], []
+    for n, i in enumerate(hs):
+        if n > 0:
+            p = hs[n - 1]
+            ts.append(float((b_all[i] - b_all[p]) / (a_all[p] - a_all[i])))
+        ss.append(float(s_all[i]))
+        bs.append(float(b_all[i]))
+    t = np.array(ts)
+    s = np.array(ss)
+    b = np.array(bs)
+    keep = t < 1.0
+    t, s, b = t[keep], s[keep], b[keep]
+    r = np.exp(s) * t + b
+    # stop where h reaches 1 (the cap)
+    live = r < 1.0
+    return t[live], s[live], b[live], r[live]
+
+
+@dataclass(frozen=True)
+class _SideBound:
+    """Thm. 4.1 of docs/proofs/training.md for one direction: the run's profile on a grid
+    and the cells (weight, c) of the integral, which do not depend on eps."""
+
+    lo: float
+    step: float
+    deltas: FloatArray  # upper bounds of the run's delta at lo + i step
+    p_one: float
+    p_zero: float
+    head: float  # f'(h(0)) - f'(0)
+    weights: FloatArray  # f'(r_b) - f'(r_a) per cell
+    shifts: FloatArray  # c upper bound per cell
+
+    @classmethod
+    def build(cls, pld: PLD, runs: RunCount) -> _SideBound:
+        z = pld.losses[pld.probs > 0]
+        top = float(z.max()) + 1.0 if z.size else 1.0
+        hi = min(max(top, 1.0), 400.0) + pld.mu * 40.0
+        lo = -20.0
+        n = math.ceil((hi - lo) / PROFILE_STEP) + 1
+        grid: FloatArray = lo + PROFILE_STEP * np.arange(n, dtype=np.float64)
+        deltas = np.asarray(pld.delta(grid), dtype=np.float64)
+        sel = np.arange(0, n, LINE_EVERY)
+        t_k, s_k, b_k, r_k = _lower_envelope(grid[sel], deltas[sel])
+        h0 = float(r_k[0]) if r_k.size else 1.0
+        p_one = runs.p_one
+        head = float(runs.d1(h0)) - p_one if h0 < 1.0 else float(runs.d1(1.0)) - p_one
+        if r_k.size == 0 or not (runs.log_d2(0.5) > -math.inf):
+            return cls(lo, PROFILE_STEP, deltas, p_one, runs.p_zero, max(head, 0.0), np.zeros(0),
+                       np.zeros(0))
+        y0, y1 = float(runs.log_d2(0.0)), float(runs.log_d2(1.0))
+        dy = max(LOG_D2_STEP, (y1 - y0) / 400_000)
+        tt = runs.inv_log_d2(np.arange(y0, y1 + dy, dy))
+        piece = np.clip(np.searchsorted(t_k, tt, side="right") - 1, 0, t_k.size - 1)
+        hr = np.exp(s_k[piece]) * tt + b_k[piece]
+        pts = np.concatenate([tt, hr, r_k, 1.0 - np.geomspace(1e-15, 1.0, 2000), [h0, 1.0]])
+        pts = np.unique(np.clip(pts, h0, 1.0))
+        ra, rb = pts[:-1], pts[1:]
+        k = np.clip(np.searchsorted(r_k, 0.5 * (ra + rb), side="right") - 1, 0, r_k.size - 1)
+        g_a = np.maximum((ra - b_k[k]) * np.exp(-s_k[k]), 0.0)
+        shifts = runs.log_d2(rb) - runs.log_d2(g_a) + s_k[k] + _MARGIN
+        weights = np.maximum(runs.d1(rb) - runs.d1(ra), 0.0)
+        return cls(lo, PROFILE_STEP, deltas, p_one, runs.p_zero, max(head, 0.0), weights,
+                   shifts)
+
+    def _lookup(self, x: FloatArray) -> FloatArray:
+        """delta at a grid point at or below each x (one point further down than the float
+        quotient says, so float error in it cannot move up; 1 below the grid, the last value
+        above it): an upper bound of the run's delta(x), delta being non-increasing."""
+        idx = np.floor((x - self.lo) * (1.0 / self.step)).astype(np.int64) - 1
+        out = np.take(self._padded, np.clip(idx + 1, 0, self._padded.size - 1))
+        res: FloatArray = np.asarray(out, dtype=np.float64)
+        return res
+
+    @property
+    def _padded(self) -> FloatArray:
+        """[1.0, deltas...]: index 0 is 'below the grid'."""
+        p = self.__dict__.get("_pad")
+        if p is None:
+            p = np.concatenate([[1.0], self.deltas])
+            object.__setattr__(self, "_pad", p)
+        out: FloatArray = p
+        return out
+
+    def delta(self, eps: float) -> float:
+        d0 = float(self._lookup(np.array([eps]))[0])
+        total = self.p_one * d0 + self.head
+        if eps < 0.0:  # the empty release, P[K = 0] under both data sets
+            total += self.p_zero * -math.expm1(eps)
+        if self.weights.size:
+            total += float(np.sum(self.weights * self._lookup(eps - self.shifts)))
+        return min(1.0, total * (1.0 + _MARGIN))
+
+    def epsilon(self, delta: float) -> float:
+        lo, hi = 0.0, self.lo + self.step * self.deltas.size + float(
+            np.max(self.shifts, initial=0.0))
+        if self.delta(hi) > delta:
+            return math.inf
+        if self.delta(lo) <= delta:
+            return 0.0
+        for _ in range(64):
+            mid = 0.5 * (lo + hi)
+            if self.delta(mid) <= delta:
+                hi = mid
+            else:
+                lo = mid
+            if hi - lo < 1e-9:
+                break
+        return hi
+
+
+# --------------------------------------------------------------------------- accountant
+class TuningAccountant:
+    """(eps, delta) of a random-stopping hyperparameter search (module docstring).
+
+    ``run``: one run's accounting -- a :class:`DPSGDAccountant` (its history must dominate
+    every candidate's) or a :class:`DirectedPLD` (profile bound only, and the RDP one when
+    its PLDs have finite RDP). ``runs``: the law of K (:class:`PoissonRuns`,
+    :class:`NegativeBinomialRuns`). :meth:`epsilon` and :meth:`delta` report the smaller of
+    the two bounds (``method="rdp"`` or ``"profile"`` for one of them).
+    """
+
+    def __init__(self, run: DPSGDAccountant | DirectedPLD, runs: RunCount) -> None:
+        o = "TuningAccountant"
+        if not isinstance(runs, RunCount):
+            raise fail("runs", o, "a PoissonRuns or NegativeBinomialRuns", runs)
+        if isinstance(run, DPSGDAccountant):
+            if len(run) == 0:
+                raise fail("run", o, "an accountant with at least one step", "no steps")
+            self._pld = run.pld()
+            counts: dict[Step, int] | None = run.counts()
+        elif isinstance(run, DirectedPLD):
+            self._pld, counts = run, None
+        else:
+            raise fail("run", o, "a DPSGDAccountant or a DirectedPLD", type(run).__name__)
+        self._runs = runs
+        self._orders = np.array(RDP_ORDERS, dtype=np.float64)
+        self._rdp = self._run_rdp(counts)
+        self._sides: dict[str, _SideBound] = {}
+
+    @property
+    def runs(self) -> RunCount:
+        return self._runs
+
+    @property
+    def run_pld(self) -> DirectedPLD:
+        """One run's (remove, add) PLDs (pessimistic)."""
+        return self._pld
+
+    def _run_rdp(self, counts: dict[Step, int] | None) -> FloatArray:
+        """One run's RDP at :data:`RDP_ORDERS`, an upper bound for both directions."""
+        if counts is not None:
+            total = np.zeros(self._orders.size)
+            for st, k in counts.items():
+                total += k * sgm_rdp_up(st.sigma, st.rate, self._orders)
+            out: FloatArray = total * (1.0 + 1e-12)
+            return out
+        r = np.maximum(self._pld.remove.rdp(self._orders), self._pld.add.rdp(self._orders))
+        res: FloatArray = np.asarray(r, dtype=np.float64) * (1.0 + 1e-12)
+        return res
+
+    # ------------------------------------------------------------------ RDP (Papernot-Steinke)
+    def rdp_curve(self) -> tuple[FloatArray, FloatArray]:
+        """(orders, RDP of the search): Papernot & Steinke Thm. 2 for the truncated negative
+        binomial -- eps'(a) = eps(a) + min_b [(1 + eta)(1 - 1/b) eps(b) + (1 + eta)
+        log(1/gamma)/b] + log E[K] / (a - 1) -- or Thm. 6 for Poisson(mu) -- eps'(a) =
+        eps(a) + mu delta_hat + log(mu)/(a - 1), the run being (eps_hat, delta_hat)-DP with
+        e^eps_hat = 1 + 1/(a - 1) (delta_hat from the run's profile, eps_hat rounded down)."""
+        a, r = self._orders, self._rdp
+        runs = self._runs
+        if isinstance(runs, NegativeBinomialRuns):
+            e1 = 1.0 + runs.eta
+            extra = float(np.min(e1 * (1.0 - 1.0 / a) * r + e1 * -math.log(runs.gamma) / a))
+            out = r + extra + math.log(runs.mean) / (a - 1.0)
+        elif isinstance(runs, PoissonRuns):
+            eps_hat = np.log1p(1.0 / (a - 1.0)) * (1.0 - 1e-12)
+            d_hat = np.asarray(self._pld.delta(eps_hat), dtype=np.float64)
+            out = r + runs.mean * d_hat + math.log(runs.mean) / (a - 1.0)
+        else:  # pragma: no cover - RunCount has two kinds
+            raise fail("runs", "TuningAccountant", "a known law of K", runs)
+        res: FloatArray = np.asarray(out, dtype=np.float64) * (1.0 + 1e-12)
+        return a, res
+
+    # ------------------------------------------------------------------ profile (Thm. 4.1)
+    def _side(self, name: str) -> _SideBound:
+        hit = self._sides.get(name)
+        if hit is None:
+            hit = _SideBound.build(getattr(self._pld, name), self._runs)
+            self._sides[name] = hit
+        return hit
+
+    # ------------------------------------------------------------------ guarantees
+    def epsilon(self, delta: float, *, method: str = "best") -> float:
+        """An upper bound on eps at ``delta`` for the whole search (``method``: "best", the
+        smaller of "rdp" and "profile")."""
+        d = check_in_open("delta", delta, 0.0, 1.0, "TuningAccountant.epsilon")
+        m = _check_method(method, "TuningAccountant.epsilon")
+        out = math.inf
+        if m in ("best", "rdp"):
+            out = min(out, _cks_eps(*self.rdp_curve(), d))
+        if m in ("best", "profile"):
+            out = min(out, max(self._side(s).epsilon(d) for s in ("remove", "add")))
+        return out
+
+    def delta(self, eps: float, *, method: str = "best") -> float:
+        """An upper bound on delta at ``eps`` for the whole search."""
+        e = float(eps)
+        if math.isnan(e):
+            raise fail("eps", "TuningAccountant.delta", "a float (not NaN)", eps)
+        m = _check_method(method, "TuningAccountant.delta")
+        out = 1.0
+        if m in ("best", "rdp"):
+            out = min(out, _cks_delta(*self.rdp_curve(), e))
+        if m in ("best", "profile"):
+            out = min(out, max(self._side(s).delta(e) for s in ("remove", "add")))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The law of K (the run's accounting is the caller's)."""
+        return {"runs": self._runs.to_dict()}
+
+
+def _check_method(method: str, owner: str) -> str:
+    if method not in ("best", "rdp", "profile"):
+        raise fail("method", owner, "one of 'best', 'rdp', 'profile'", method)
+    return method
