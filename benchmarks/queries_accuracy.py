@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -160,9 +161,12 @@ def opendp_runner(d: pd.DataFrame, query: str, eps: float, years: list[int]
 # -- scoring -------------------------------------------------------------------------------
 def score(runs: list[Estimates], true: Estimates, selection: bool) -> dict[str, float]:
     """RMSE over every true group (DP key selection: a group not released counts as 0, so
-    dropping a group costs its whole count), its standard error over runs, and the groups
-    kept."""
+    dropping a group costs its whole count), its standard error over runs, the bias (the
+    root mean square over the true groups of each group's mean error over runs: what
+    bounding and selection shift, noise averaged out) and the groups kept."""
     per_run, kept = [], []
+    mean_err = {g: float(np.mean([r.get(g, 0.0) - v for r in runs])) for g, v in true.items()}
+    bias = math.sqrt(float(np.mean([e * e for e in mean_err.values()])))
     for est in runs:
         groups = sorted(set(true) | set(est)) if selection else list(true)
         errs = [(est.get(g, 0.0) - true.get(g, 0.0)) ** 2 for g in groups]
@@ -171,7 +175,7 @@ def score(runs: list[Estimates], true: Estimates, selection: bool) -> dict[str, 
     mse = float(np.mean(per_run))
     rmse = math.sqrt(mse)
     se = float(np.std(per_run, ddof=1) / math.sqrt(len(per_run)) / (2 * rmse)) if rmse else 0.0
-    return {"rmse": rmse, "se": se, "kept": float(np.mean(kept)),
+    return {"rmse": rmse, "se": se, "bias": bias, "kept": float(np.mean(kept)),
             "kept_se": float(np.std(kept, ddof=1) / math.sqrt(len(kept)))}
 
 
@@ -185,11 +189,13 @@ def main(argv: list[str] | None = None) -> None:
                     "these bounds for every query)")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
+    cmd = " ".join(["python -m benchmarks.queries_accuracy",
+                    *(sys.argv[1:] if argv is None else argv)])
     d = load()
     years = sorted(d["year"].unique().tolist())
     tr = truth(d)
-    lines = ["| query | eps | library | RMSE (se) | groups kept (se) | s / run |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| query | eps | library | RMSE (se) | bias | groups kept (se) | s / run |",
+             "|---|---|---|---|---|---|---|"]
     for query in args.queries:
         for eps in args.eps:
             runners = {"dpsieve": dpsieve_runner(d, query, eps, years),
@@ -203,16 +209,18 @@ def main(argv: list[str] | None = None) -> None:
                 took = (time.perf_counter() - t) / args.runs
                 s = score(got, tr[query], query == "select")
                 line = (f"| {query} | {eps:g} | {name} | {s['rmse']:.2f} ({s['se']:.2f}) | "
+                        f"{s['bias']:.2f} | "
                         f"{s['kept']:.1f} ({s['kept_se']:.2f}) | {took:.3f} |")
                 print(line, flush=True)
                 lines.append(line)
                 if not args.no_write:  # partial results survive an interrupted run
                     OUT.parent.mkdir(parents=True, exist_ok=True)
-                    OUT.write_text("# Query accuracy against the peers (partial)\n\n"
+                    OUT.write_text("# Query accuracy against the peers (partial: the run "
+                                   "goes on)\n\n`" + cmd + "`\n\n"
                                    + "\n".join(lines) + "\n")
     header = (f"Accuracy on causaldata's restaurant_inspections ({len(d):,} rows, "
               f"{d['unit'].nunique():,} businesses), delta {DELTA:g}, {args.runs} runs, "
-              f"load {os.getloadavg()[0]:.1f}; `python -m benchmarks.queries_accuracy`. "
+              f"load {os.getloadavg()[0]:.1f}; `{cmd}`. "
               "RMSE against the unbounded truth (bias included) over every group; select: "
               "a group not released counts as 0.")
     text = "\n".join([header, "", *lines, ""])

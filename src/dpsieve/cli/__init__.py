@@ -56,6 +56,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
                   "tables)."),
     "training-figures": ("dpsieve.cli.training", "command", "Train logistic regression under "
                          "uniform, adaptive and per-record accounting."),
+    "analyze": ("dpsieve.cli.analyze", "command", "Bias and noise of candidate bounds on "
+                "the owner's own data (NOT private: for the data owner only, to choose the "
+                "public bounds to declare)."),
     "data": ("dpsieve.cli.data", "command", "List the bundled example data sets, or copy "
              "them into a directory."),
 }

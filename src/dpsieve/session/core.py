@@ -276,6 +276,22 @@ class Session:
 
         return preview_request(self, request)
 
+    def utility_analysis(self, plan: Query | dict[str, Any], candidates: Any = None, *,
+                         per_group: bool = False) -> dict[str, Any]:
+        """**Not private; for the data owner only.** Bias (exact, on every row) and noise
+        (the preview's calibration) of a typical plan's counts, sums and means under
+        candidate bounds, and the candidate with the smallest expected error
+        (:mod:`dpsieve.queries.utility`): to choose the public bounds to declare. Reads
+        the rows (a frame or a CSV/Parquet file); touches no budget and logs nothing. The
+        service offers it on no analyst route."""
+        from dpsieve.queries.plan import from_spec
+        from dpsieve.queries.utility import analyze
+
+        q = plan if isinstance(plan, Query) else from_spec(plan, self.neighbouring.value)
+        self._source.rows_loadable("Session.utility_analysis")
+        return analyze(self._source.frame(), self._source.schema(), q, candidates,
+                       self.neighbouring, per_group=per_group)
+
     def run(self, spec: dict[str, Any] | Query, *, key: str | None = None) -> QueryResult:
         """Run a query given as a JSON-ready dict (the library's dict entry point) or a
         typed plan: mapped once, at this edge (:func:`~dpsieve.queries.requests.
