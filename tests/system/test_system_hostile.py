@@ -314,3 +314,38 @@ def test_the_gate_answers_floods_before_the_routes(env: dict[str, Any],
     r = c.get("/v1/me", headers={"X-API-Key": "w-during-outage"})
     assert r.status_code == 503, r.text
     assert r.json()["error"] == "ledger_unavailable"
+
+
+def test_the_refusal_cap_holds_on_the_queue_too(tmp_path: Path) -> None:
+    """A data set with blocks takes queries on its queue as well: past the cap, a queued
+    query is refused (429) before the ledger is touched, as on the query route (was: the
+    queue counted its refusals but never checked the cap)."""
+    import pandas as pd
+
+    store = SQLiteStore(tmp_path / "l.db")
+    app = create_app(Settings(owner_key=OWNER, refusals_per_window=2), store=store)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        path = tmp_path / "d.parquet"
+        pd.DataFrame({"day": [1, 2, 1, 2], "cost": [1.0, 2.0, 3.0, 4.0]}).to_parquet(path)
+        r = c.post("/v1/datasets", headers=OWN, json={
+            "name": "d", "path": str(path),
+            "blocks": {"column": "day", "budget": {"type": "pure", "eps": 1.0}}})
+        assert r.status_code == 201, r.text
+        for day in (1, 2):
+            assert c.post("/v1/datasets/d/blocks", headers=OWN,
+                          json={"block": day}).status_code == 201
+        ana = {"X-API-Key": c.post("/v1/analysts", headers=OWN,
+                                   json={"name": "ana"}).json()["api_key"]}
+        c.post("/v1/datasets/d/grants", headers=OWN, json={"analyst": "ana"})
+        big = {"type": "query", "privacy": {"type": "pure", "eps": 5.0},
+               "aggregations": [{"type": "count"}]}
+        small = {**big, "privacy": {"type": "pure", "eps": 0.1}}
+        codes = [c.post("/v1/datasets/d/queue", headers=ana, json=big).status_code
+                 for _ in range(2)]
+        assert codes == [409, 409]
+        rows = len(store.audit())
+        for path_ in ("/v1/datasets/d/queue", "/v1/datasets/d/queries"):
+            r = c.post(path_, headers=ana, json=small)
+            assert r.status_code == 429, (path_, r.text)
+            assert r.json()["error"] == "too_many_refusals"
+        assert len(store.audit()) == rows  # nothing written

@@ -74,6 +74,17 @@ class ServiceState:
         self._spark_lock = threading.Lock()
         self._spark: list[Any] = []
 
+    def refusal_cap(self, who: str) -> None:
+        """429 ``too_many_refusals`` if ``who`` is past the refusal cap: checked before a
+        query (on the query route and on a data set's queue) touches the ledger, so the
+        refusals one analyst may write to the append-only log are bounded."""
+        wait = self.refusals.retry_after(who)
+        if wait is not None:
+            raise Limited("too_many_refusals", f"{self.refusals.limit} queries by {who!r} "
+                          f"were refused in the last {self.refusals.window:g} s; queries "
+                          "are refused without being run until the window ends (nothing "
+                          "was written or spent).", wait)
+
     def visible(self, p: Principal, name: str) -> dict[str, Any]:
         """The registry record of ``name`` if ``p`` may see it, else 404 (as if absent)."""
         src = self.store.dataset(name)

@@ -184,6 +184,7 @@ def enqueue(
     ``admitted``) if a scheduling pass admits it now, else 202 with its position and the
     reason it waits. Nothing is charged unless it is admitted."""
     _, s = _blocks_of(svc, p, name)
+    svc.refusal_cap(p.name)  # as on the query route: before the ledger is touched
     client_key = idempotency_key or "srv-" + uuid.uuid4().hex
     response.headers["Idempotency-Key"] = client_key
     try:

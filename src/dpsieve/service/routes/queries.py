@@ -25,7 +25,7 @@ from fastapi import APIRouter, Header, HTTPException, Query, Request, Response
 from dpsieve.errors import BudgetExceededError, ConcurrencyError, IncompatiblePrivacyError
 from dpsieve.ledger.base import LedgerUnavailableError, has_budget, spend_journal, spend_key
 from dpsieve.service.deps import DatasetName, ServiceState, Svc, Who
-from dpsieve.service.errors import Limited, QueryLedgerError
+from dpsieve.service.errors import QueryLedgerError
 from dpsieve.service.routes.blocks import block_session, has_blocks
 from dpsieve.service.schemas import QueryBody
 from dpsieve.session.core import Session
@@ -76,12 +76,7 @@ def query(
         session = _session(svc, src, name, p.name, blocks)
         return {"dataset": name, "preview": True,
                 **session.preview(body.request(session.neighbouring))}
-    wait = svc.refusals.retry_after(p.name)
-    if wait is not None:  # the refusals one analyst may write to the log are bounded
-        raise Limited("too_many_refusals", f"{svc.refusals.limit} queries by {p.name!r} "
-                      f"were refused in the last {svc.refusals.window:g} s; queries are "
-                      "refused without being run until the window ends (nothing was "
-                      "written or spent).", wait)
+    svc.refusal_cap(p.name)  # the refusals one analyst may write to the log are bounded
     session = _session(svc, src, name, p.name, blocks)
     # every query has an idempotency key: the client's, or one assigned here and sent
     # back (header and, after a ledger fault, body), so a retry is always safe
