@@ -208,6 +208,29 @@ def test_the_issue_setting_sigma_1_rate_001_1000_steps() -> None:
     assert pois <= 3.5
 
 
+# --------------------------------------------------------------------------- charges
+def test_the_search_charged_to_budgets() -> None:
+    from dpsieve.filters import MixedFilter, RDPFilter
+
+    ta = TuningAccountant(_gauss_run(3.0, 9), PoissonRuns(5.0))
+    q = ta.approx_dp(1e-6)
+    assert q.eps >= ta.epsilon(1e-6)
+    assert q.delta == 1e-6
+    # an (eps, delta) budget: admitted at its own size, refused (nothing spent) below it
+    small = MixedFilter(q.eps * 0.9, 2e-6)
+    before = small.remaining()
+    assert not small.try_spend(q).admitted
+    assert small.remaining() == before
+    assert MixedFilter(q.eps * 1.01, 2e-6).try_spend(q).admitted
+    # an RDP budget for (eps, 1e-6) at the RDP bound's eps: admitted; a smaller one refuses
+    r = ta.rdp()
+    eps_rdp = ta.epsilon(1e-6, method="rdp")
+    a, v = ta.rdp_curve()
+    best = (float(a[np.argmin(v + np.log1p(-1 / a) - np.log(1e-6 * a) / (a - 1))]),)
+    assert RDPFilter.for_target(eps_rdp * 1.001, 1e-6, best).try_spend(r).admitted
+    assert not RDPFilter.for_target(eps_rdp * 0.99, 1e-6, best).try_spend(r).admitted
+
+
 # --------------------------------------------------------------------------- laws of K
 @pytest.mark.parametrize("runs", [PoissonRuns(4.0), NegativeBinomialRuns.geometric(6.0),
                                   NegativeBinomialRuns.with_mean(0.0, 6.0),

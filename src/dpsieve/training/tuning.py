@@ -51,8 +51,10 @@ import numpy as np
 import numpy.typing as npt
 from scipy import special
 
+from dpsieve._rounding import next_up
 from dpsieve._validation import check_in_open, fail
 from dpsieve.accounting.directed import DirectedPLD
+from dpsieve.accounting.events import RDP, ApproxDP
 from dpsieve.accounting.pld import PLD
 from dpsieve.training._run_counts import NegativeBinomialRuns, PoissonRuns, RunCount
 from dpsieve.training.accountant import DPSGDAccountant, Step
@@ -369,6 +371,32 @@ class TuningAccountant:
         if m in ("best", "profile"):
             out = min(out, max(self._side(s).delta(e) for s in ("remove", "add")))
         return out
+
+    # ------------------------------------------------------------------ charges
+    def approx_dp(self, delta: float) -> ApproxDP:
+        """The search as a charge: ``ApproxDP(epsilon(delta), delta)`` (eps an upper bound,
+        rounded up), for an (eps, delta) budget (e.g. :class:`~dpsieve.filters.MixedFilter`,
+        a ``Session`` budget). Charge it before the search runs (it depends on public
+        choices only: the run's schedule and the law of K)."""
+        d = check_in_open("delta", delta, 0.0, 1.0, "TuningAccountant.approx_dp")
+        e = self.epsilon(d)
+        if not math.isfinite(e):
+            raise fail("delta", "TuningAccountant.approx_dp",
+                       "a delta at which the search has a finite eps", delta)
+        return ApproxDP(next_up(e), d)
+
+    def rdp(self) -> RDP:
+        """The search's RDP curve (Papernot & Steinke, :meth:`rdp_curve`) as a description,
+        for RDP budgets (:class:`~dpsieve.filters.RDPFilter`; an order between two listed
+        ones is charged the next listed order's value, RDP being non-decreasing in the
+        order). Orders whose bound is not finite are left out."""
+        a, r = self.rdp_curve()
+        keep = np.isfinite(r)
+        if not np.any(keep):
+            raise fail("run", "TuningAccountant.rdp", "a run with a finite RDP curve",
+                        "no finite order")
+        return RDP(tuple(float(x) for x in a[keep]),
+                   tuple(next_up(float(x)) for x in r[keep]))
 
     def to_dict(self) -> dict[str, Any]:
         """The law of K (the run's accounting is the caller's)."""
