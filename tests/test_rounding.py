@@ -51,6 +51,24 @@ def test_sqrt_directed(q: Fraction) -> None:
     assert up == down or math.nextafter(down, math.inf) == up
 
 
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.fractions(min_value=0), st.integers(min_value=0, max_value=2**2100),
+                 st.floats(min_value=0.0, allow_infinity=False),
+                 st.fractions(min_value=0, max_value=Fraction(1, 10**300))))
+def test_sqrt_is_the_rational_definition(q: Fraction | int | float) -> None:
+    """The integer implementation gives exactly the floats the definition names: the
+    greatest s with s^2 <= q and the least with s^2 >= q (the largest float / inf past
+    the floats), on the whole range."""
+    e = Fraction(q)
+    down, up = r.sqrt_down(q), r.sqrt_up(q)
+    assert Fraction(down) ** 2 <= e
+    above = math.nextafter(down, math.inf)
+    assert math.isinf(above) or Fraction(above) ** 2 > e
+    assert math.isinf(up) or Fraction(up) ** 2 >= e
+    if math.isfinite(up) and up > 0:
+        assert Fraction(math.nextafter(up, 0.0)) ** 2 < e
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.floats(min_value=-745.0, max_value=709.0))
 def test_libm_brackets_contain_truth(x: float) -> None:

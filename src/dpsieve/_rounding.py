@@ -230,44 +230,93 @@ def sub_down(a: Number, b: Number) -> float:
     return round_down(_exact(a) - _exact(b))
 
 
-def _sqrt_bracket(e: Fraction) -> tuple[Fraction, Fraction]:
-    """Rationals lo <= sqrt(e) <= hi with hi - lo <= 2^-80 sqrt(e) (integer square root)."""
-    n, d = e.numerator, e.denominator
+def _ratio(q: Number) -> tuple[int, int]:
+    """``q`` as integers ``(n, d)``, ``d > 0`` (the value of :func:`_exact` without building
+    a normalised Fraction)."""
+    if isinstance(q, float):
+        if math.isnan(q) or math.isinf(q):
+            raise ValueError(f"directed rounding needs a finite number, got {q!r}")
+        return q.as_integer_ratio()
+    if not isinstance(q, (Fraction, int, Rational)):
+        raise TypeError(f"directed rounding needs a Fraction, int or float, got {q!r}")
+    return int(q.numerator), int(q.denominator)
+
+
+def _pow2_float(f: int, k: int, up: bool) -> float:
+    """The greatest (``up``: least) float <= (>=) ``f / 2^k``, ``f >= 0``: one correctly
+    rounded integer division, checked in integers and moved one ulp if it went the wrong
+    way. Past the largest float: the largest float (``up``: inf), as :func:`round_down`."""
+    try:
+        t = f / (1 << k) if k >= 0 else float(f << -k)
+    except OverflowError:
+        return math.inf if up else sys.float_info.max
+    if math.isinf(t):
+        return math.inf if up else sys.float_info.max
+    a, b = t.as_integer_ratio()
+    num, den = (f * b, 1 << k) if k >= 0 else ((f << -k) * b, 1)
+    if up and a * den < num:
+        t = math.nextafter(t, math.inf)
+    elif not up and a * den > num:
+        t = math.nextafter(t, -math.inf)
+    return t
+
+
+def _isqrt_bracket(n: int, d: int) -> tuple[int, int]:
+    """``(f, k)`` with ``f / 2^k <= sqrt(n/d) <= (f + 1) / 2^k`` (``f = isqrt`` of the
+    scaled value, within 2^-80 of it)."""
     k = 82 - (n.bit_length() - d.bit_length()) // 2
     if k >= 0:
-        f = math.isqrt((n << (2 * k)) // d)
-        return Fraction(f, 1 << k), Fraction(f + 1, 1 << k)
-    f = math.isqrt(n // (d << (-2 * k)))
-    return Fraction(f << -k), Fraction((f + 1) << -k)
+        return math.isqrt((n << (2 * k)) // d), k
+    return math.isqrt(n // (d << (-2 * k))), k
+
+
+def _square_at_most(s: float, n: int, d: int) -> bool:
+    """``s^2 <= n/d`` exactly, in integers (``s`` a float >= 0, ``d > 0``): no rational
+    normalisation, the same answer as comparing ``Fraction(s) ** 2``; False for inf."""
+    if not math.isfinite(s):
+        return False
+    a, b = s.as_integer_ratio()
+    return a * a * d <= n * b * b
+
+
+def _square_below(s: float, n: int, d: int) -> bool:
+    """``s^2 < n/d`` exactly, in integers (as :func:`_square_at_most`)."""
+    a, b = s.as_integer_ratio()
+    return a * a * d < n * b * b
 
 
 def sqrt_up(q: Number, *, finite: bool = False) -> float:
     """The least float s with s^2 >= q (q >= 0, exact). ``finite``: a q past the largest
     float raises OverflowError (for callers that refuse such a parameter) instead of
-    giving a result near or at inf."""
-    e = _exact(q)
-    if e < 0:
+    giving a result near or at inf. Integer arithmetic throughout (the result is that of
+    the rational definition)."""
+    n, d = _ratio(q)
+    if n < 0:
         raise ValueError(f"sqrt_up of a negative number: {q!r}")
-    _in_range(e, finite)
-    if e == 0:
+    if finite:
+        _ = n / d  # OverflowError past the largest float
+    if n == 0:
         return 0.0
-    s = round_up(_sqrt_bracket(e)[1])
-    while s > 0 and Fraction(math.nextafter(s, 0.0)) ** 2 >= e:
+    f, k = _isqrt_bracket(n, d)
+    s = _pow2_float(f + 1, k, up=True)
+    while s > 0 and not _square_below(math.nextafter(s, 0.0), n, d):
         s = math.nextafter(s, 0.0)
     return s
 
 
 def sqrt_down(q: Number, *, finite: bool = False) -> float:
     """The greatest float s with s^2 <= q (q >= 0, exact); ``finite`` as in
-    :func:`sqrt_up`."""
-    e = _exact(q)
-    if e < 0:
+    :func:`sqrt_up`. Integer arithmetic throughout."""
+    n, d = _ratio(q)
+    if n < 0:
         raise ValueError(f"sqrt_down of a negative number: {q!r}")
-    _in_range(e, finite)
-    if e == 0:
+    if finite:
+        _ = n / d  # OverflowError past the largest float
+    if n == 0:
         return 0.0
-    s = round_down(_sqrt_bracket(e)[0])
-    while math.isfinite(s) and Fraction(math.nextafter(s, math.inf)) ** 2 <= e:
+    f, k = _isqrt_bracket(n, d)
+    s = _pow2_float(f, k, up=False)
+    while math.isfinite(s) and _square_at_most(math.nextafter(s, math.inf), n, d):
         s = math.nextafter(s, math.inf)
     return s
 

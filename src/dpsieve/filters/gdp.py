@@ -49,8 +49,15 @@ __all__ = [
 
 def sqrt_down(x: Fraction) -> float:
     """A float r >= 0 with r^2 <= x exactly (:func:`dpsieve._rounding.sqrt_down`; 0 for a
-    residue x <= 0; OverflowError past the floats: no filter states such a budget)."""
-    return rd_sqrt_down(x, finite=True) if x > 0 else 0.0
+    residue x <= 0; OverflowError past the floats: no filter states such a budget).
+    Memoised: a decision and the ``remaining()`` after it read the same squared budget
+    several times (a pure function of the exact value)."""
+    return _sqrt_down_memo(x) if x > 0 else 0.0
+
+
+@functools.lru_cache(maxsize=256)
+def _sqrt_down_memo(x: Fraction) -> float:
+    return rd_sqrt_down(x, finite=True)
 
 
 def naive_gdp_cost(query: Charge) -> float:
