@@ -56,25 +56,26 @@ def _in_process(n: int) -> list[str]:
         ("mixed (1e4, 1e-3)", MixedFilter(1e4, 1e-3), kinds),
     ]
     for name, flt, ds in budgets:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         admitted = done = 0
         for i in range(n):
             admitted += flt.try_spend(ds[i % len(ds)]).admitted
             flt.remaining()
             done += 1
-            if time.perf_counter() - t0 > 60.0:
+            if time.perf_counter() - t0 > 300.0:
                 break
-        dt = time.perf_counter() - t0
+        dt, cpu = time.perf_counter() - t0, time.process_time() - c0
         rows.append(f"| {name} | {', '.join(type(d).__name__ for d in ds)} | {done:,} | "
-                    f"{admitted:,} | {dt:.2f} s | {dt / done * 1e3:.3f} ms |")
-    return ["| budget | children's declarations | charges | admitted | time | per charge |",
-            "|---|---|---|---|---|---|", *rows]
+                    f"{admitted:,} | {cpu:.2f} s | {cpu / done * 1e3:.3f} ms | {dt:.2f} s |")
+    return ["| budget | children's declarations | charges | admitted | CPU time | CPU per "
+            "charge | wall time |", "|---|---|---|---|---|---|---|", *rows]
 
 
 def _durable(store: Any, sizes: list[int]) -> list[float]:
     store.create_budget("b", PureDPFilter(1e6))
     spec = LaplaceSVT(1e-3, positives=3)
-    out, done = [], 0
+    out: list[float] = []
+    done = 0
     for size in sizes:
         while done < size:
             open_child(store, "b", f"c{done}", SparseVector.open(spec), key=f"k{done}")
@@ -97,7 +98,8 @@ def main() -> None:
              f"Command: `python -m benchmarks.interactive_ledger --sizes {args.sizes}` "
              f"(load {os.getloadavg()[0]:.1f} at the start, shared 2-core machine).", "",
              f"## In process: {args.in_process:,} interleaved charges, remaining() after "
-             "each (a row stops after 60 s)", "", *_in_process(args.in_process), "",
+             "each (a row stops after 300 s of wall time; the CPU time is the process's, "
+             "the wall time follows the shared machine's load)", "", *_in_process(args.in_process), "",
              "## Durable: time per charge (open_child) after N charges", "",
              "| backend | " + " | ".join(f"N = {s:,}" for s in sizes) + " |",
              "|---|" + "---|" * len(sizes)]
