@@ -140,11 +140,9 @@ class PoissonRuns(RunCount):
         return out
 
     def pmf_iter(self) -> Any:
-        from scipy import stats
-
-        k = 0
+        lm, k = math.log(self.mean_runs), 0
         while True:
-            yield k, float(stats.poisson.pmf(k, self.mean_runs))
+            yield k, math.exp(-self.mean_runs + k * lm - math.lgamma(k + 1.0))
             k += 1
 
     def to_dict(self) -> dict[str, Any]:

@@ -30,7 +30,8 @@ Directions of error, all pessimistic: the run's profile is the composed pessimis
 (upper bounds at every eps, negative ones included); h is built from those upper bounds at a
 grid of eps (an inf over fewer lines: larger, still valid); the integral is bounded cell by
 cell with f'' and c at their worst ends of the cell and delta at the grid point below its
-argument; the float sum is widened by 1e-9 relative and c by 1e-9. The RDP values are
+argument; the weights carry the float error of f' (16 ulp of f'), g is computed from below,
+c is widened by 1e-9 and the sum by 1e-9 relative. The RDP values are
 rounded up and the conversion's eps rounded up.
 
 What the proofs assume (the caller's side; docs/training.md): the runs are independent given
@@ -71,6 +72,8 @@ LINE_EVERY = 25
 #: Cells of the integral: log f'' moves by at most this much within a cell.
 LOG_D2_STEP = 5e-4
 _MARGIN = 1e-9
+_U = 2.0**-53
+_U2 = 2.0**-52
 
 
 def sgm_rdp_up(sigma: float, rate: float, orders: npt.ArrayLike) -> FloatArray:
@@ -201,7 +204,8 @@ class _SideBound:
         t_k, s_k, b_k, r_k = _lower_envelope(grid[sel], deltas[sel])
         h0 = float(r_k[0]) if r_k.size else 1.0
         p_one = runs.p_one
-        head = float(runs.d1(h0)) - p_one if h0 < 1.0 else float(runs.d1(1.0)) - p_one
+        top_h = float(runs.d1(min(h0, 1.0)))
+        head = top_h - p_one + 16.0 * _U * top_h
         if r_k.size == 0 or not (runs.log_d2(0.5) > -math.inf):
             return cls(lo, PROFILE_STEP, deltas, p_one, runs.p_zero, max(head, 0.0), np.zeros(0),
                        np.zeros(0))
@@ -214,9 +218,15 @@ class _SideBound:
         pts = np.unique(np.clip(pts, h0, 1.0))
         ra, rb = pts[:-1], pts[1:]
         k = np.clip(np.searchsorted(r_k, 0.5 * (ra + rb), side="right") - 1, 0, r_k.size - 1)
-        g_a = np.maximum((ra - b_k[k]) * np.exp(-s_k[k]), 0.0)
+        # g(r_a) from below: the subtraction's rounding bounded by 2u(|r_a| + |b|), the
+        # product's by 1e-15 relative (a smaller g gives a larger, safe, c)
+        diff = (ra - b_k[k]) - _U2 * (np.abs(ra) + np.abs(b_k[k]))
+        g_a = np.maximum(diff * np.exp(-s_k[k]) * (1.0 - 1e-15), 0.0)
         shifts = runs.log_d2(rb) - runs.log_d2(g_a) + s_k[k] + _MARGIN
-        weights = np.maximum(runs.d1(rb) - runs.d1(ra), 0.0)
+        # f'(r_b) - f'(r_a) widened by 16 u f'(r_b): the rounding of the two evaluations
+        # (a few ulp each) and of the difference
+        d1b = runs.d1(rb)
+        weights = np.maximum(d1b - runs.d1(ra), 0.0) + 16.0 * _U * d1b
         return cls(lo, PROFILE_STEP, deltas, p_one, runs.p_zero, max(head, 0.0), weights,
                    shifts)
 
