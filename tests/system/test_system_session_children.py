@@ -219,3 +219,31 @@ def test_state_survives_a_restart_and_grants_are_kept(make_store: Any, backend: 
     owners = [(r.child_id, r.owner) for r in bob.children.visible()]
     assert owners == [("sv", "ana")]
     assert "threshold_noise" not in str(bob.children.get("sv"))
+
+
+def test_cache_on_a_data_set_with_a_privacy_unit_keeps_one_row_a_unit(
+        make_store: Any) -> None:
+    """pid groups 3 rows: the cache's counts are of units (one kept row each), so the
+    weighted count of all categories is the number of units, 80."""
+    s = _session(make_store, PureDP(2000.0), privacy_unit="pid")
+    s.children.open("cache", "cache", {"eps": 1000.0, "column": "city",
+                                       "categories": ["a", "b", "c", "d"], "updates": 2,
+                                       "tolerance": 0.01, "expected_rows": 10.0})
+    out = s.children.query("cache", [1, 1, 1, 1])
+    assert out["updated"]
+    assert abs(out["value"] - N // 3) < 0.2
+
+
+def test_a_steward_step_through_the_ledger_keeps_a_sessions_binding(make_store: Any
+                                                                     ) -> None:
+    from dpsieve.interactive.store import ask_child
+
+    s = _session(make_store, GDP(3.0))
+    s.children.open("c", "counter", {"mu": 1.0, "time_column": "t"})
+    s.children.step("c", until=10)
+    ask_child(s.store, "b", "c", {"op": "step"}, 4, key="steward-1")
+    with pytest.raises(ValidationError, match="above the previous step's 10"):
+        s.children.step("c", until=5)
+    s.children.step("c", until=20)
+    df = _frame()
+    assert s.store.child_state("b", "c")["total"] == int((df.t < 20).sum()) + 4

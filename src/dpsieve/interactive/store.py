@@ -94,9 +94,12 @@ def ask_child(store: ChildStore, budget_id: str, child_id: str, request: dict[st
     child's new state is durably stored."""
 
     def act(state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        # a child opened by a session keeps its public binding to the data beside its
+        # state (dpsieve.session.children): kept as it is
+        extra = {"binding": state.pop("binding")} if "binding" in state else {}
         child = child_from_state(state, rng)
         answer = answer_of(child, request, value)
-        return child.to_state(), child.public(), answer
+        return {**child.to_state(), **extra}, {**child.public(), **extra}, answer
 
     return store.child_act(budget_id, child_id, act, key=key, principal=principal,
                            request=request)

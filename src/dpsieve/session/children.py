@@ -231,7 +231,7 @@ class Children:
             plan: dict[str, Any] = {"type": "histogram", "column": col}
             if "categories" in spec:
                 plan["categories"] = spec["categories"]
-            prepared = self._prepare(plan)
+            prepared = self._prepare(self._one_row_a_unit(plan))
             cats = prepared.spec.measures[0]
             categories = list(getattr(cats, "categories", None) or ())
             return {"column": col, "categories": categories}
@@ -432,17 +432,21 @@ class Children:
         return int(got[0][0]) if len(got) else 0
 
     def _weighted(self, binding: dict[str, Any], w: list[float]) -> float:
-        plan: dict[str, Any] = {"type": "histogram", "column": binding["column"],
-                                "categories": binding["categories"]}
-        if self._s.schema().privacy_unit is not None:
-            plan["contribution"] = {"max_rows": 1}
-        prepared = self._prepare(plan)
+        prepared = self._prepare(self._one_row_a_unit({
+            "type": "histogram", "column": binding["column"],
+            "categories": binding["categories"]}))
         aggs = self._s._source.engine().aggregate(replace(prepared.spec, seed=0))
         name = prepared.spec.measures[0].name
         counts = aggs.values[name]
         row = [int(x) for x in counts[0]] if len(counts) else [0] * len(w)
         exact = sum((Fraction(x) * n for x, n in zip(w, row, strict=True)), Fraction(0))
         return float(math.floor(exact / _CACHE_G + Fraction(1, 2)) * _CACHE_G)
+
+    def _one_row_a_unit(self, plan: dict[str, Any]) -> dict[str, Any]:
+        """A cache's histogram keeps one row of each privacy unit (sensitivity 1)."""
+        if self._s.schema().privacy_unit is not None:
+            return {**plan, "contribution": {"max_rows": 1}}
+        return plan
 
     @staticmethod
     def _value(compute: Any) -> Any:
