@@ -236,6 +236,10 @@ def test_the_issue_setting_sigma_1_rate_001_1000_steps() -> None:
     assert prof >= 1.83
     pois = TuningAccountant(run, PoissonRuns(10.0)).epsilon(1e-5)
     assert pois <= 3.5
+    # at 1e-10 the composition's tail cuts (1.2e-9 at +inf) would make the profile bound
+    # inf: the run's uncut composition is used (as DPSGDAccountant.epsilon does)
+    small = geo.epsilon(1e-10, method="profile")
+    assert run.epsilon(1e-10) < small < geo.epsilon(1e-10, method="rdp")
 
 
 # --------------------------------------------------------------------------- charges

@@ -201,9 +201,9 @@ class NegativeBinomialRuns(RunCount):
                 break
         return cls(float(eta), hi)
 
-    def _c(self) -> float:
-        lg = -math.log(self.gamma)  # log(1/gamma) > 0
-        return 1.0 / lg if self.eta == 0.0 else self.eta / math.expm1(self.eta * lg)
+    def _log_c(self) -> float:
+        """log C, C = eta / (gamma^-eta - 1) (1 / log(1/gamma) at eta = 0), without overflow."""
+        return _tnb_log_c(self.eta, self.gamma)
 
     @property
     def mean(self) -> float:
@@ -211,32 +211,33 @@ class NegativeBinomialRuns(RunCount):
 
     @property
     def p_one(self) -> float:
-        return self._c() * (1.0 - self.gamma)
+        return math.exp(self._log_c()) * (1.0 - self.gamma)
 
     def d1(self, u: npt.ArrayLike) -> FloatArray:
         b = 1.0 - self.gamma
         x = np.asarray(u, dtype=np.float64)
-        out: FloatArray = self._c() * b * np.power(1.0 - b * x, -(self.eta + 1.0))
+        out: FloatArray = np.exp(self._log_c() + math.log(b)
+                                 - (self.eta + 1.0) * np.log1p(-b * x))
         return out
 
     def log_d2(self, u: npt.ArrayLike) -> FloatArray:
         b = 1.0 - self.gamma
         x = np.asarray(u, dtype=np.float64)
-        out: FloatArray = (math.log(self._c() * (self.eta + 1.0) * b * b)
+        out: FloatArray = (self._log_c() + math.log((self.eta + 1.0) * b * b)
                            - (self.eta + 2.0) * np.log1p(-b * x))
         return out
 
     def inv_log_d2(self, y: npt.ArrayLike) -> FloatArray:
         b = 1.0 - self.gamma
         v = np.asarray(y, dtype=np.float64)
-        a = math.log(self._c() * (self.eta + 1.0) * b * b)
+        a = self._log_c() + math.log((self.eta + 1.0) * b * b)
         out: FloatArray = np.clip(-np.expm1(-(v - a) / (self.eta + 2.0)) / b, 0.0, 1.0)
         return out
 
     def pmf_iter(self) -> Any:
         b = 1.0 - self.gamma
         yield 0, 0.0
-        p, k = self._c() * b, 1
+        p, k = math.exp(self._log_c()) * b, 1
         while True:
             yield k, p
             p *= b * (k + self.eta) / (k + 1)
@@ -246,12 +247,22 @@ class NegativeBinomialRuns(RunCount):
         return {"type": "negative_binomial", "eta": self.eta, "gamma": self.gamma}
 
 
+def _tnb_log_c(eta: float, gamma: float) -> float:
+    lg = -math.log(gamma)  # log(1/gamma) > 0
+    if eta == 0.0:
+        return -math.log(lg)
+    x = eta * lg  # C = eta / expm1(x): same sign above and below 0
+    if x > 0.0:  # log(eta) - x - log(1 - e^-x)
+        return math.log(eta) - x - math.log(-math.expm1(-x))
+    return math.log(-eta) - math.log(-math.expm1(x))
+
+
 def _tnb_mean(eta: float, gamma: float) -> float:
     """E[K] of D_{eta, gamma}: eta (1 - gamma) / (gamma (1 - gamma^eta)); (1/gamma - 1) /
-    log(1/gamma) at eta = 0 (Papernot & Steinke, Def. 1)."""
+    log(1/gamma) at eta = 0 (Papernot & Steinke, Def. 1); inf past the float range."""
     lg = -math.log(gamma)
-    c = 1.0 / lg if eta == 0.0 else eta / math.expm1(eta * lg)
-    return c * (1.0 - gamma) * math.exp((eta + 1.0) * lg)
+    v = _tnb_log_c(eta, gamma) + math.log1p(-gamma) + (eta + 1.0) * lg
+    return math.exp(v) if v < 709.0 else math.inf
 
 
 def run_count_from_dict(d: dict[str, Any]) -> RunCount:

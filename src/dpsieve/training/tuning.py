@@ -295,15 +295,16 @@ class TuningAccountant:
             if len(run) == 0:
                 raise fail("run", o, "an accountant with at least one step", "no steps")
             self._pld = run.pld()
+            self._uncut: Any = run._pld_uncut  # the same package: its uncut composition
             counts: dict[Step, int] | None = run.counts()
         elif isinstance(run, DirectedPLD):
-            self._pld, counts = run, None
+            self._pld, counts, self._uncut = run, None, None
         else:
             raise fail("run", o, "a DPSGDAccountant or a DirectedPLD", type(run).__name__)
         self._runs = runs
         self._orders = np.array(RDP_ORDERS, dtype=np.float64)
         self._rdp = self._run_rdp(counts)
-        self._sides: dict[str, _SideBound] = {}
+        self._sides: dict[tuple[str, bool], _SideBound] = {}
 
     @property
     def runs(self) -> RunCount:
@@ -349,12 +350,31 @@ class TuningAccountant:
         return a, res
 
     # ------------------------------------------------------------------ profile (Thm. 4.1)
-    def _side(self, name: str) -> _SideBound:
-        hit = self._sides.get(name)
+    def _side(self, name: str, uncut: bool = False) -> _SideBound:
+        hit = self._sides.get((name, uncut))
         if hit is None:
-            hit = _SideBound.build(getattr(self._pld, name), self._runs)
-            self._sides[name] = hit
+            pld = self._uncut() if uncut else self._pld
+            hit = _SideBound.build(getattr(pld, name), self._runs)
+            self._sides[(name, uncut)] = hit
         return hit
+
+    def _cuts_weigh(self, delta: float) -> bool:
+        """Whether the composition's tail cuts (mass at +inf) could matter at ``delta``: then
+        the run's uncut composition is used too (as DPSGDAccountant.epsilon does)."""
+        cut = max(self._pld.remove.inf_mass, self._pld.add.inf_mass)
+        return self._uncut is not None and cut * (self._runs.mean + 1.0) > 1e-2 * delta
+
+    def _profile_eps(self, d: float) -> float:
+        e = max(self._side(s).epsilon(d) for s in ("remove", "add"))
+        if self._cuts_weigh(d):
+            e = min(e, max(self._side(s, True).epsilon(d) for s in ("remove", "add")))
+        return e
+
+    def _profile_delta(self, e: float) -> float:
+        d = max(self._side(s).delta(e) for s in ("remove", "add"))
+        if self._cuts_weigh(d):
+            d = min(d, max(self._side(s, True).delta(e) for s in ("remove", "add")))
+        return d
 
     # ------------------------------------------------------------------ guarantees
     def epsilon(self, delta: float, *, method: str = "best") -> float:
@@ -366,7 +386,7 @@ class TuningAccountant:
         if m in ("best", "rdp"):
             out = min(out, _cks_eps(*self.rdp_curve(), d))
         if m in ("best", "profile"):
-            out = min(out, max(self._side(s).epsilon(d) for s in ("remove", "add")))
+            out = min(out, self._profile_eps(d))
         return out
 
     def delta(self, eps: float, *, method: str = "best") -> float:
@@ -379,7 +399,7 @@ class TuningAccountant:
         if m in ("best", "rdp"):
             out = min(out, _cks_delta(*self.rdp_curve(), e))
         if m in ("best", "profile"):
-            out = min(out, max(self._side(s).delta(e) for s in ("remove", "add")))
+            out = min(out, self._profile_delta(e))
         return out
 
     # ------------------------------------------------------------------ charges
