@@ -31,6 +31,7 @@ drawn, so it lives only in ``to_state()``, never in ``public()`` (module
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -132,7 +133,12 @@ class LaplaceSVT:
         return e1, rest - e1, e3
 
     def scales(self) -> tuple[float, float, float | None]:
-        """Discrete Laplace scales in lattice steps: threshold, question, value (rounded up)."""
+        """Discrete Laplace scales in lattice steps: threshold, question, value (rounded up).
+        A pure function of the (frozen) spec, memoised: a stored child rebuilt for each
+        question reads them twice."""
+        return _laplace_scales(self)
+
+    def _scales(self) -> tuple[float, float, float | None]:
         _, k = self.lattice()
         e1, e2, e3 = self.split()
         c = self.positives
@@ -153,6 +159,11 @@ class LaplaceSVT:
                 "positives": self.positives, "monotonic": self.monotonic,
                 "numeric_share": self.numeric_share, "neighbouring": self.neighbouring.value,
                 "granularity": self.granularity}
+
+
+@functools.lru_cache(maxsize=1024)
+def _laplace_scales(spec: LaplaceSVT) -> tuple[float, float, float | None]:
+    return spec._scales()
 
 
 @dataclass(frozen=True, slots=True)
