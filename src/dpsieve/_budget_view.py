@@ -146,6 +146,9 @@ def describe_plan(spec: Mapping[str, Any]) -> str:
 def describe_request(spec: dict[str, Any]) -> str:
     """A query spec in a few words, e.g. "mean of 'bmi' in [15, 45]" or a plan's
     aggregations, groups and bounds (:func:`describe_plan`; public parts only)."""
+    if "open_child" in spec:  # an interactive child: its declared privacy, charged once
+        kind = str(spec.get("kind", "")).replace("_", " ")
+        return f"opening the {kind} child {spec['open_child']!r}".replace("  ", " ")
     t = str(spec.get("type", "query"))
     col = spec.get("column")
     if t == "query":

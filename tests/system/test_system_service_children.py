@@ -108,6 +108,9 @@ def test_an_analyst_opens_questions_and_grants_a_sparse_vector(env: Env) -> None
     audit = env.client.get("/v1/datasets/people/audit", headers=env.owner).json()
     assert [e["event"] for e in audit].count("child_answer") == 2
     assert env.eps_left() == 1.5  # questions are free
+    page = env.client.get("/v1/datasets/people/budget", headers=env.keys["ana"]).json()
+    assert [h["description"] for h in page["history"]] == [
+        "opening the sparse vector child 'sv'"]
 
 
 def test_counter_by_windows_and_the_owners_counts(tmp_path: Path) -> None:
