@@ -7,6 +7,8 @@
   private name (``from pkg.mod import _x``) are imported only from inside that package.
 * One engine resolver: ``engine_for`` is defined once, in ``queries/engines/resolve.py``,
   and no engine class is constructed outside ``queries/engines/``.
+* One column-type system: ``queries.schema.ColumnType``; no other module lists the type
+  names, and the service's declaration model names exactly its values.
 * The import graph has no large cycle (the largest strongly connected component, type-only
   imports included, is a handful of modules inside one package).
 * Directed rounding has one home: no ``nextafter`` outside ``dpsieve/_rounding.py``;
@@ -143,6 +145,38 @@ def test_one_engine_resolver() -> None:
                 constructed.append(f"{mod}: {node.func.id}(...)")
     assert defined == ["dpsieve.queries.engines.resolve"]
     assert not constructed, constructed
+
+
+_TYPE_NAMES = {"integer", "float", "boolean", "string"}
+
+
+def test_one_column_type_system() -> None:
+    """Column types are ``queries.schema.ColumnType``'s: no other module holds a list of
+    the type names (a second type system, as ``_columns.py`` was: its kinds of a polars
+    frame came from a pandas copy, where a null turned a boolean column into text), and
+    the service's declaration model accepts exactly its values."""
+    from typing import get_args
+
+    from dpsieve.queries.schema import ColumnType
+    from dpsieve.service.schemas import ColumnIn
+
+    lists = []
+    for mod, path in _modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            elts = node.elts if isinstance(node, ast.Tuple | ast.List | ast.Set) else []
+            names = {e.value for e in elts if isinstance(e, ast.Constant)} & _TYPE_NAMES
+            if len(names) >= 3:
+                lists.append(f"{mod} (line {node.lineno})")
+    assert lists == [f"dpsieve.service.schemas (line {_line_of_column_in()})"], lists
+    assert set(get_args(ColumnIn.model_fields["type"].annotation)) == {
+        t.value for t in ColumnType}
+
+
+def _line_of_column_in() -> int:
+    tree = ast.parse(_modules()["dpsieve.service.schemas"].read_text(encoding="utf-8"))
+    cls = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == "ColumnIn")
+    return next(n.lineno for n in ast.walk(cls) if isinstance(n, ast.AnnAssign)
+                and isinstance(n.target, ast.Name) and n.target.id == "type")
 
 
 def _largest_cycle() -> list[str]:

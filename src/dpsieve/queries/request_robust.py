@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from dpsieve._columns import NUMERIC_KINDS, require_kind
 from dpsieve._validation import check_positive, fail
 from dpsieve.accounting.events import ApproxDP, Neighbouring, PrivacyDescription
+from dpsieve.queries.schema import ColumnType
 from dpsieve.queries.source import Ready, Source, row_level
 
 __all__ = ["ROBUST_EPS_MARGIN", "ROBUST_KINDS", "RobustRequest", "robust_privacy"]
@@ -21,6 +21,8 @@ __all__ = ["ROBUST_EPS_MARGIN", "ROBUST_KINDS", "RobustRequest", "robust_privacy
 #: Upward relative margin on a robust estimator's eps, covering its own ulp rounding.
 ROBUST_EPS_MARGIN = 1e-12
 ROBUST_KINDS = ("robust_mean", "robust_median")
+#: Column types a robust estimator reads (booleans as 0/1).
+_NUMERIC = tuple(c.value for c in ColumnType if c.numeric)
 
 
 def robust_privacy(p: PrivacyDescription, nb: Neighbouring) -> ApproxDP:
@@ -75,7 +77,10 @@ class RobustRequest:
         p = robust_privacy(self.privacy, source.neighbouring)
         if col not in source.columns():
             raise fail("column", t, "a column of the data set", col)
-        require_kind(col, source.column_kind(col), NUMERIC_KINDS, t)
+        kind = source.column_kind(col)
+        if kind not in _NUMERIC:
+            raise fail("column", t, f"a column of kind {' or '.join(_NUMERIC)} (the public "
+                       f"schema says {col!r} is {kind})", col)
         eps_charged = p.eps * (1 + ROBUST_EPS_MARGIN)
         if not math.isfinite(eps_charged):
             raise fail("eps", t, "a finite float after the charge's margin (1 + 1e-12)", p.eps)

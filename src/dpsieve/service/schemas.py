@@ -49,7 +49,7 @@ Finite = Annotated[float, Field(allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
 Column = Annotated[str, Field(min_length=1, max_length=256)]
 #: A category keeps its JSON type (true stays a boolean, 1 an integer, "1" a string): the
-#: session canonicalises it against the column's public kind (dpsieve._columns).
+#: query layer canonicalises it against the column's public type (dpsieve.queries.schema).
 Category = StrictBool | StrictInt | StrictFloat | StrictStr
 
 

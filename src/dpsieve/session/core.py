@@ -72,12 +72,13 @@ class Session:
     ``store=``/``budget_id=`` to keep the ledger in SQLite or PostgreSQL (an existing
     budget there is reused). ``columns`` is the public schema (column names) and
     ``column_types`` maps names to kinds (``integer``, ``float``, ``boolean``, ``string``,
-    ``other``; :mod:`dpsieve._columns`); without them they are read from the frame's dtypes
-    or the file header (never values) before a spend. ``row_count`` returns the number of
-    rows, read before the spend of queries whose ``n`` is public (release; robust
-    estimators); without it a file's rows are counted by DuckDB. A lazy loader (a callable) without
-    ``column_types`` is loaded to read its dtypes before its first typed query (nothing is
-    released; give ``column_types`` to keep a refused query from loading the data).
+    ``other``: :class:`dpsieve.queries.schema.ColumnType`); without them they are read
+    from the frame's dtypes or the file header (never values) before a spend.
+    ``row_count`` returns the number of rows, read before the spend of queries whose ``n``
+    is public (release; robust estimators); without it a file's rows are counted by
+    DuckDB. A lazy loader (a callable) without ``column_types`` is loaded to read its
+    dtypes before its first typed query (nothing is released; give ``column_types`` to
+    keep a refused query from loading the data).
     ``release_limits`` (:class:`~dpsieve.queries.request_release.ReleaseLimits`) bounds the work
     of ``release`` queries; they are refused from public parameters past it.
     ``memory_limit`` (e.g. ``"1GB"``) is DuckDB's memory limit for a file's queries; by

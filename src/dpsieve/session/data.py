@@ -96,10 +96,13 @@ def data_columns(data: Any) -> list[str]:
 
 
 def data_column_kinds(data: Any, types: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """The kind of each column (public schema, :mod:`dpsieve._columns`): a frame's dtypes,
-    or a file's column types from its metadata and the declared ``types`` (a CSV's
-    undeclared columns are text). No value is released or read."""
-    from dpsieve._columns import frame_kinds
+    """The kind of each column (public schema: a :class:`dpsieve.queries.schema.
+    ColumnType` value, as the engine that runs the data set's plans reports it): a frame's
+    dtypes (a polars frame's own, never those of a pandas copy, in which a null would turn
+    an integer column into floats), or a file's column types from its metadata and the
+    declared ``types`` (a CSV's undeclared columns are text). No value is released or
+    read."""
+    from dpsieve.queries.engines.resolve import engine_for
 
     if isinstance(data, str | Path):
         from dpsieve.queries.engines import files
@@ -108,7 +111,7 @@ def data_column_kinds(data: Any, types: Mapping[str, Any] | None = None) -> dict
         if not Path(path).is_file():
             raise fail("data", "data_column_kinds", "an existing .csv or .parquet file", path)
         return {c.name: c.type.value for c in files.file_columns(path, types)}
-    return frame_kinds(load_frame(data))
+    return {c.name: c.type.value for c in engine_for(data, owner="data_column_kinds").columns()}
 
 
 def data_row_count(path: str | Path) -> int:

@@ -2,10 +2,11 @@
 :class:`~dpsieve.queries.source.Source` every request is prepared against.
 
 Before a spend it states public facts only: the column names (``columns=``, a frame's
-names or a file's header), their kinds (``column_types=``, a frame's dtypes or the file's
-metadata; :mod:`dpsieve._columns`), the public schema of plans (declarations over the
-engine's metadata), and the row count where it is public (replace-one). After the spend it
-gives the rows: the engine plans run on, or the frame (loaded once).
+names or a file's header), their kinds (``column_types=``, or as the engine reports them
+from a frame's dtypes or the file's metadata: :class:`dpsieve.queries.schema.ColumnType`),
+the public schema of plans (declarations over the engine's metadata), and the row count
+where it is public (replace-one). After the spend it gives the rows: the engine plans run
+on, or the frame (loaded once).
 """
 
 from __future__ import annotations
@@ -134,9 +135,11 @@ class SessionData:
         return self._columns
 
     def column_kind(self, column: str) -> str:
-        """The column's kind (public schema; see :mod:`dpsieve._columns`), before a spend."""
-        from dpsieve._columns import KINDS
+        """The column's kind (public schema: a :class:`~dpsieve.queries.schema.ColumnType`
+        value), before a spend."""
+        from dpsieve.queries.schema import ColumnType
 
+        kinds = [t.value for t in ColumnType]
         if self.dataset is not None:  # a registered data set: its stored schema
             with reading(self.dataset):
                 return self.schema().column(column, "column", "query").type.value
@@ -145,8 +148,8 @@ class SessionData:
             self._kinds = {**_data.data_column_kinds(src, self.types()),
                            **(self._kinds or {})}
         kind = self._kinds.get(column, "other")
-        if kind not in KINDS:
-            raise fail("column_types", "Session", f"kinds among {', '.join(KINDS)}", kind)
+        if kind not in kinds:
+            raise fail("column_types", "Session", f"kinds among {', '.join(kinds)}", kind)
         return kind
 
     def row_count(self) -> int:

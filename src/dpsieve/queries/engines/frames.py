@@ -42,10 +42,18 @@ def _numpy_dtype(dtype: Any) -> Any:
         return None
 
 
+def _categories_dtype(dtype: Any) -> Any:
+    """A pandas categorical's categories' dtype (its values' type); any other dtype as
+    it is."""
+    import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+
+    return dtype.categories.dtype if isinstance(dtype, pd.CategoricalDtype) else dtype
+
+
 def pandas_storage(dtype: Any) -> str | None:
-    """The storage type name of a pandas dtype (``int32`` -> ``INTEGER``; None if not a
-    numeric one)."""
-    nd = _numpy_dtype(dtype)
+    """The storage type name of a pandas dtype (``int32`` -> ``INTEGER``; a categorical's
+    is its categories'; None if not a numeric one)."""
+    nd = _numpy_dtype(_categories_dtype(dtype))
     return None if nd is None else _STORAGE.get(nd.name)
 
 
@@ -57,9 +65,11 @@ def _int_values(values: Any) -> Any:
 
 
 def pandas_column_type(dtype: Any) -> ColumnType:
-    """The public type of a pandas dtype (``object`` columns are taken as strings)."""
+    """The public type of a pandas dtype (``object`` columns are taken as strings; a
+    categorical has its categories' type). Metadata only: never a function of values."""
     from pandas.api import types as pt  # type: ignore[import-untyped,unused-ignore]
 
+    dtype = _categories_dtype(dtype)
     if pt.is_bool_dtype(dtype):
         return ColumnType.BOOLEAN
     if pt.is_integer_dtype(dtype):
@@ -89,29 +99,64 @@ class PandasEngine:
                      for ct in (pandas_column_type(t),))
 
     def _col(self, name: str, ctype: ColumnType, unit: bool = False) -> Col:
+        import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+
         s = self._df[name]
-        missing = np.asarray(s.isna().to_numpy(), dtype=bool)
-        if ctype == ColumnType.STRING and unit:  # a privacy unit: by typed value (unit_key)
-            keys = [unit_key(v) for v in s.to_numpy(dtype=object, na_value=None)]
-            missing = missing | np.asarray([k is None for k in keys], dtype=bool)
-            return string_col(["" if k is None else k for k in keys], missing)
-        if ctype == ColumnType.STRING:
-            return _pandas_strings(s, missing)
-        if ctype == ColumnType.INTEGER:
-            nd = _numpy_dtype(s.dtype)
-            native = nd if nd is not None and nd.kind in "iu" else np.int64
-            vals = _int_values(s.to_numpy(dtype=native, na_value=0))
-        else:
-            vals = s.to_numpy(dtype=_DTYPE[ctype], na_value=_FILL[ctype])
-        if ctype == ColumnType.FLOAT:
-            missing = missing | np.isnan(vals)
-            vals = np.where(missing, 0.0, vals)
-        return Col(np.asarray(vals), missing, ctype)
+        if isinstance(s.dtype, pd.CategoricalDtype):
+            return _categorical_col(s, ctype, unit)
+        return _series_col(s, ctype, unit)
 
     def aggregate(self, spec: BoundingSpec) -> Aggregates:
         types = {c.name: c.type for c in self.columns()}
         return aggregate_columns(spec, lambda c: self._col(c, types[c], c == spec.unit),
                                  len(self._df), self.name)
+
+
+def _series_col(s: Any, ctype: ColumnType, unit: bool) -> Col:
+    """A (non-categorical) pandas Series as a column of the public type ``ctype``."""
+    missing = np.asarray(s.isna().to_numpy(), dtype=bool)
+    if ctype == ColumnType.STRING and unit:  # a privacy unit: by typed value (unit_key)
+        keys = [unit_key(v) for v in s.to_numpy(dtype=object, na_value=None)]
+        missing = missing | np.asarray([k is None for k in keys], dtype=bool)
+        return string_col(["" if k is None else k for k in keys], missing)
+    if ctype == ColumnType.STRING:
+        return _pandas_strings(s, missing)
+    if ctype == ColumnType.INTEGER:
+        nd = _numpy_dtype(s.dtype)
+        native = nd if nd is not None and nd.kind in "iu" else np.int64
+        vals = _int_values(s.to_numpy(dtype=native, na_value=0))
+    else:
+        vals = s.to_numpy(dtype=_DTYPE[ctype], na_value=_FILL[ctype])
+    if ctype == ColumnType.FLOAT:
+        missing = missing | np.isnan(vals)
+        vals = np.where(missing, 0.0, vals)
+    return Col(np.asarray(vals), missing, ctype)
+
+
+def _categorical_col(s: Any, ctype: ColumnType, unit: bool) -> Col:
+    """A pandas categorical Series as a column of its categories' type: each distinct
+    category read once as a column of that type (exactly as a plain column of its
+    values), each row its category's entry (a missing code: missing, filled)."""
+    import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+
+    codes = np.asarray(s.cat.codes.to_numpy(), dtype=np.int64)
+    cats = pd.Series(s.cat.categories)
+    none = codes < 0
+    if ctype == ColumnType.STRING:
+        key = unit_key if unit else (lambda v: v if isinstance(v, str) else str(v))
+        keys = [key(v) for v in cats.tolist()]
+        seen = [*("" if k is None else k for k in keys), ""]
+        gone = np.asarray([k is None for k in keys] + [True], dtype=bool)
+        idx = np.where(none, len(seen) - 1, codes)
+        return coded_string_col(idx, seen, gone[idx])
+    if len(cats) == 0:  # no category: every row missing
+        return Col(np.full(len(codes), _FILL[ctype], dtype=_DTYPE[ctype]),
+                   np.ones(len(codes), dtype=bool), ctype)
+    base = _series_col(cats, ctype, unit)
+    idx = np.where(none, 0, codes)
+    vals, missing = base.values[idx].copy(), none | base.missing[idx]
+    vals[missing] = _FILL[ctype]
+    return Col(vals, missing, ctype)
 
 
 def unit_key(v: Any) -> str | None:
