@@ -206,7 +206,8 @@ def released_privacy(spec: dict[str, Any], charged: dict[str, Any], value: Any,
         if t == "sum":
             _covered(noise, k, k * k, kind, budget)
         else:  # a mean spends half on its centred sum, half on the count
-            mid = ((lo + hi) / (2 * g)).__floor__() * g  # centred on the lattice middle
+            # centred on the lattice middle; lo, hi (and so mid) are in lattice units
+            mid = (lo + hi) // 2
             k = Fraction(hi - lo if ro else max(mid - lo, hi - mid))
             _covered(noise["sum"], k, k * k, kind, budget / 2)
             _covered(noise["count"], Fraction(1), Fraction(1), kind, budget / 2)
