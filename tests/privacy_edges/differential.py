@@ -9,6 +9,9 @@ NULL, each type's extremes, strings with NUL bytes, quotes, line breaks, long on
 and privacy; :class:`Pair` runs a plan on both data sets through one entry point:
 
 * ``frame`` / ``polars`` -- ``Session.run`` on a pandas / polars frame;
+* ``spark`` -- ``Session.run`` on a Spark DataFrame (a local Spark session; the entry is
+  skipped with the reason where there is no Java runtime or pyspark:
+  :func:`spark_skip_reason`);
 * ``parquet`` -- ``Session.run`` on a Parquet file (DuckDB's SQL, a database per query);
 * ``kept`` -- the same with the service's kept engine (:class:`dpsieve.session.data.
   FileEngines`: the file held in memory);
@@ -24,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 OWNER = "owner-key-for-differential-0123456789"
-ENTRIES = ("frame", "polars", "parquet", "kept", "csv", "http", "cli")
+ENTRIES = ("frame", "polars", "spark", "parquet", "kept", "csv", "http", "cli")
 #: The owner's declarations: the same on both data sets (never read from the values).
 TYPES = {"pid": "integer", "n": "integer", "x": "float", "s": "string", "b": "boolean",
          "v": "integer", "k0": "string", "gid": "integer"}
@@ -228,6 +232,52 @@ class Outcome:
         return (self.kind, self.text, self.status, json.dumps(self.cost, sort_keys=True))
 
 
+def _spark_support() -> Any:
+    """tests/queries/spark_support.py (the local Spark session the Spark tests share)."""
+    here = str(Path(__file__).resolve().parents[1] / "queries")
+    if here not in sys.path:
+        sys.path.append(here)
+    import spark_support
+
+    return spark_support
+
+
+def spark_skip_reason() -> str | None:
+    """Why the Spark entry cannot run here (no pyspark, no Java runtime), or None."""
+    reason: str | None = _spark_support().skip_reason()
+    return reason
+
+
+def spark_frame(d: pd.DataFrame) -> Any:
+    """``d`` as a Spark DataFrame of the declared types (every value as it is: NaN and
+    +-inf are doubles, pandas' NA is NULL)."""
+    from pyspark.sql.types import (
+        BooleanType,
+        DoubleType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    spark = _spark_support().local_session()
+    kinds = {"integer": LongType(), "float": DoubleType(), "string": StringType(),
+             "boolean": BooleanType()}
+    schema = StructType([StructField(c, kinds[TYPES[c]], True) for c in d.columns])
+
+    def value(v: Any, t: str) -> Any:
+        if v is None or v is pd.NA:
+            return None
+        if t == "integer":
+            return int(v)
+        if t == "boolean":
+            return bool(v)
+        return float(v) if t == "float" else str(v)
+    rows = [tuple(value(v, TYPES[c]) for c, v in zip(d.columns, r, strict=True))
+            for r in d.astype(object).itertuples(index=False, name=None)]
+    return spark.createDataFrame(rows, schema)
+
+
 def _declarations() -> list[dict[str, str]]:
     return [{"name": n, "type": t} for n, t in TYPES.items()]
 
@@ -252,7 +302,7 @@ class Pair:
                 p = self.dir / f"d{i}.csv"
                 d.to_csv(p, index=False)
                 self.paths.append(str(p))
-        if entry in ("frame", "polars", "parquet", "kept", "csv"):
+        if entry in ("frame", "polars", "spark", "parquet", "kept", "csv"):
             self.sessions = [self._session(i) for i in range(2)]
         elif entry == "http":
             self._http()
@@ -273,6 +323,8 @@ class Pair:
             import polars as pl
 
             return Session(pl.from_pandas(self.frames[i]), budget=budget, privacy_unit="pid")
+        if self.entry == "spark":
+            return Session(spark_frame(self.frames[i]), budget=budget, privacy_unit="pid")
         engine = FileEngines().get(self.paths[i], TYPES) if self.entry == "kept" else None
         return Session(self.paths[i], budget=budget, privacy_unit="pid", engine=engine,
                        column_types=TYPES if self.entry == "csv" else None)

@@ -4,16 +4,18 @@ Random plans (adversarial constants, column names, bounds, deltas, privacy; a fe
 ones from past defects) run on random neighbouring pairs ``(D, D + one unit)`` whose added
 unit holds adversarial rows (NaN, +-inf, NULL, int64 extremes, NUL bytes, quotes, line
 breaks, long strings), through every engine and entry point (pandas and polars frames,
-Parquet read by DuckDB's SQL, the kept in-memory engine, a CSV with declared types, the
-HTTP service, the CLI; :mod:`differential`). For every plan:
+a Spark DataFrame (skipped with the reason without a Java runtime), Parquet read by
+DuckDB's SQL, the kept in-memory engine, a CSV with declared types, the HTTP service, the
+CLI; :mod:`differential`). For every plan:
 
 * the outcome class (answered, or refused before the spend) and the whole error text and
   status are identical on both data sets, and so is the charge;
 * nothing fails after a charge (no ``QueryFailedError``) and nothing fails unexpectedly
   (no 5xx, no traceback, no exception outside dpsieve's).
 
-The default suite runs one pair and ~30 plans per entry (about a minute of CPU); the slow
-suite 4 more pairs and 150 plans each.
+The default suite runs one pair and ~30 plans per entry (on Spark the 7 fixed plans and 3
+random ones: each a Spark job; about a minute of CPU without Spark); the slow suite 4 more
+pairs and 150 plans each (60 on Spark).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from differential import ENTRIES, I64, Pair, neighbours, random_plan
+from differential import ENTRIES, I64, Pair, neighbours, random_plan, spark_skip_reason
 
 #: Plans from past defects, run first on every entry.
 FIXED: list[dict[str, Any]] = [
@@ -59,6 +61,8 @@ def _plans(seed: int, n: int) -> list[dict[str, Any]]:
 
 
 def _check(entry: str, seeds: list[int], n: int, tmp: Path) -> None:
+    if entry == "spark" and (reason := spark_skip_reason()) is not None:
+        pytest.skip(reason)
     bad: list[str] = []
     for seed in seeds:
         d0, d1 = neighbours(seed)
@@ -70,20 +74,24 @@ def _check(entry: str, seeds: list[int], n: int, tmp: Path) -> None:
     assert not bad, "\n".join(bad[:20])
 
 
-#: Plans per pair in the default suite (HTTP and the CLI cost more a plan: fewer).
-DEFAULT_PLANS = {"frame": 40, "polars": 30, "parquet": 30, "kept": 30, "csv": 30,
-                 "http": 25, "cli": 30}
+#: Plans per pair in the default suite (HTTP, the CLI and Spark cost more a plan: fewer).
+DEFAULT_PLANS = {"frame": 40, "polars": 30, "spark": 3, "parquet": 30, "kept": 30,
+                 "csv": 30, "http": 25, "cli": 30}
+#: Plans per pair in the slow suite.
+SLOW_PLANS = {"spark": 60}
 
 
+@pytest.mark.timeout(1500)  # Spark: a JVM to start, each plan a Spark job
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_outcomes_do_not_depend_on_one_unit(entry: str, tmp_path: Path) -> None:
     _check(entry, [1], DEFAULT_PLANS[entry], tmp_path)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(7200)
 @pytest.mark.parametrize("entry", ENTRIES)
 def test_outcomes_do_not_depend_on_one_unit_large(entry: str, tmp_path: Path) -> None:
-    _check(entry, [2, 3, 4, 5], 150, tmp_path)
+    _check(entry, [2, 3, 4, 5], SLOW_PLANS.get(entry, 150), tmp_path)
 
 
 def test_the_suite_sees_a_failure_after_the_charge(tmp_path: Path,

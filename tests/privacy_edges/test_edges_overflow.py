@@ -3,9 +3,10 @@
 Each case once failed with an OverflowError (a 500) or answered infinity after its
 charge: ``select.delta`` 5e-324 or 1e-308 with ``max_groups`` 40 (``log(40 / delta)``
 overflowed), per-unit sums and means with bounds of 1e306 (the rows' pre-clip overflowed),
-bounds and workloads whose noise scale overflowed (charged, then ``inf``). Now each is
-either answered with finite numbers or refused with a ValidationError naming a parameter,
-nothing spent, the same on a data set with and without one more unit.
+bounds and workloads whose noise scale overflowed (charged, then ``'-inf'`` or a value
+drawn with noise of infinite scale). Now each ends as :data:`EXPECTED` says -- answered
+with finite numbers (value and noise), or refused naming the parameter -- nothing spent
+on a refusal, the same on a data set with and without one more unit.
 """
 
 from __future__ import annotations
@@ -61,7 +62,27 @@ CASES: dict[str, dict[str, Any]] = {
                            privacy={"type": "zcdp", "rho": 0.01}),
     "bound 10**400": _q({"type": "sum", "column": "x", "lower": 0, "upper": 10**400},
                         contribution={"max_rows": 1}),
+    "variance 1e154": _q({"type": "variance", "column": "x", "lower": -1e154,
+                          "upper": 1e154}, contribution={"max_rows": 1}),
+    # the one-aggregation shapes: their noise scale overflowed too (answered with noise
+    # of scale inf, a huge or infinite value, after the charge)
+    "linear workload 1e308": {"type": "linear", "column": "g", "categories": ["a", "b"],
+                              "workload": [[1e308, 1e308]], "privacy": P,
+                              "contribution": {"max_rows": 1}},
+    "sum shape 1e308": {"type": "sum", "column": "x", "lower": -1e308, "upper": 1e308,
+                        "privacy": P, "contribution": {"max_rows": 1}},
+    "mean shape 1.7e308": {"type": "mean", "column": "x", "lower": -1.7e308,
+                           "upper": 1.7e308, "privacy": P, "contribution": {"max_rows": 1}},
 }
+#: How each case must end: answered (finite numbers), or refused naming the parameter.
+EXPECTED = {"select delta 5e-324": "ok", "select delta 1e-308": "ok",
+            "select zcdp delta 5e-324": "IncompatiblePrivacyError",
+            "select tiny eps": "privacy", "unit sum 1e306": "upper", "unit mean 1e306": "upper",
+            "unit sum 1e305 keys": "upper", "row sum noise 1e308": "aggregations",
+            "row mean 1.7e308": "aggregations", "zcdp sum 1.7e308": "aggregations",
+            "bound 10**400": "upper", "variance 1e154": "aggregations",
+            "linear workload 1e308": "aggregations", "sum shape 1e308": "aggregations",
+            "mean shape 1.7e308": "aggregations"}
 
 
 def _outcome(frame: pd.DataFrame, spec: dict[str, Any]) -> tuple[str, str, bool, Any]:
@@ -75,15 +96,25 @@ def _outcome(frame: pd.DataFrame, spec: dict[str, Any]) -> tuple[str, str, bool,
         return type(e).__name__, str(e), s.remaining().to_dict() == before, None
     except Exception as e:  # the defect: anything but a refusal or an answer
         return "error " + type(e).__name__, str(e), False, None
-    return "ok", "", s.remaining().to_dict() == before, r.value
+    return "ok", "", s.remaining().to_dict() == before, (r.value, r.noise)
 
 
 def _finite(v: Any) -> bool:
+    """No infinity or NaN anywhere, as a float or as the JSON-ready text of one (an
+    answer's value ``'-inf'``, an interval ``['-inf', 'nan']``)."""
     if isinstance(v, dict):
         return all(_finite(x) for x in v.values())
     if isinstance(v, list | tuple):
         return all(_finite(x) for x in v)
+    if isinstance(v, str):
+        return v.strip().lower().lstrip("+-") not in ("inf", "infinity", "nan")
     return not isinstance(v, float) or math.isfinite(v)
+
+
+def test_finite_sees_infinity_as_text() -> None:
+    assert _finite({"a": [1.0, "x", None, {"b": "a"}]})
+    for bad in (math.inf, math.nan, "-inf", "nan", "Infinity", ["1", "+inf"]):
+        assert not _finite({"v": [0.0, bad]}), bad
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -91,12 +122,18 @@ def test_overflowing_parameters_are_refused_alike_before_the_spend(name: str) ->
     d, d1 = _frames()
     a, b = _outcome(d, CASES[name]), _outcome(d1, CASES[name])
     assert a[:3] == b[:3], (a, b)
-    if a[0] == "ok":
-        assert _finite(a[3]), a  # answered: finite numbers only
+    want = EXPECTED[name]
+    if want == "ok":
+        assert a[0] == "ok", a
+        assert _finite(a[3]), a  # answered: finite numbers only (value and noise)
         assert _finite(b[3]), b
     else:
         assert a[0] in ("ValidationError", "IncompatiblePrivacyError"), a
         assert a[2], a  # refused: nothing spent
+        if a[0] == "ValidationError":
+            assert a[1].startswith(f"The '{want}' parameter"), a
+        else:
+            assert a[0] == want, a
 
 
 def test_tiny_select_delta_is_answered_on_an_approximate_budget() -> None:

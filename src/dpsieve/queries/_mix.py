@@ -16,7 +16,9 @@ of a 64-bit word and a constant never overflows). ``mix`` is a bijection of 64-b
 
 Encodings of values (:func:`encode`): an integer is its two's-complement 64-bit word, a
 boolean 0 or 1, a string the low 64 bits of its MD5 digest of UTF-8 (DuckDB's
-``md5_number_lower``: bytes 8..15 of the digest, little-endian), a missing value
+``md5_number_lower``: bytes 8..15 of the digest, little-endian; a lone surrogate, which
+only a pandas ``object`` column can hold, as its own three bytes (``surrogatepass``): the
+encoding is total, and UTF-8's on every valid string), a missing value
 :data:`NULL_CODE`. Priorities (docs/queries-engines.md):
 
 * group choice (L0):  ``p0(u, g) = mix(mix(k0 ^ enc(u)) ^ h(g))``, keep the L0 smallest,
@@ -96,7 +98,9 @@ def encode(value: object) -> int:
     if isinstance(value, int | np.integer):
         return int(value) & MASK64
     if isinstance(value, str):
-        digest = hashlib.md5(value.encode("utf-8"), usedforsecurity=False).digest()
+        # total: a lone surrogate in a row must not fail the query after its charge
+        data = value.encode("utf-8", "surrogatepass")
+        digest = hashlib.md5(data, usedforsecurity=False).digest()
         return int.from_bytes(digest[8:16], "little")
     raise TypeError(f"no sampling encoding for values of type {type(value).__name__}")
 
