@@ -24,7 +24,10 @@ of two upper bounds, both sound:
   f the pgf of K, delta the run's profile in the same direction, h(t) = inf_e (e^e t +
   delta(e)) (the largest probability a lower set of the score order can have under one data
   set given its probability t under the other), g its inverse and c(r) = log f''(r) -
-  log(f''(g(r)) g'(r)). Each direction (removal, addition) separately; the worse is reported.
+  log(f''(g(r)) g'(r)); and its refinements at a floor a of the score order (Thms. 4.2,
+  4.3: below a the weights f' are nearly flat, so the bottom of the order, where h is steep,
+  costs about one more run's delta), the least over the floors. Each direction (removal,
+  addition) separately; the worse is reported.
 
 Directions of error, all pessimistic: the run's profile is the composed pessimistic PLD's
 (upper bounds at every eps, negative ones included); h is built from those upper bounds at a
@@ -190,6 +193,11 @@ class _SideBound:
     head: float  # f'(h(0)) - f'(0)
     weights: FloatArray  # f'(r_b) - f'(r_a) per cell
     shifts: FloatArray  # c upper bound per cell
+    # Thm. 4.2 (a floor at each cell start a = r_a, t0 = g(r_a) from below)
+    floor_w: FloatArray  # f'(a), rounded up
+    floor_shift: FloatArray  # log(f'(a) / f'(t0)), rounded up
+    floor_cost: FloatArray  # J(t0) = int_0^t0 t f''(t) dt <= t0 (f'(t0) - f'(0)), rounded up
+    bottom_shift: FloatArray  # log(f'(a) / f'(0)), rounded up (Thm. 4.3's lower region)
 
     @classmethod
     def build(cls, pld: PLD, runs: RunCount) -> _SideBound:
@@ -207,8 +215,9 @@ class _SideBound:
         top_h = float(runs.d1(min(h0, 1.0)))
         head = top_h - p_one + 16.0 * _U * top_h
         if r_k.size == 0 or not (runs.log_d2(0.5) > -math.inf):
-            return cls(lo, PROFILE_STEP, deltas, p_one, runs.p_zero, max(head, 0.0), np.zeros(0),
-                       np.zeros(0))
+            e = np.zeros(0)
+            return cls(lo, PROFILE_STEP, deltas, p_one, runs.p_zero, max(head, 0.0), e, e, e, e, e,
+                       e)
         y0, y1 = float(runs.log_d2(0.0)), float(runs.log_d2(1.0))
         dy = max(LOG_D2_STEP, (y1 - y0) / 400_000)
         tt = runs.inv_log_d2(np.arange(y0, y1 + dy, dy))
@@ -226,14 +235,24 @@ class _SideBound:
         # f'(r_b) - f'(r_a) widened by 16 u f'(r_b): the rounding of the two evaluations
         # (a few ulp each) and of the difference
         d1b = runs.d1(rb)
-        weights = np.maximum(d1b - runs.d1(ra), 0.0) + 16.0 * _U * d1b
+        d1a = runs.d1(ra)
+        weights = np.maximum(d1b - d1a, 0.0) + 16.0 * _U * d1b
+        fa = d1a * (1.0 + 16.0 * _U)
+        ft0 = runs.d1(g_a) * (1.0 - 16.0 * _U)
+        floor_shift = np.log(fa) - np.log(ft0) + _MARGIN
+        floor_cost = g_a * (np.maximum(ft0 - p_one, 0.0) + 32.0 * _U * fa) * (1.0 + 1e-12)
+        f0 = p_one * (1.0 - 16.0 * _U)
+        with np.errstate(divide="ignore"):
+            bottom_shift = np.log(fa) - (math.log(f0) if f0 > 0.0 else -math.inf) + _MARGIN
         return cls(lo, PROFILE_STEP, deltas, p_one, runs.p_zero, max(head, 0.0), weights,
-                   shifts)
+                   shifts, fa, floor_shift, floor_cost, bottom_shift)
 
     def _lookup(self, x: FloatArray) -> FloatArray:
         """delta at a grid point at or below each x (one point further down than the float
         quotient says, so float error in it cannot move up; 1 below the grid, the last value
         above it): an upper bound of the run's delta(x), delta being non-increasing."""
+        top = self.lo + self.step * (self.deltas.size + 2.0)
+        x = np.clip(x, self.lo - 2.0 * self.step, top)  # +-inf onto the grid's ends
         idx = np.floor((x - self.lo) * (1.0 / self.step)).astype(np.int64) - 1
         out = np.take(self._padded, np.clip(idx + 1, 0, self._padded.size - 1))
         res: FloatArray = np.asarray(out, dtype=np.float64)
@@ -250,12 +269,21 @@ class _SideBound:
         return out
 
     def delta(self, eps: float) -> float:
+        """The least of Thm. 4.1's bound and Thms. 4.2-4.3's over the floors a = r_a (each
+        an upper bound on the search's delta at ``eps`` in this direction)."""
         d0 = float(self._lookup(np.array([eps]))[0])
         total = self.p_one * d0 + self.head
+        if self.weights.size:
+            cells = self.weights * self._lookup(eps - self.shifts)
+            total += float(np.sum(cells))
+            # Thm. 4.2 at every cell start: the cells above it, plus the floor
+            above = np.cumsum(cells[::-1])[::-1]
+            top = self.floor_w * self._lookup(eps - self.floor_shift) + above
+            floors = top + math.exp(eps) * self.floor_cost  # Thm. 4.2
+            split = top + self.floor_w * self._lookup(eps - self.bottom_shift)  # Thm. 4.3
+            total = min(total, float(np.min(floors)), float(np.min(split)))
         if eps < 0.0:  # the empty release, P[K = 0] under both data sets
             total += self.p_zero * -math.expm1(eps)
-        if self.weights.size:
-            total += float(np.sum(self.weights * self._lookup(eps - self.shifts)))
         return min(1.0, total * (1.0 + _MARGIN))
 
     def epsilon(self, delta: float) -> float:
