@@ -172,6 +172,39 @@ def test_a_large_refused_request_leaves_a_bounded_record(env: dict[str, Any]) ->
     assert "bytes" in ref["description"]
 
 
+def test_a_refused_or_incompatible_query_writes_exactly_two_rows(tmp_path: Path) -> None:
+    """The error table said incompatible_privacy writes nothing; it writes what a
+    budget_exceeded refusal writes: a 'request' row (the bounded record) and a 'decision'
+    row (not admitted, the filter's reason, the budget left), nothing else, no spend."""
+    store = SQLiteStore(tmp_path / "l.db")
+    with TestClient(create_app(Settings(owner_key=OWNER), store=store),
+                    raise_server_exceptions=False) as c:
+        r = c.post("/v1/datasets", headers=OWN, json={
+            "name": "g", "path": str(write_csv(tmp_path / "p.csv")), "infer_types": True,
+            "budget": {"type": "gdp", "mu": 1.0}})
+        assert r.status_code == 201, r.text
+        state = store.load_filter("g").to_json()
+        for body, status, error in (
+                ({"type": "count", "privacy": {"type": "zcdp", "rho": 0.1}}, 422,
+                 "incompatible_privacy"),
+                ({"type": "count", "privacy": {"type": "pure", "eps": 50.0}}, 409,
+                 "budget_exceeded")):
+            n = len(store.audit("g"))
+            r = c.post("/v1/datasets/g/queries", headers=OWN, json=body)
+            assert (r.status_code, r.json()["error"]) == (status, error), r.text
+            rows = store.audit("g")[n:]
+            assert [e.event for e in rows] == ["request", "decision"]
+            req, dec = rows[0].payload, rows[1].payload
+            assert req["request"]["privacy"]["type"] == body["privacy"]["type"]
+            assert set(req) == {"request", "request_bytes", "request_sha256"}
+            assert dec["admitted"] is False
+            assert dec["reason"]
+            assert "remaining" in dec
+            assert rows[0].key == rows[1].key
+        assert store.history("g") == []
+        assert store.load_filter("g").to_json() == state
+
+
 # -- health ----------------------------------------------------------------------------
 def test_health_routes_never_write(env: dict[str, Any]) -> None:
     c, store = env["client"], env["store"]
