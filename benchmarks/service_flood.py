@@ -5,8 +5,10 @@ process's connections can, against the same server's quiet runs, interleaved.
 Run: ``python -m benchmarks.service_flood [--seconds S] [--rounds R] [--flooders N]
 [--clients C]``. Writes the section service_flood of results/system.md. The flood comes
 from another process (its own interpreter, so its client work does not hold the
-benchmark's GIL) but shares the 2 cores with the server and the valid clients; the
-analyst quota is lifted (one analyst sends every valid query).
+benchmark's GIL; raw sockets and prepared bytes, so it takes little CPU) but shares the 2
+cores with the server and the valid clients; the analyst quota is lifted (one analyst
+sends every valid query). The server process's CPU per valid query and per flood
+request is measured too (psutil): the cost of the code, less sensitive to the load.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 import statistics
 import tempfile
 import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -37,18 +40,63 @@ ENV = QUOTA  # the one benchmark analyst's quota lifted (the check still runs)
 KINDS = ("wrong keys", "/readyz", "/healthz")
 
 
-def _flood(base: str, kind: str, threads: int, stop: Any, sent: Any) -> None:
-    """The flooding process: ``threads`` keep-alive connections, as fast as they go."""
-    import httpx
+def _request(kind: str, host: str) -> bytes:
+    """One flood request's bytes (a wrong key: a new random one each time)."""
+    if kind == "wrong keys":
+        return (f"GET /v1/me HTTP/1.1\r\nHost: {host}\r\nX-API-Key: dps_{uuid.uuid4().hex}"
+                "\r\n\r\n").encode()
+    return f"GET {kind} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
+
+
+def _answer(sock: Any, buf: bytes) -> bytes:
+    """Read one HTTP response (headers and a Content-Length body) from ``sock``; the
+    bytes after it."""
+    while b"\r\n\r\n" not in buf:
+        got = sock.recv(65536)
+        if not got:
+            raise ConnectionError("the server closed the connection")
+        buf += got
+    head, _, rest = buf.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(rest) < length:
+        got = sock.recv(65536)
+        if not got:
+            raise ConnectionError("the server closed the connection")
+        rest += got
+    return rest[length:]
+
+
+def _flood(base: str, kind: str, threads: int, stop: Any, sent: Any, ready: Any) -> None:
+    """The flooding process: ``threads`` keep-alive connections, each sending its next
+    request when the last is answered, as fast as they go. Raw sockets and prepared
+    bytes (a few tens of microseconds of client CPU per request, not httpx's
+    ~1 ms): on 2 shared cores the flood's client would otherwise take the CPU the
+    server needs and the ratio would measure the client. ``ready`` is set once every
+    connection has had its first answer (the process's start-up, slow on a loaded
+    machine, is not part of any window)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    u = urlsplit(base)
+    host, port = str(u.hostname), int(u.port or 80)
+    answered = threading.Barrier(threads + 1)
 
     def one(i: int) -> None:
         n = 0
-        with httpx.Client(base_url=base, timeout=30) as c:
+        with socket.create_connection((host, port), timeout=30) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            buf, first = b"", True
             while not stop.is_set():
-                if kind == "wrong keys":
-                    c.get("/v1/me", headers={"X-API-Key": f"dps_{uuid.uuid4().hex}"})
-                else:
-                    c.get(kind)
+                sock.sendall(_request(kind, host))
+                buf = _answer(sock, buf)
+                if first:
+                    first = False
+                    answered.wait()
+                    continue  # counted from the window on
                 n += 1
         with sent.get_lock():
             sent.value += n
@@ -56,26 +104,52 @@ def _flood(base: str, kind: str, threads: int, stop: Any, sent: Any) -> None:
     ts = [threading.Thread(target=one, args=(i,)) for i in range(threads)]
     for t in ts:
         t.start()
+    answered.wait()
+    ready.set()
     for t in ts:
         t.join()
 
 
 def measure(base: str, hdr: dict[str, str], kind: str | None, clients: int,
-            seconds: float, flooders: int) -> tuple[float, float]:
-    """(valid req/s, flood req/s) of one cell."""
+            seconds: float, flooders: int, pid: int) -> dict[str, float]:
+    """One cell: valid req/s, valid requests sent, flood req/s, and the server process's
+    CPU time (user + system, ms) over the valid clients' window."""
+    import psutil
+
+    proc = psutil.Process(pid)
+
+    def cpu() -> float:
+        return float(sum(proc.cpu_times()[:2])) * 1e3
+
     if kind is None:
-        return run(base, hdr, clients, seconds, QUERY)["rps"], 0.0
+        c0 = cpu()
+        r = run(base, hdr, clients, seconds, QUERY)
+        return {"rps": r["rps"], "sent": r["sent"], "flood": 0.0, "cpu": cpu() - c0}
     ctx = mp.get_context("spawn")
-    stop, sent = ctx.Event(), ctx.Value("q", 0)
-    proc = ctx.Process(target=_flood, args=(base, kind, flooders, stop, sent))
-    proc.start()
+    stop, sent, ready = ctx.Event(), ctx.Value("q", 0), ctx.Event()
+    proc_f = ctx.Process(target=_flood, args=(base, kind, flooders, stop, sent, ready))
+    proc_f.start()
     try:
-        threading.Event().wait(1.0)  # the flood under way before the window opens
-        rps = run(base, hdr, clients, seconds, QUERY)["rps"]
+        # the flood under way before the window opens (was: a fixed 1 s, shorter than the
+        # flooding process's start-up on the loaded machine: windows ran with no flood)
+        if not ready.wait(300):
+            raise RuntimeError(f"the {kind} flood did not start within 300 s")
+        threading.Event().wait(0.5)
+        t0, c0 = time.perf_counter(), cpu()
+        r = run(base, hdr, clients, seconds, QUERY)
+        c1 = cpu()
     finally:
         stop.set()
-        proc.join(60)
-    return rps, sent.value / (seconds + 1.0)
+        t1 = time.perf_counter()
+        proc_f.join(60)
+    if not sent.value:
+        raise RuntimeError(f"the {kind} flood sent nothing")
+    return {"rps": r["rps"], "sent": r["sent"], "flood": sent.value / (t1 - t0 + 0.5),
+            "cpu": c1 - c0, "window": t1 - t0}
+
+
+def _rps(cells: list[dict[str, float]]) -> str:
+    return ", ".join(f"{m['rps']:.0f}" for m in cells)
 
 
 def main() -> None:
@@ -98,25 +172,30 @@ def main() -> None:
                 continue
             with srv:
                 hdr = _setup(srv.base, PURE)
-                got: dict[str | None, list[float]] = {k: [] for k in (None, *KINDS)}
-                rate: dict[str, list[float]] = {k: [] for k in KINDS}
+                cells: dict[str | None, list[dict[str, float]]] = {
+                    k: [] for k in (None, *KINDS)}
                 for i in range(args.rounds):
                     order: list[str | None] = [None, *KINDS]
                     for kind in order if i % 2 == 0 else order[::-1]:
-                        rps, fl = measure(srv.base, hdr, kind, args.clients, args.seconds,
-                                          args.flooders)
-                        got[kind].append(rps)
-                        if kind is not None:
-                            rate[kind].append(fl)
-                        print(name, kind, f"{rps:.0f}", f"{fl:.0f}", flush=True)
-                quiet = statistics.median(got[None])
+                        m = measure(srv.base, hdr, kind, args.clients, args.seconds,
+                                    args.flooders, srv.proc.pid)
+                        cells[kind].append(m)
+                        print(name, kind, {k: round(v, 1) for k, v in m.items()}, flush=True)
+                quiet = statistics.median(m["rps"] for m in cells[None])
+                # the server's CPU per valid query, quiet; what is left of a flooded
+                # window's CPU after its valid queries, per flood request
+                per_q = statistics.median(m["cpu"] / max(m["sent"], 1) for m in cells[None])
                 for kind in KINDS:
-                    med = statistics.median(got[kind])
+                    med = statistics.median(m["rps"] for m in cells[kind])
+                    per_f = statistics.median(
+                        max(0.0, m["cpu"] - m["sent"] * per_q) / max(m["flood"] * m["window"], 1)
+                        for m in cells[kind])
                     rows.append(
-                        f"| {name} | {kind} | {statistics.median(rate[kind]):.0f} | {quiet:.0f}"
-                        f" | {med:.0f} | {med / quiet:.2f} | "
-                        f"{', '.join(f'{x:.0f}' for x in got[None])} / "
-                        f"{', '.join(f'{x:.0f}' for x in got[kind])} |")
+                        f"| {name} | {kind} | "
+                        f"{statistics.median(m['flood'] for m in cells[kind]):.0f} | "
+                        f"{quiet:.0f} | {med:.0f} | {med / quiet:.2f} | {per_q:.2f} | "
+                        f"{per_f:.3f} | {per_f / per_q:.3f} | "
+                        f"{_rps(cells[None])} / {_rps(cells[kind])} |")
                     print(rows[-1], flush=True)
             if pg:
                 from dpsieve.ledger import PostgresStore
@@ -131,9 +210,17 @@ def main() -> None:
              f"condition, conditions interleaved; beside them, {args.flooders} connections "
              "of another process send wrong keys (each new: each is looked up), `/readyz` "
              "or `/healthz` as fast as they can. Median valid req/s against the quiet "
-             "cells of the same server, then every cell (quiet / flooded).", "",
-             "| ledger | flood | flood req/s | quiet req/s | flooded req/s | ratio | cells |",
-             "|---|---|---:|---:|---:|---:|---|", *rows, "",
+             "cells of the same server, then every cell (quiet / flooded). The flood's "
+             "client process shares the 2 cores with the server, so req/s measures the "
+             "contention for the machine as much as the server's work; the CPU columns "
+             "are the server process's own (psutil, user + system): ms per valid query in "
+             "the quiet cells, and ms per flood request (a flooded window's CPU less its "
+             "valid queries at the quiet cost, over the flood requests in it; the "
+             "PostgreSQL backends' CPU is not in it).", "",
+             "| ledger | flood | flood req/s | quiet req/s | flooded req/s | ratio | "
+             "server CPU ms / query | server CPU ms / flood request | flood request / "
+             "query | req/s cells (quiet / flooded) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|", *rows, "",
              "Load average (1, 5, 15 min) before: " + ", ".join(f"{x:.1f}" for x in load0)
              + "; after: " + ", ".join(f"{x:.1f}" for x in load1) + ".",
              f"Command: `python -m benchmarks.service_flood --seconds {args.seconds:g} "

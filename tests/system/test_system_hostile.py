@@ -114,6 +114,28 @@ def test_the_limiter_prunes_and_bounds_on_every_call() -> None:
         assert len(tb) <= 5
 
 
+def test_a_valid_key_from_a_busy_address_is_looked_up_once(env: dict[str, Any],
+                                                           monkeypatch: pytest.MonkeyPatch
+                                                           ) -> None:
+    """From an address past its failure limit the gate looks each key up (off the event
+    loop) and hands a valid key's principal to the routes: one lookup per request, as
+    from a quiet address; a key revoked since is refused."""
+    c, store = env["client"], env["store"]
+    for i in range(31):
+        c.get("/v1/me", headers={"X-API-Key": f"w{i}"})
+    looked: list[str] = []
+    real = store.principal_for_key
+    monkeypatch.setattr(store, "principal_for_key", lambda h: looked.append(h) or real(h))
+    assert c.get("/v1/me", headers=env["ana"]).status_code == 200
+    assert c.post("/v1/datasets/people/queries", headers=env["ana"], json=Q
+                  ).status_code == 200
+    assert len(looked) == 2
+    kid = c.get("/v1/analysts/bob/keys", headers=OWN).json()[0]["key_id"]
+    assert c.delete(f"/v1/analysts/bob/keys/{kid}", headers=OWN).status_code == 204
+    r = c.get("/v1/me", headers=env["bob"])
+    assert r.status_code == 429, r.text  # a wrong key now, from a busy address
+
+
 # -- quotas ----------------------------------------------------------------------------
 def test_an_analysts_quota_is_its_own(tmp_path: Path) -> None:
     gen = _env(tmp_path, Settings(owner_key=OWNER, analyst_requests_per_second=0.001,

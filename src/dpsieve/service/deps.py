@@ -26,6 +26,7 @@ from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal
 from dpsieve.queries.release_sizing import ReleaseLimits
 from dpsieve.service.auth import hash_key
 from dpsieve.service.errors import Limited, redact_quoted
+from dpsieve.service.gate import GATE_PRINCIPAL
 from dpsieve.service.limits import FailureLimiter, ReadyCache, TokenBuckets, WindowCounter
 from dpsieve.service.settings import Settings
 from dpsieve.session.data import FileEngines, Frames, file_columns
@@ -153,7 +154,9 @@ def principal(
         request.state.principal_name = "owner"
         return Principal("owner", "owner")
     blocked = svc.failures.key_blocked(h)  # failed too often: not looked up again
-    p = None if blocked is not None or h is None else svc.store.principal_for_key(h)
+    seen = getattr(request.state, GATE_PRINCIPAL, None)  # the gate looked it up already
+    p = None if blocked is not None or h is None else (
+        seen[1] if seen is not None and seen[0] == h else svc.store.principal_for_key(h))
     request.state.key_hash = h
     if p is None or p.role == "owner":
         addr = request.client.host if request.client else "unknown"

@@ -7,9 +7,11 @@ and leaves its workers to valid queries.
   "ready"}``; otherwise the route probes the ledger (reads only).
 * A presented key whose hash is past its failure limit: 429
   ``too_many_failed_authentications`` (it is not looked up again).
-* From an address past its failure limit: the key is looked up here; a wrong one is
-  counted and answered 429, a valid one (analyst or owner) goes on to the routes. A
-  valid key is never refused here.
+* From an address past its failure limit: the key is looked up here (in a worker
+  thread: a PostgreSQL round trip never holds the event loop); a wrong one is counted
+  and answered 429, a valid one (analyst or owner) goes on to the routes with the
+  principal found, so the routes do not look it up a second time. A valid key is never
+  refused here.
 
 Everything else passes through unchanged; the routes' own authentication
 (:func:`dpsieve.service.deps.principal`) applies the same rules, so the gate changes who
@@ -23,11 +25,12 @@ import json
 import math
 from typing import Any
 
+import anyio.to_thread
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dpsieve.service.auth import hash_key
 
-__all__ = ["Gate"]
+__all__ = ["GATE_PRINCIPAL", "Gate"]
 
 
 class Gate:
@@ -48,7 +51,7 @@ class Gate:
         if svc is not None and method == "GET" and path == "/readyz" and svc.ready.fresh():
             await _json(send, 200, {"status": "ready"})
             return
-        wait = None if svc is None else _refused_key(svc, scope)
+        wait = None if svc is None else await _refused_key(svc, scope)
         if wait is not None:
             await _json(send, 429, {
                 "error": "too_many_failed_authentications",
@@ -70,7 +73,12 @@ def _key(scope: Scope) -> str | None:
     return key or None
 
 
-def _refused_key(svc: Any, scope: Scope) -> float | None:
+#: Where the gate leaves a valid key's principal for the routes (``request.state``):
+#: ``(key hash, principal)``, read by :func:`dpsieve.service.deps.principal`.
+GATE_PRINCIPAL = "gate_principal"
+
+
+async def _refused_key(svc: Any, scope: Scope) -> float | None:
     """Seconds to wait if this request's key is to be refused here, else None."""
     key = _key(scope)
     if key is None or len(key) > 512:
@@ -86,11 +94,12 @@ def _refused_key(svc: Any, scope: Scope) -> float | None:
     if svc.owner_hash is not None and hmac.compare_digest(h, svc.owner_hash):
         return None
     try:
-        p = svc.store.principal_for_key(h)
+        p = await anyio.to_thread.run_sync(svc.store.principal_for_key, h)
     except Exception:  # the ledger's fault: the routes answer it (503)
         return None
-    if p is not None and p.role != "owner":
-        return None  # a valid key from a busy address: admitted
+    if p is not None and p.role != "owner":  # a valid key from a busy address: admitted
+        scope.setdefault("state", {})[GATE_PRINCIPAL] = (h, p)
+        return None
     wait = svc.failures.failed(h, addr)
     return None if wait is None else float(wait)
 
