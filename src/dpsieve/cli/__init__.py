@@ -34,6 +34,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "budget": ("dpsieve.cli.budget", "group", "Show or set data-set budgets in a ledger."),
     "keys": ("dpsieve.cli.keys", "group", "List, add (rotate) or revoke analysts' API keys "
              "in a ledger."),
+    "blocks": ("dpsieve.cli.blocks", "group", "Data blocks, quotas and the queue (budgets "
+               "over time) in a ledger."),
     "child": ("dpsieve.cli.child", "group", "Interactive children (sparse vector, continual "
               "counter, answer cache) in a ledger."),
     "query": ("dpsieve.cli.query", "command", "Run a private query (or a file of them) and "

@@ -24,6 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from dpsieve._memo import Memo
 from dpsieve.blocks.currency import used_fraction_of_states
 from dpsieve.blocks.scheduler import Pending, Policy, schedule
 from dpsieve.ledger.blockset import Gate, PendingRecord, epoch
@@ -51,6 +52,19 @@ def label(budget_id: str) -> str:
     return f"the budget {budget_id!r}"
 
 
+#: fractions used (as floats), by the exact (stored state, initial state) texts: a pass
+#: reads the same states again until they change (a function of the texts alone, so a
+#: hit is what the computation gives)
+_USED: Memo[float] = Memo(8192)
+
+
+def _used(state: str, initial: str) -> float:
+    """The fraction of a budget used, as the nearest float: the pass only orders and
+    pre-selects with it (1e-12 tolerance); the ledger admits in exact arithmetic."""
+    return _USED.get((state, initial),
+                     lambda: float(used_fraction_of_states(state, initial)))
+
+
 def _pct(x: float | Fraction) -> str:
     return f"{float(x) * 100:.4g} %"
 
@@ -69,10 +83,10 @@ def plan_pass(policy: Policy | str, waiting: Sequence[PendingRecord],
             live.append(r)
     budgets = sorted({b for r in live for b in r.budgets})
     index = {b: i for i, b in enumerate(budgets)}
-    used = [used_fraction_of_states(*states[b]) for b in budgets]
+    used = [_used(*states[b]) for b in budgets]
     unlocked = [gates[b].unlocked if b in gates else Fraction(1) for b in budgets]
-    avail = np.array([float(u - x) for u, x in zip(unlocked, used, strict=True)])
-    left = np.array([float(1 - x) for x in used])
+    avail = np.array([float(u) for u in unlocked]) - np.array(used)
+    left = 1.0 - np.array(used)
     pend, keys = [], []
     for r in live:
         dims = np.array([index[b] for b in r.budgets], dtype=np.int64)

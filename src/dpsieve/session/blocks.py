@@ -38,7 +38,14 @@ from dpsieve.accounting.events import Neighbouring, PrivacyDescription, descript
 from dpsieve.blocks.currency import demand
 from dpsieve.blocks.spec import BlockSpec, block_spec_from_dict
 from dpsieve.errors import BudgetExceededError, QueryFailedError, ValidationError
-from dpsieve.ledger.blockset import BlockRecord, MultiOutcome, PendingRecord, QuotaRecord
+from dpsieve.ledger.blockset import (
+    BlockRecord,
+    MultiOutcome,
+    PendingRecord,
+    QuotaRecord,
+    block_budget_id,
+)
+from dpsieve.ledger.passes import label
 from dpsieve.queries.blocks import blocks_read, canonical_block, restrict
 from dpsieve.queries.requests import PlanRequest, Request, request_from_json
 from dpsieve.session.block_budgets import (
@@ -57,7 +64,7 @@ if TYPE_CHECKING:
     from dpsieve.ledger.base import BudgetStore
     from dpsieve.queries.schema import Column, KeyValue
 
-__all__ = ["BlockSession"]
+__all__ = ["BlockSession", "block_session_for", "has_blocks"]
 
 #: The longest a queued request may wait (seconds): 30 days.
 MAX_WAIT = 30 * 86400.0
@@ -165,8 +172,6 @@ class BlockSession(Session):
         return [values[i] for i in blocks_read(plan.where, self.column(), values)]
 
     def _budgets(self, chosen: Sequence[Any]) -> list[str]:
-        from dpsieve.ledger.blockset import block_budget_id
-
         quotas = self._ledger().quota_budgets(self.dataset, self.principal)
         return [block_budget_id(self.dataset, v) for v in chosen] + list(quotas)
 
@@ -207,16 +212,12 @@ class BlockSession(Session):
                            details=dict(stored.get("details") or {}))
 
     def _charged(self, out: MultiOutcome) -> dict[str, Any]:
-        from dpsieve.ledger.passes import label
-
         binding = max(out.budgets, key=lambda b: _used(self.store, b)) if out.budgets else None
         return {"blocks": [parse_block_value(b) for b in out.budgets if "/block:" in b],
                 "quotas": [label(b) for b in out.budgets if "/quota:" in b],
                 "binding": None if binding is None else label(binding)}
 
     def _refusal(self, out: MultiOutcome, ready: Any) -> Exception:
-        from dpsieve.ledger.passes import label
-
         b = out.refused_by or out.budgets[0]
         left = out.decision.remaining.under(self.neighbouring)
         if out.why == "locked":
@@ -251,9 +252,7 @@ class BlockSession(Session):
         for b in budgets:
             share = demand(ready.charge, self.store.initial_filter(b))
             if share is None:
-                from dpsieve.ledger.passes import label
-
-                raise BudgetExceededError(
+                        raise BudgetExceededError(
                     f"Refused: {label(b)} could not pay for this query even unused (its "
                     "whole budget is less than the query's cost); nothing was queued or "
                     "spent.", requested=ready.requested)
@@ -282,9 +281,8 @@ class BlockSession(Session):
 
     def withdraw(self, key: str) -> PendingRecord:
         """Take a waiting request out of the queue (nothing charged)."""
-        out: PendingRecord = self._ledger().withdraw(
+        return self._ledger().withdraw(  # type: ignore[no-any-return]
             self.dataset, key, "withdrawn by the analyst; nothing was spent.")
-        return out
 
     def schedule(self) -> dict[str, str]:
         """One scheduling pass: the keys whose status changed, with the new status."""
@@ -308,6 +306,30 @@ class BlockSession(Session):
         from dpsieve.session.blocks_view import blocks_view
 
         return blocks_view(self.store, self.dataset, self.spec, analyst=analyst)
+
+
+def has_blocks(store: Any, dataset: str) -> bool:
+    """Whether ``dataset`` declares blocks in ``store`` (a budget per block, none of its
+    own)."""
+    spec = getattr(store, "block_spec", None)
+    return spec is not None and spec(dataset) is not None
+
+
+def block_session_for(src: dict[str, Any], data: Any, store: Any, name: str, principal: str,
+                      after_spend: Callable[[str], None] | None = None, *,
+                      engine: Any = None, release_limits: Any = None) -> BlockSession:
+    """The block session one query of a registered data set runs in (as
+    :func:`dpsieve.session.datasets.session_for`): on ``data`` (the file's path, or a Spark
+    engine), its public schema the stored one."""
+    from dpsieve.session.datasets import stored_schema
+
+    has_schema = isinstance(src.get("schema"), dict)
+    return BlockSession(
+        data, dataset=name, store=store, principal=principal, after_spend=after_spend,
+        registered=True, columns=src.get("columns"),
+        column_types=None if has_schema else src.get("column_types"),
+        schema=stored_schema(src) if has_schema else None, engine=engine,
+        release_limits=release_limits)
 
 
 def _used(store: Any, budget_id: str) -> float:

@@ -33,13 +33,13 @@ from fastapi import Path as PathParam
 from pydantic import Field, StrictInt
 
 from dpsieve.errors import BudgetExceededError, IncompatiblePrivacyError
-from dpsieve.ledger.base import BudgetStore, has_budget
+from dpsieve.ledger.base import has_budget
 from dpsieve.ledger.blockset import PendingRecord
 from dpsieve.queries.schema import Schema
 from dpsieve.service.deps import DatasetName, Owner, ServiceState, Svc, Who
 from dpsieve.service.schemas import BlocksIn, BudgetIn, Name, QueryBody, _Strict
 from dpsieve.session.block_budgets import block_budget_filter
-from dpsieve.session.blocks import MAX_WAIT, BlockSession
+from dpsieve.session.blocks import MAX_WAIT, BlockSession, block_session_for, has_blocks
 from dpsieve.session.datasets import source_types, stored_schema
 
 __all__ = ["block_session", "check_blocks", "has_blocks", "router"]
@@ -73,12 +73,6 @@ class GroupIn(_Strict):
     members: Annotated[list[Name], Field(max_length=1000)]
 
 
-def has_blocks(st: BudgetStore, name: str) -> bool:
-    """Whether ``name`` declares blocks (and so has a budget per block)."""
-    spec = getattr(st, "block_spec", None)
-    return spec is not None and spec(name) is not None
-
-
 def block_session(svc: ServiceState, src: dict[str, Any], name: str, who: str
                   ) -> BlockSession:
     """The block session one request runs in, on the registered source."""
@@ -87,13 +81,8 @@ def block_session(svc: ServiceState, src: dict[str, Any], name: str, who: str
     else:
         data = str(src["path"])
         engine = svc.engines.get(data, source_types(src))
-    has_schema = isinstance(src.get("schema"), dict)
-    return BlockSession(
-        data, dataset=name, store=svc.store, principal=who, after_spend=svc.after_spend,
-        registered=True, columns=src.get("columns"),
-        column_types=None if has_schema else src.get("column_types"),
-        schema=stored_schema(src) if has_schema else None, engine=engine,
-        release_limits=svc.limits)
+    return block_session_for(src, data, svc.store, name, who, svc.after_spend,
+                             engine=engine, release_limits=svc.limits)
 
 
 def check_blocks(svc: ServiceState, name: str, schema: Schema, body: BlocksIn

@@ -1,0 +1,256 @@
+"""``dpsieve blocks declare|add|quota|group|show|schedule``: budgets over time in a ledger
+directly (the steward's side; analysts query with ``dpsieve query``, which charges a data
+set with blocks to every block its ``where`` may read and to the analyst's quotas).
+
+A data set with blocks has a budget per block instead of one of its own: ``declare``
+registers it (its file and public schema, as ``dpsieve budget set`` does) with a block
+column and the budget each block arrives with; ``add`` makes blocks arrive (each with a
+fresh budget); ``quota`` and ``group`` set analysts' and groups' quotas; ``show`` prints
+each block's and each quota's budget, unlocking and the queue; ``schedule`` runs a pass
+over the queue (docs/proofs/blocks.md).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from dpsieve.cli.budget import DB, SCHEMA, _fail, _schema_of
+
+__all__ = ["app"]
+
+app = typer.Typer(help="Data blocks, quotas and the queue (budgets over time) in a ledger.",
+                  no_args_is_help=True)
+
+JSON_OUT = typer.Option(False, "--json", help="Print one JSON object.")
+
+
+def _json(text: str | None, option: str) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise _fail(f"{option} is not JSON ({e}).") from None
+
+
+def _session(store: Any, dataset: str, principal: str = "owner") -> Any:
+    from dpsieve.session.blocks import block_session_for, has_blocks
+
+    src = store.dataset(dataset)
+    if src is None or not has_blocks(store, dataset):
+        raise _fail(f"The data set {dataset!r} declares no blocks (dpsieve blocks declare).")
+    return block_session_for(src, src.get("path"), store, dataset, principal)
+
+
+@app.command("declare")
+def declare(
+    dataset: str = typer.Argument(..., help="The data set's name."),
+    column: str = typer.Option(..., help="The block column (integer or string): a day, a "
+                               "month, a partition key."),
+    budget: str = typer.Option(..., help='Each block\'s budget, e.g. \'{"type":"approx",'
+                               '"eps":10,"delta":1e-7}\'.'),
+    unlock: str | None = typer.Option(None, help='Unlocking, e.g. \'{"type":"periodic",'
+                                      '"fraction":0.1,"period":86400}\' or \'{"type":'
+                                      '"arrivals","n":10,"by":"analyst"}\' (default: none).'),
+    scheduler: str = typer.Option("dpf", help="dpf, dpack or fcfs (the queue's order)."),
+    unit_in_one_block: bool = typer.Option(
+        False, "--unit-in-one-block", help="State that every privacy unit's rows lie in one "
+        "block: each unit is then protected at its block's budget."),
+    path: str | None = typer.Option(None, help="Register the data set from this CSV/Parquet."),
+    privacy_unit: str | None = typer.Option(None, "--privacy-unit",
+                                            help="The column identifying a person."),
+    columns: str | None = typer.Option(None, "--columns",
+                                       help="Public column declarations (a JSON list)."),
+    database_url: str = DB,
+    schema: str = SCHEMA,
+) -> None:
+    """Declare a data set's blocks (registering its file and public schema with --path):
+    checked in full before anything is written."""
+    from pathlib import Path
+
+    from dpsieve.blocks.spec import block_spec_from_dict
+    from dpsieve.errors import DPError
+    from dpsieve.ledger import open_store
+    from dpsieve.ledger.base import has_budget
+    from dpsieve.queries.blocks import BLOCK_TYPES
+    from dpsieve.queries.schema import Schema
+    from dpsieve.session.block_budgets import block_budget_filter
+
+    spec_in: dict[str, Any] = {"column": column, "budget": _json(budget, "--budget"),
+                               "scheduler": scheduler, "unit_in_one_block": unit_in_one_block}
+    if unlock is not None:
+        spec_in["unlock"] = _json(unlock, "--unlock")
+    declared = _json(columns, "--columns")
+    store = open_store(database_url, schema=schema)
+    try:
+        spec = block_spec_from_dict(spec_in)
+        block_budget_filter(spec)
+        src = store.dataset(dataset)
+        if path is not None:
+            p = Path(path).expanduser().resolve()
+            if not p.is_file():
+                raise _fail(f"--path {path!r} is not a file.")
+            src = {**(src or {}), "path": str(p)}
+        if src is None:
+            raise _fail(f"No data set named {dataset!r}; give --path to register it.")
+        if path is not None or privacy_unit is not None or declared is not None:
+            src = {**src, **_schema_of(store, dataset, src, path is not None, privacy_unit,
+                                       declared)}
+            cols = src["schema"]["columns"]
+            src["columns"] = [c["name"] for c in cols]
+            src["column_types"] = {c["name"]: c["type"] for c in cols}
+        if not isinstance(src.get("schema"), dict):
+            raise _fail(f"The data set {dataset!r} has no public schema: give --path.")
+        col = {c.name: c for c in Schema.from_dict(src["schema"]).columns}.get(column)
+        if col is None or col.type not in BLOCK_TYPES:
+            raise _fail(f"--column {column!r}: a column of the data set of type integer or "
+                        "string is needed.")
+        if has_budget(store, dataset):
+            raise _fail(f"The data set {dataset!r} has a budget of its own; a data set with "
+                        "blocks has a budget per block (register it under a new name).")
+        store.register_dataset(dataset, {**src, "neighbouring": spec.budget.get(
+            "neighbouring", "add_remove")})
+        store.declare_blocks(dataset, spec.to_dict())  # type: ignore[attr-defined]
+    except DPError as e:
+        raise _fail(str(e)) from None
+    finally:
+        store.close()
+    typer.echo(json.dumps({"dataset": dataset, "blocks": spec.to_dict()}))
+
+
+@app.command("add")
+def add(
+    dataset: Annotated[str, typer.Argument(help="The data set's name.")],
+    values: Annotated[list[str], typer.Argument(help="Block values that arrive (each gets "
+                                                "a fresh budget); integers for an integer "
+                                                "column.")],
+    database_url: str = DB,
+    schema: str = SCHEMA,
+) -> None:
+    """New blocks, each with a fresh budget and the declaration's unlocking."""
+    from dpsieve.errors import DPError
+    from dpsieve.ledger import open_store
+
+    store = open_store(database_url, schema=schema)
+    try:
+        s = _session(store, dataset)
+        integer = s.column().type.value == "integer"
+        out = []
+        for v in values:
+            try:
+                value: Any = int(v) if integer else v
+            except ValueError:
+                raise _fail(f"block {v!r}: an integer is needed (the block column "
+                            f"{s.spec.column!r} is an integer column).") from None
+            out.append(s.add_block(value).value)
+    except DPError as e:
+        raise _fail(str(e)) from None
+    finally:
+        store.close()
+    typer.echo(json.dumps({"dataset": dataset, "added": out}))
+
+
+@app.command("quota")
+def quota(
+    dataset: str = typer.Argument(..., help="The data set's name."),
+    budget: str = typer.Option(..., help="The quota, a privacy description."),
+    analyst: str | None = typer.Option(None, help="The analyst whose quota this is."),
+    group: str | None = typer.Option(None, help="The group whose quota this is."),
+    database_url: str = DB,
+    schema: str = SCHEMA,
+) -> None:
+    """Set an analyst's or a group's quota on a data set with blocks."""
+    from dpsieve.errors import DPError
+    from dpsieve.ledger import open_store
+
+    if (analyst is None) == (group is None):
+        raise _fail("give exactly one of --analyst and --group.")
+    desc = _json(budget, "--budget")
+    store = open_store(database_url, schema=schema)
+    try:
+        rec = _session(store, dataset).set_quota(
+            "analyst" if analyst else "group", str(analyst or group), desc)
+    except DPError as e:
+        raise _fail(str(e)) from None
+    finally:
+        store.close()
+    typer.echo(json.dumps({"dataset": dataset, "scope": rec.scope, "name": rec.name,
+                           "budget": desc}))
+
+
+@app.command("group")
+def group(
+    name: Annotated[str, typer.Argument(help="The group's name.")],
+    members: Annotated[list[str], typer.Argument(help="Its members (analysts), replacing "
+                                                 "the previous list.")],
+    database_url: str = DB,
+    schema: str = SCHEMA,
+) -> None:
+    """Set a group's members (their queries are charged to the group's quotas)."""
+    from dpsieve.errors import DPError
+    from dpsieve.ledger import open_store
+
+    store = open_store(database_url, schema=schema)
+    try:
+        store.set_group(name, members)  # type: ignore[attr-defined]
+    except DPError as e:
+        raise _fail(str(e)) from None
+    finally:
+        store.close()
+    typer.echo(json.dumps({"group": name, "members": sorted(set(members))}))
+
+
+@app.command("show")
+def show(
+    dataset: str = typer.Argument(..., help="The data set's name."),
+    database_url: str = DB,
+    schema: str = SCHEMA,
+    as_json: bool = JSON_OUT,
+) -> None:
+    """Each block's and each quota's budget, unlocking, and the queue."""
+    from dpsieve.errors import DPError
+    from dpsieve.ledger import open_store
+
+    store = open_store(database_url, schema=schema)
+    try:
+        view = _session(store, dataset).view()
+    except DPError as e:
+        raise _fail(str(e)) from None
+    finally:
+        store.close()
+    if as_json:
+        typer.echo(json.dumps(view, default=str))
+        return
+    typer.echo(f"{dataset}: blocks by {view['column']!r}, scheduler {view['scheduler']}; "
+               f"{view['unlock']}.\n{view['guarantee']}")
+    for b in view["blocks"]:
+        typer.echo(f"  block {json.dumps(b['block'])}: {b['text']}; {b['unlocked_text']} "
+                   f"unlocked, {b['used_text']} used; {b['admitted']} queries")
+    for q in view["quotas"]:
+        typer.echo(f"  {q['label']}: {q['text']}")
+    for r in view["queue"]:
+        typer.echo(f"  queued {r['key']}: {r['status']}, {r['reason']}")
+
+
+@app.command("schedule")
+def schedule(
+    dataset: str = typer.Argument(..., help="The data set's name."),
+    database_url: str = DB,
+    schema: str = SCHEMA,
+) -> None:
+    """Run one scheduling pass over the data set's queue (admit what fits, time out what
+    waited too long)."""
+    from dpsieve.errors import DPError
+    from dpsieve.ledger import open_store
+
+    store = open_store(database_url, schema=schema)
+    try:
+        changed = _session(store, dataset).schedule()
+    except DPError as e:
+        raise _fail(str(e)) from None
+    finally:
+        store.close()
+    typer.echo(json.dumps({"dataset": dataset, "changed": changed}))
