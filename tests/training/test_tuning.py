@@ -313,3 +313,28 @@ def test_bad_parameters_name_the_parameter() -> None:
         ta.epsilon(1e-6, method="prv")
     with pytest.raises(ValidationError, match="delta"):
         ta.epsilon(0.0)
+
+
+# --------------------------------------------------------------------------- CLI
+def test_cli_account_tuning() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from dpsieve.cli import app
+
+    args = ["account", "tuning", "--sigma", "3", "--rate", "1", "--steps", "9", "--delta",
+            "1e-6", "--json"]
+    runner = CliRunner()
+    out = runner.invoke(app, [*args, "--runs", "geometric:mean=5"])
+    assert out.exit_code == 0, out.output
+    got = json.loads(out.output)
+    ta = TuningAccountant(_gauss_run(3.0, 9), NegativeBinomialRuns.geometric(5.0))
+    assert got["epsilon"] == ta.epsilon(1e-6)
+    assert got["one_run"] < got["epsilon"] <= min(got["rdp"], got["profile"])
+    # bad input: exit 2, one line naming the parameter, before any work
+    for runs, word in (("tnb:eta=0.5", "exactly one of"), ("poisson:mean=-1", "mean_runs"),
+                       ("binomial:n=3", "unknown runs kind")):
+        bad = runner.invoke(app, [*args, "--runs", runs])
+        assert bad.exit_code == 2
+        assert word in bad.output

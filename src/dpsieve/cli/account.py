@@ -1,4 +1,5 @@
-"""``dpsieve account epsilon|delta|gdp``: privacy accounting of composed mechanisms.
+"""``dpsieve account epsilon|delta|gdp|tuning``: privacy accounting of composed mechanisms
+(and of a hyperparameter search over DP-SGD runs, ``tuning``).
 
 Each ``--mechanism`` is composed ``--compose`` times and all of them together; the result is a
 pessimistic PLD (it dominates the truth), so the printed epsilon and delta are upper bounds.
@@ -255,3 +256,62 @@ def gdp(
     mu = smallest_gdp_mu(pld)
     out = {"mu": _num(mu), **_summary(pld, mechanism, compose)}
     typer.echo(json.dumps(out) if as_json else f"mu = {mu!r}")
+
+
+#: Laws of the number of runs of a search (``--runs``).
+RUNS: dict[str, SpecKind] = {
+    "poisson": SpecKind(("mean",)),
+    "geometric": SpecKind(("mean",)),
+    "tnb": SpecKind(("eta",), ("mean", "gamma")),
+}
+
+
+def parse_runs(spec: str) -> Any:
+    """The law of K of a ``--runs`` spec (SpecError / ValidationError on bad input)."""
+    from dpsieve.cli._specs import SpecError
+    from dpsieve.training import NegativeBinomialRuns, PoissonRuns
+
+    kind, p = parse_spec(spec, RUNS, "runs")
+    if kind == "poisson":
+        return PoissonRuns(p["mean"])
+    if kind == "geometric":
+        return NegativeBinomialRuns.geometric(p["mean"])
+    if ("mean" in p) == ("gamma" in p):
+        raise SpecError(f"runs {spec!r}: tnb takes exactly one of mean=... and gamma=...")
+    if "mean" in p:
+        return NegativeBinomialRuns.with_mean(p["eta"], p["mean"])
+    return NegativeBinomialRuns(p["eta"], p["gamma"])
+
+
+@app.command("tuning")
+def tuning(
+    sigma: float = typer.Option(..., "--sigma", help="Noise multiplier of each DP-SGD step."),
+    rate: float = typer.Option(..., "--rate", help="Poisson sampling rate of each step."),
+    steps: int = typer.Option(..., "--steps", min=1, help="Steps of one run."),
+    runs: str = typer.Option(..., "--runs", help="Law of the number of runs K: "
+                             "poisson:mean=M, geometric:mean=M, tnb:eta=E,mean=M (or "
+                             "tnb:eta=E,gamma=G)."),
+    delta: float = typer.Option(..., "--delta", help="Target delta in (0, 1)."),
+    as_json: bool = JSON,
+) -> None:
+    """eps of a hyperparameter search by random stopping: K runs (K drawn secretly from
+    --runs), only the best run and its score released (certified upper bounds)."""
+    from dpsieve.errors import DPError
+    from dpsieve.training import DPSGDAccountant, TuningAccountant
+
+    try:
+        law = parse_runs(runs)
+        run = DPSGDAccountant()
+        run.step(sigma, rate, count=steps, sampling="full_batch" if rate == 1.0 else "poisson")
+        one = float(run.epsilon(delta))
+        ta = TuningAccountant(run, law)
+        by_rdp, by_profile = ta.epsilon(delta, method="rdp"), ta.epsilon(delta, method="profile")
+    except (ValueError, DPError) as e:
+        raise _fail(str(e)) from None
+    best = min(by_rdp, by_profile)
+    out = {"epsilon": _num(best), "delta": delta, "one_run": _num(one), "rdp": _num(by_rdp),
+           "profile": _num(by_profile), "runs": law.to_dict(), "mean_runs": law.mean,
+           "sigma": sigma, "rate": rate, "steps": steps}
+    typer.echo(json.dumps(out) if as_json else
+               f"epsilon = {best!r} at delta = {delta!r} for the search "
+               f"(one run {one!r}; Papernot-Steinke RDP {by_rdp!r}, profile {by_profile!r})")
