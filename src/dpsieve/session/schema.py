@@ -66,13 +66,14 @@ def declared_unit(schema: Any, privacy_unit: Any) -> str | None:
 def resolve_schema(
     schema: Any,
     privacy_unit: str | None,
-    actual: Callable[[], tuple[Column, ...]] | None,
+    actual: tuple[Column, ...] | Callable[[], tuple[Column, ...]] | None,
     column_types: Mapping[str, str] | None = None,
     *,
     registered: bool = False,
 ) -> Schema:
-    """The public schema: declared columns over the table's (``actual()``: from metadata;
-    ``None`` when the source cannot say without loading, e.g. a lazy loader with
+    """The public schema: declared columns over the table's (``actual``: from metadata,
+    or a callable reading them, called only when ``column_types`` is not given; ``None``
+    when the source cannot say without loading, e.g. a lazy loader with
     ``column_types``). A declared column absent from the table, or of another type than
     the table's, is refused (the engine would disagree with the checks made on it).
     ``registered``: the declared schema is a registered data set's whole public schema;
@@ -84,7 +85,7 @@ def resolve_schema(
     if column_types is not None:
         table = tuple(Column(str(n), ColumnType(str(t))) for n, t in column_types.items())
     elif actual is not None:
-        table = actual()
+        table = actual() if callable(actual) else actual
     if table is None:
         if not cols:
             raise fail("schema", "Session", "the data set's columns (give schema= or "

@@ -72,14 +72,15 @@ class SessionData:
         from dpsieve.session.schema import resolve_schema
 
         if self._public is None:
-            def actual() -> Any:
-                return self.engine().columns()
             # a file's engine reads the declared column_types itself (types()): its table
             # then has every column, in file order, with its storage type
             kinds = None if isinstance(self._data, str | Path) and self._engine is None \
                 else self._kinds
             with reading(self.dataset):
-                self._public = resolve_schema(self._declared, self.privacy_unit, actual,
+                # the table's columns read here, handed over (no call back into this
+                # module from session.schema)
+                table = self.engine().columns() if kinds is None else None
+                self._public = resolve_schema(self._declared, self.privacy_unit, table,
                                               kinds, registered=self.dataset is not None)
         return self._public
 
