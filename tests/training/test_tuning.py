@@ -244,6 +244,23 @@ def test_the_issue_setting_sigma_1_rate_001_1000_steps() -> None:
     assert run.epsilon(1e-10) < small < geo.epsilon(1e-10, method="rdp")
 
 
+def test_candidates_with_different_schedules_are_charged_their_maximum() -> None:
+    long, short = _gauss_run(3.0, 9), _gauss_run(3.0, 4)
+    noisy = DPSGDAccountant()
+    noisy.step(1.0, 0.05, count=40)
+    law = NegativeBinomialRuns.geometric(5.0)
+    alone = {n: TuningAccountant(r, law) for n, r in (("long", long), ("noisy", noisy))}
+    both = TuningAccountant([long, short], law)
+    for m in ("rdp", "profile"):
+        # the shorter run is dominated: the search costs what the longer one alone does
+        assert both.epsilon(1e-6, method=m) == pytest.approx(
+            alone["long"].epsilon(1e-6, method=m), rel=1e-9)
+        mixed = TuningAccountant([long, noisy], law).epsilon(1e-6, method=m)
+        assert mixed >= max(a.epsilon(1e-6, method=m) for a in alone.values())
+    with pytest.raises(ValidationError, match="run"):
+        TuningAccountant([], law)
+
+
 # --------------------------------------------------------------------------- charges
 def test_the_search_charged_to_budgets() -> None:
     from dpsieve.filters import MixedFilter, RDPFilter

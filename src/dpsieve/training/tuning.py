@@ -48,6 +48,7 @@ nor their number or duration, is released); ties are broken by a fixed rule.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -200,14 +201,20 @@ class _SideBound:
     bottom_shift: FloatArray  # log(f'(a) / f'(0)), rounded up (Thm. 4.3's lower region)
 
     @classmethod
-    def build(cls, pld: PLD, runs: RunCount) -> _SideBound:
-        z = pld.losses[pld.probs > 0]
-        top = float(z.max()) + 1.0 if z.size else 1.0
-        hi = min(max(top, 1.0), 400.0) + pld.mu * 40.0
+    def build(cls, plds: list[PLD], runs: RunCount) -> _SideBound:
+        """From the candidates' PLDs in this direction: the run's profile is at most their
+        pointwise maximum (a data-independent mixture; joint convexity of the hockey-stick)."""
+        hi = 1.0
+        for pld in plds:
+            z = pld.losses[pld.probs > 0]
+            top = float(z.max()) + 1.0 if z.size else 1.0
+            hi = max(hi, min(max(top, 1.0), 400.0) + pld.mu * 40.0)
         lo = -20.0
         n = math.ceil((hi - lo) / PROFILE_STEP) + 1
         grid: FloatArray = lo + PROFILE_STEP * np.arange(n, dtype=np.float64)
-        deltas = np.asarray(pld.delta(grid), dtype=np.float64)
+        deltas = np.asarray(plds[0].delta(grid), dtype=np.float64)
+        for pld in plds[1:]:
+            deltas = np.maximum(deltas, np.asarray(pld.delta(grid), dtype=np.float64))
         sel = np.arange(0, n, LINE_EVERY)
         t_k, s_k, b_k, r_k = _lower_envelope(grid[sel], deltas[sel])
         h0 = float(r_k[0]) if r_k.size else 1.0
@@ -308,30 +315,47 @@ class _SideBound:
 class TuningAccountant:
     """(eps, delta) of a random-stopping hyperparameter search (module docstring).
 
-    ``run``: one run's accounting -- a :class:`DPSGDAccountant` (its history must dominate
-    every candidate's) or a :class:`DirectedPLD` (profile bound only, and the RDP one when
-    its PLDs have finite RDP). ``runs``: the law of K (:class:`PoissonRuns`,
+    ``run``: one run's accounting -- a :class:`DPSGDAccountant` or a :class:`DirectedPLD`
+    (profile bound only, and the RDP one when its PLDs have finite RDP) -- or a sequence of
+    them, one per candidate configuration when the candidates' schedules differ (each run
+    draws its configuration from them at random: the run's profile and RDP are at most the
+    candidates' pointwise maxima). ``runs``: the law of K (:class:`PoissonRuns`,
     :class:`NegativeBinomialRuns`). :meth:`epsilon` and :meth:`delta` report the smaller of
     the two bounds (``method="rdp"`` or ``"profile"`` for one of them).
     """
 
-    def __init__(self, run: DPSGDAccountant | DirectedPLD, runs: RunCount) -> None:
+    def __init__(
+        self,
+        run: DPSGDAccountant | DirectedPLD | Sequence[DPSGDAccountant | DirectedPLD],
+        runs: RunCount,
+    ) -> None:
         o = "TuningAccountant"
         if not isinstance(runs, RunCount):
             raise fail("runs", o, "a PoissonRuns or NegativeBinomialRuns", runs)
-        if isinstance(run, DPSGDAccountant):
-            if len(run) == 0:
-                raise fail("run", o, "an accountant with at least one step", "no steps")
-            self._pld = run.pld()
-            self._uncut: Any = run._pld_uncut  # the same package: its uncut composition
-            counts: dict[Step, int] | None = run.counts()
-        elif isinstance(run, DirectedPLD):
-            self._pld, counts, self._uncut = run, None, None
-        else:
-            raise fail("run", o, "a DPSGDAccountant or a DirectedPLD", type(run).__name__)
+        cands = list(run) if isinstance(run, list | tuple) else [run]
+        if not cands:
+            raise fail("run", o, "at least one candidate's accounting", "an empty sequence")
+        self._plds: list[DirectedPLD] = []
+        self._uncuts: list[Any] = []
+        all_counts: list[dict[Step, int] | None] = []
+        for c in cands:
+            if isinstance(c, DPSGDAccountant):
+                if len(c) == 0:
+                    raise fail("run", o, "an accountant with at least one step", "no steps")
+                self._plds.append(c.pld())
+                self._uncuts.append(c._pld_uncut)  # the same package: its uncut composition
+                all_counts.append(c.counts())
+            elif isinstance(c, DirectedPLD):
+                self._plds.append(c)
+                self._uncuts.append(None)
+                all_counts.append(None)
+            else:
+                raise fail("run", o, "a DPSGDAccountant or a DirectedPLD (or a sequence of them)",
+                           type(c).__name__)
         self._runs = runs
         self._orders = np.array(RDP_ORDERS, dtype=np.float64)
-        self._rdp = self._run_rdp(counts)
+        self._rdp = np.max([self._run_rdp(p, c) for p, c in
+                            zip(self._plds, all_counts, strict=True)], axis=0)
         self._sides: dict[tuple[str, bool], _SideBound] = {}
 
     @property
@@ -339,19 +363,19 @@ class TuningAccountant:
         return self._runs
 
     @property
-    def run_pld(self) -> DirectedPLD:
-        """One run's (remove, add) PLDs (pessimistic)."""
-        return self._pld
+    def run_plds(self) -> tuple[DirectedPLD, ...]:
+        """The candidates' (remove, add) PLDs (pessimistic)."""
+        return tuple(self._plds)
 
-    def _run_rdp(self, counts: dict[Step, int] | None) -> FloatArray:
-        """One run's RDP at :data:`RDP_ORDERS`, an upper bound for both directions."""
+    def _run_rdp(self, pld: DirectedPLD, counts: dict[Step, int] | None) -> FloatArray:
+        """One candidate's RDP at :data:`RDP_ORDERS`, an upper bound for both directions."""
         if counts is not None:
             total = np.zeros(self._orders.size)
             for st, k in counts.items():
                 total += k * sgm_rdp_up(st.sigma, st.rate, self._orders)
             out: FloatArray = total * (1.0 + 1e-12)
             return out
-        r = np.maximum(self._pld.remove.rdp(self._orders), self._pld.add.rdp(self._orders))
+        r = np.maximum(pld.remove.rdp(self._orders), pld.add.rdp(self._orders))
         res: FloatArray = np.asarray(r, dtype=np.float64) * (1.0 + 1e-12)
         return res
 
@@ -370,7 +394,8 @@ class TuningAccountant:
             out = r + extra + math.log(runs.mean) / (a - 1.0)
         elif isinstance(runs, PoissonRuns):
             eps_hat = np.log1p(1.0 / (a - 1.0)) * (1.0 - 1e-12)
-            d_hat = np.asarray(self._pld.delta(eps_hat), dtype=np.float64)
+            d_hat = np.max([np.asarray(p.delta(eps_hat), dtype=np.float64)
+                            for p in self._plds], axis=0)
             out = r + runs.mean * d_hat + math.log(runs.mean) / (a - 1.0)
         else:  # pragma: no cover - RunCount has two kinds
             raise fail("runs", "TuningAccountant", "a known law of K", runs)
@@ -381,16 +406,19 @@ class TuningAccountant:
     def _side(self, name: str, uncut: bool = False) -> _SideBound:
         hit = self._sides.get((name, uncut))
         if hit is None:
-            pld = self._uncut() if uncut else self._pld
-            hit = _SideBound.build(getattr(pld, name), self._runs)
+            plds = [u() if uncut and u is not None else p
+                    for p, u in zip(self._plds, self._uncuts, strict=True)]
+            hit = _SideBound.build([getattr(p, name) for p in plds], self._runs)
             self._sides[(name, uncut)] = hit
         return hit
 
     def _cuts_weigh(self, delta: float) -> bool:
         """Whether the composition's tail cuts (mass at +inf) could matter at ``delta``: then
         the run's uncut composition is used too (as DPSGDAccountant.epsilon does)."""
-        cut = max(self._pld.remove.inf_mass, self._pld.add.inf_mass)
-        return self._uncut is not None and cut * (self._runs.mean + 1.0) > 1e-2 * delta
+        cut = max(max(p.remove.inf_mass, p.add.inf_mass)
+                  for p, u in zip(self._plds, self._uncuts, strict=True) if u is not None) \
+            if any(u is not None for u in self._uncuts) else 0.0
+        return cut * (self._runs.mean + 1.0) > 1e-2 * delta
 
     def _profile_eps(self, d: float) -> float:
         e = max(self._side(s).epsilon(d) for s in ("remove", "add"))
