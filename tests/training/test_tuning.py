@@ -73,6 +73,18 @@ def test_sgm_rdp_against_dp_accounting() -> None:
     assert np.allclose(ours, ref, rtol=1e-8)
 
 
+def test_sgm_rdp_dominates_the_addition_direction() -> None:
+    """The closed form is the removal direction's; the addition direction's RDP (from its
+    pessimistic step PLD, an upper bound of it) stays below it (Mironov et al. 2019)."""
+    from dpsieve.training import Step, step_pld
+
+    orders = np.array([2.0, 3.0, 8.0, 32.0])
+    for sigma, q in ((1.0, 0.01), (0.7, 0.2)):
+        add = step_pld(Step(sigma, q, "poisson")).add
+        assert add.inf_mass == 0.0
+        assert np.all(add.rdp(orders) <= sgm_rdp_up(sigma, q, orders))
+
+
 @pytest.mark.parametrize(("eta", "mean"), [(1.0, 10.0), (0.0, 5.0), (-0.5, 8.0), (2.0, 20.0)])
 def test_tnb_rdp_bound_is_papernot_steinke_theorem_2(eta: float, mean: float) -> None:
     mp.mp.dps = 40
