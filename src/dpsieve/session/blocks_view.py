@@ -16,6 +16,7 @@ from typing import Any
 
 from dpsieve.blocks.currency import used_fraction
 from dpsieve.blocks.spec import BlockSpec
+from dpsieve.filters.summary import describe_query
 from dpsieve.ledger.passes import label
 
 __all__ = ["blocks_view", "guarantee"]
@@ -65,7 +66,8 @@ def blocks_view(store: Any, dataset: str, spec: BlockSpec, *, analyst: str | Non
                        **_budget(store, r.budget_id), "admitted": len(hist),
                        "history": [{"key": _own_key(h.key, h.principal, analyst),
                                     "principal": h.principal if analyst is None else None,
-                                    "cost": h.cost.to_dict(), "at": h.created_at}
+                                    "cost": h.cost.to_dict(), "at": h.created_at,
+                                    "charged": describe_query(h.cost.charged())}
                                    for h in hist[-20:]]})
     mine = set(store.quota_budgets(dataset, analyst)) if analyst is not None else None
     quotas = [{"scope": q.scope, "name": q.name, "label": label(q.budget_id),
@@ -75,6 +77,7 @@ def blocks_view(store: Any, dataset: str, spec: BlockSpec, *, analyst: str | Non
     for p in store.queue(dataset, limit=100):
         own = analyst is None or p.principal == analyst
         d = p.to_dict(public=not own)
+        d["key"] = _own_key(p.key, p.principal, analyst)
         d["blocks"] = [lbl for lbl in (label(b) for b in p.budgets) if lbl.startswith("block")]
         queue.append(d)
     return {"dataset": dataset, "column": spec.column, "scheduler": spec.scheduler.value,
@@ -85,5 +88,10 @@ def blocks_view(store: Any, dataset: str, spec: BlockSpec, *, analyst: str | Non
 
 
 def _own_key(key: str, principal: str, analyst: str | None) -> str | None:
-    """A spend's key, shown to the owner and to the analyst who made it only."""
-    return key if analyst is None or principal == analyst else None
+    """A request's key, shown to the owner and to the analyst who made it only (the
+    service's ``<analyst>/`` prefix taken off for the analyst: the key they sent)."""
+    if analyst is None:
+        return key
+    if principal != analyst:
+        return None
+    return key.removeprefix(f"{analyst}/")

@@ -1,0 +1,98 @@
+"""The budget page for a data set with blocks, in headless Chromium at desktop and phone
+width: each block's and each quota's budget (the numbers drawn are the API's), the queue
+with its position and reason, and the history naming the blocks each query was charged to;
+an analyst sees their own quota and their own requests only."""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from cdp import Browser
+from service_harness import Server, write_csv
+
+OWNER = "dps_test-owner-key_Pb7RmZ2vK9pLw4sN8bYc3FhJ6t"
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome", "headless_shell")
+WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
+
+
+def _browser() -> str | None:
+    return next((p for p in (shutil.which(n) for n in BROWSERS) if p), None)
+
+
+def _count(eps: float, city: str | None = None) -> dict[str, Any]:
+    where = [] if city is None else [{"column": "city", "op": "==", "value": city}]
+    return {"type": "query", "privacy": {"type": "pure", "eps": eps},
+            "aggregations": [{"type": "count"}], "where": where}
+
+
+def _setup(srv: Server, csv: Path) -> dict[str, Any]:
+    own = {"Authorization": f"Bearer {OWNER}"}
+    r = httpx.post(srv.base + "/v1/datasets", headers=own, timeout=30, json={
+        "name": "clinic", "path": str(csv), "infer_types": True,
+        "blocks": {"column": "city", "budget": {"type": "pure", "eps": 1.0},
+                   "unlock": {"type": "arrivals", "n": 2, "by": "analyst"}}})
+    assert r.status_code == 201, r.text
+    for city in ("a", "b", "c"):
+        assert httpx.post(srv.base + "/v1/datasets/clinic/blocks", headers=own, timeout=30,
+                          json={"block": city}).status_code == 201
+    r = httpx.post(srv.base + "/v1/analysts", headers=own, json={"name": "ana"}, timeout=30)
+    ana = {"X-API-Key": r.json()["api_key"]}
+    httpx.post(srv.base + "/v1/datasets/clinic/grants", headers=own, timeout=30,
+               json={"analyst": "ana"})
+    assert httpx.put(srv.base + "/v1/datasets/clinic/quotas", headers=own, timeout=30, json={
+        "scope": "analyst", "name": "ana", "budget": {"type": "pure", "eps": 2.0}}
+    ).status_code == 200
+    for q in (_count(0.2, "a"), _count(0.1)):  # ana unlocks half of each block
+        r = httpx.post(srv.base + "/v1/datasets/clinic/queries", headers=ana, json=q,
+                       timeout=60)
+        assert r.status_code == 200, r.text
+    r = httpx.post(srv.base + "/v1/datasets/clinic/queue", headers={**ana, "Idempotency-Key":
+                   "big"}, params={"wait": 3600}, json=_count(0.8, "b"), timeout=60)
+    assert r.status_code == 202, r.text
+    view = httpx.get(srv.base + "/v1/datasets/clinic/blocks", headers=ana, timeout=30).json()
+    return {"ana": ana["X-API-Key"], "view": view}
+
+
+@pytest.mark.skipif(_browser() is None, reason="no headless Chromium on PATH (Debian: apt-get "
+                    "install chromium); the view's JSON is tested in test_system_blocks_service")
+def test_blocks_page_at_desktop_and_phone_width(tmp_path: Path) -> None:
+    browser = _browser()
+    assert browser is not None
+    csv = write_csv(tmp_path / "clinic.csv")
+    with Server(f"sqlite:///{tmp_path / 'l.db'}", OWNER) as srv, \
+            Browser(browser, tmp_path / "profile") as chrome:
+        api = _setup(srv, csv)
+        url = f"{srv.base}/ui#dataset=clinic&key={api['ana']}"
+        pages = {name: chrome.render(url, w, h, mobile=name == "phone",
+                                     screenshot=tmp_path / f"blocks-{name}.png",
+                                     ready="document.body.dataset.ready")
+                 for name, (w, h) in WIDTHS.items()}
+    v = api["view"]
+    assert [b["used"] for b in v["blocks"]] == [pytest.approx(0.3), pytest.approx(0.1),
+                                               pytest.approx(0.1)]
+    for name, page in pages.items():
+        dom = page["dom"]
+        assert 'data-ready="blocks"' in dom, (name, dom[-2000:])
+        rows = re.findall(r'<tr data-block="([^"]+)" data-used="([^"]+)">(.*?)</tr>', dom, re.S)
+        assert [(html.unescape(b), float(u)) for b, u, _ in rows] == [
+            (f'"{b["block"]}"', b["used"]) for b in v["blocks"]]
+        assert "30 %" in rows[0][2]
+        assert "eps 0.7 of 1 left" in rows[0][2]
+        assert "the quota of analyst 'ana'" in html.unescape(dom)
+        queue = re.findall(r'<tr data-status="waiting">(.*?)</tr>', dom, re.S)
+        assert len(queue) == 1
+        assert ">big<" in queue[0]
+        assert "needs 80 %" in queue[0]
+        assert "50 % of its budget unlocked" in queue[0]
+        hist = re.findall(r'<tr data-blocks="([^"]+)">', dom)
+        assert [html.unescape(h) for h in hist] == ['"a"', '"a","b","c"']
+        assert 'id="summary-card" hidden' in dom or 'hidden="" id="summary-card"' in dom \
+            or re.search(r'id="summary-card"[^>]*hidden', dom)
+    phone = pages["phone"]
+    assert phone["scroll_width"] <= phone["inner_width"]
