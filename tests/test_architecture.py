@@ -7,6 +7,8 @@
   private name (``from pkg.mod import _x``) are imported only from inside that package.
 * One engine resolver: ``engine_for`` is defined once, in ``queries/engines/resolve.py``,
   and no engine class is constructed outside ``queries/engines/``.
+* The session and service stay thin: no module of ``session/`` over 350 lines, and
+  ``service.app.create_app`` at most 60 lines (it only assembles the routers).
 * One column-type system: ``queries.schema.ColumnType``; no other module lists the type
   names, and the service's declaration model names exactly its values.
 * The import graph has no large cycle (the largest strongly connected component, type-only
@@ -145,6 +147,18 @@ def test_one_engine_resolver() -> None:
                 constructed.append(f"{mod}: {node.func.id}(...)")
     assert defined == ["dpsieve.queries.engines.resolve"]
     assert not constructed, constructed
+
+
+def test_the_session_and_service_stay_thin() -> None:
+    sizes = {mod: len(path.read_text(encoding="utf-8").splitlines())
+             for mod, path in _modules().items() if mod.startswith("dpsieve.session.")}
+    assert sizes
+    assert max(sizes.values()) <= 350, {m: n for m, n in sizes.items() if n > 350}
+    tree = ast.parse(_modules()["dpsieve.service.app"].read_text(encoding="utf-8"))
+    fn = next(n for n in ast.walk(tree)
+              if isinstance(n, ast.FunctionDef) and n.name == "create_app")
+    assert fn.end_lineno is not None
+    assert fn.end_lineno - fn.lineno + 1 <= 60
 
 
 _TYPE_NAMES = {"integer", "float", "boolean", "string"}

@@ -40,118 +40,30 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
-from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from dpsieve import _budget_view
 from dpsieve._validation import fail
-from dpsieve.accounting.events import Neighbouring, PureDP
-from dpsieve.errors import DPError, QueryFailedError, UnsupportedError
 from dpsieve.interactive.base import Child, ChildExhaustedError, child_from_state
-from dpsieve.interactive.cache import AnswerCache, CacheSpec
-from dpsieve.interactive.counter import ContinualCounter, CounterSpec
-from dpsieve.interactive.sparse_vector import GaussianSVT, LaplaceSVT, SparseVector
+from dpsieve.interactive.cache import AnswerCache
+from dpsieve.interactive.counter import ContinualCounter
+from dpsieve.interactive.sparse_vector import SparseVector
 from dpsieve.interactive.store import as_child_store
+from dpsieve.session import child_values as values
+from dpsieve.session.child_specs import (
+    KINDS,
+    child_name,
+    child_spec,
+    not_exhausted,
+    wrong_operation,
+)
 
 if TYPE_CHECKING:
     from dpsieve.ledger.children import ChildRecord
     from dpsieve.queries.plan import Query
-    from dpsieve.queries.prepare import Prepared
     from dpsieve.session.core import Session
 
 __all__ = ["KINDS", "Children", "child_spec"]
-
-#: The kinds of child a session opens.
-KINDS = ("sparse_vector", "counter", "cache")
-#: The lattice of the values given to an answer cache (its own: 2^-10).
-_CACHE_G = Fraction(1, 1024)
-_FAILED = ("The question could not be evaluated on the data set; nothing was asked and "
-           "the child is unchanged.")
-
-
-def _relation(spec: Mapping[str, Any], nb: Neighbouring, owner: str) -> None:
-    given = spec.get("neighbouring")
-    if given is not None and given != nb.value:
-        raise fail("neighbouring", owner, f"the budget's relation {nb.value!r} (or absent)",
-                   given)
-
-
-def _build(cls: Any, body: dict[str, Any], owner: str) -> Any:
-    try:
-        return cls(**body)
-    except TypeError:
-        raise fail("spec", owner, f"the fields of {cls.__name__}", sorted(body)) from None
-
-
-def _sparse_vector(spec: Mapping[str, Any], nb: Neighbouring) -> SparseVector:
-    owner = "sparse_vector spec"
-    body = {k: v for k, v in spec.items() if k != "neighbouring"}
-    noise = body.pop("noise", "laplace")
-    body["neighbouring"] = nb
-    if noise == "laplace":
-        return SparseVector.open(_build(LaplaceSVT, body, owner))
-    if noise != "gaussian":
-        raise fail("noise", owner, "'laplace' or 'gaussian'", noise)
-    if "eps" in body:  # calibrated: the smallest sigma whose eps is at most the one asked
-        eps = body.pop("eps")
-        for name in ("delta", "max_questions"):
-            if name not in body:
-                raise fail(name, owner, "given with 'eps' for a Gaussian sparse vector",
-                           None)
-        try:
-            g = GaussianSVT.calibrate(eps, body.pop("delta"), body.pop("max_questions"),
-                                      **body)
-        except TypeError:
-            raise fail("spec", owner, "the fields of GaussianSVT", sorted(spec)) from None
-        return SparseVector.open(g)
-    return SparseVector.open(_build(GaussianSVT, body, owner))
-
-
-def _counter(spec: Mapping[str, Any], nb: Neighbouring) -> ContinualCounter:
-    owner = "counter spec"
-    body = {k: v for k, v in spec.items()
-            if k not in ("neighbouring", "time_column", "where", "mu")}
-    body["neighbouring"] = nb
-    mu = spec.get("mu")
-    if (mu is None) == ("sigma" not in body):
-        raise fail("mu", owner, "given, or 'sigma' instead (exactly one of them)", mu)
-    if mu is not None:
-        if isinstance(mu, bool) or not isinstance(mu, int | float):
-            raise fail("mu", owner, "a number > 0", mu)
-        try:
-            cs = CounterSpec.for_mu(float(mu), **body)
-        except TypeError:
-            raise fail("spec", owner, "the fields of CounterSpec and 'mu'",
-                       sorted(spec)) from None
-    else:
-        cs = _build(CounterSpec, body, owner)
-    return ContinualCounter(cs)
-
-
-def _cache(spec: Mapping[str, Any], nb: Neighbouring, size: int) -> AnswerCache:
-    body = {k: v for k, v in spec.items() if k not in ("neighbouring", "column", "categories")}
-    body["neighbouring"] = nb
-    body["domain_size"] = size
-    return AnswerCache.open(_build(CacheSpec, body, "cache spec"))
-
-
-def child_spec(kind: str, spec: Mapping[str, Any], nb: Neighbouring, *,
-               domain_size: int = 1) -> Child:
-    """A fresh child of ``kind`` from its spec's JSON, under the budget's relation ``nb``
-    (a spec naming another relation is refused: the filter is charged under ``nb``).
-    Secure noise source. ``domain_size``: an answer cache's number of categories."""
-    if not isinstance(spec, Mapping):
-        raise fail("spec", "child", "a JSON object of the child's parameters", spec)
-    _relation(spec, nb, f"{kind} spec")
-    if kind == "sparse_vector":
-        return _sparse_vector(spec, nb)
-    if kind == "counter":
-        return _counter(spec, nb)
-    if kind == "cache":
-        return _cache(spec, nb, domain_size)
-    raise fail("kind", "child", f"one of {list(KINDS)}", kind)
-
 
 class Children:
     """The children of one session's budget (module docstring). Every method acts as the
@@ -171,12 +83,12 @@ class Children:
         Everything is checked from public values, then the declared privacy is charged
         and the child stored in one transaction; refused (budget): nothing exists,
         :class:`~dpsieve.errors.BudgetExceededError` names what is left."""
-        _name(child)
+        child_name(child)
         if kind not in KINDS:
             raise fail("kind", "child", f"one of {list(KINDS)}", kind)
         if not isinstance(spec, Mapping):
             raise fail("spec", "child", "a JSON object of the child's parameters", spec)
-        binding = self._binding(kind, spec)
+        binding = values.binding(self._s, kind, spec)
         size = len(binding.get("categories", ())) or 1
         c = child_spec(kind, spec, self._s.neighbouring, domain_size=size)
         declared = c.declared()
@@ -196,46 +108,6 @@ class Children:
                 "declared": declared.to_dict(), "public": {**c.public(), "binding": binding},
                 "cost": d.cost.to_dict(), "remaining": left.to_dict(), "key": key,
                 "replayed": out.replayed}
-
-    def _binding(self, kind: str, spec: Mapping[str, Any]) -> dict[str, Any]:
-        """The child's public binding to the data, checked against the schema."""
-        if kind == "counter":
-            col = spec.get("time_column")
-            where = spec.get("where", [])
-            if col is None:
-                if where:
-                    raise fail("where", "counter spec", "given only with 'time_column'",
-                               where)
-                return {}
-            if not isinstance(col, str):
-                raise fail("time_column", "counter spec", "a column name", col)
-            if not isinstance(where, list):
-                raise fail("where", "counter spec", "a list of predicates", where)
-            if self._s.schema().privacy_unit is not None:
-                raise UnsupportedError(
-                    "A counter stepped by 'until' counts rows, and a privacy unit's rows "
-                    "may fall in many steps: on a data set with a privacy unit a counter "
-                    "is stepped by the steward's counts only (open it without "
-                    "'time_column').")
-            t = self._s.schema().column(col, "time_column", "counter spec")
-            if t.type.value not in ("integer", "float"):
-                raise fail("time_column", "counter spec", "an integer or float column",
-                           col)
-            self._window(col, where, 0.0, 1.0)  # the predicates checked on the schema
-            return {"time_column": col, "where": where, "until": None}
-        if kind == "cache":
-            col = spec.get("column")
-            if not isinstance(col, str):
-                raise fail("column", "cache spec", "the name of the column whose "
-                           "categories are the cache's domain", col)
-            plan: dict[str, Any] = {"type": "histogram", "column": col}
-            if "categories" in spec:
-                plan["categories"] = spec["categories"]
-            prepared = self._prepare(self._one_row_a_unit(plan))
-            cats = prepared.spec.measures[0]
-            categories = list(getattr(cats, "categories", None) or ())
-            return {"column": col, "categories": categories}
-        return {}
 
     # -- questions -------------------------------------------------------------------
     def ask(self, child: str, question: Query | Mapping[str, Any], *, threshold: float,
@@ -259,10 +131,10 @@ class Children:
 
         def run(c: Child, binding: dict[str, Any]) -> dict[str, Any]:
             if not isinstance(c, SparseVector):
-                raise _wrong(c, "a question with a threshold")
-            _not_exhausted(c)
-            prepared, part = self._one_number(plan, c)
-            value = self._value(lambda: self._plan_value(prepared, part))
+                raise wrong_operation(c, "a question with a threshold")
+            not_exhausted(c)
+            prepared, part = values.one_number(self._s, plan, c)
+            value = values.value(lambda: values.plan_value(self._s, prepared, part))
             a = c.ask(value, float(threshold))
             return {"above": a.above, "value": a.value, "question": a.question,
                     "positives_left": a.positives_left}
@@ -289,7 +161,7 @@ class Children:
 
         def run(c: Child, binding: dict[str, Any]) -> dict[str, Any]:
             if not isinstance(c, ContinualCounter):
-                raise _wrong(c, "a step")
+                raise wrong_operation(c, "a step")
             events = count
             if until is not None:
                 col = binding.get("time_column")
@@ -300,8 +172,9 @@ class Children:
                 if prev is not None and not float(until) > prev:
                     raise fail("until", "step", f"above the previous step's {prev!r}",
                                until)
-                plan = self._window(col, binding.get("where", []), prev, float(until))
-                got = self._value(lambda: self._count(plan))
+                plan = values.window(self._s, col, binding.get("where", []), prev,
+                                     float(until))
+                got = values.value(lambda: values.count(self._s, plan))
                 events = got
                 binding["until"] = float(until)
             assert events is not None
@@ -325,7 +198,7 @@ class Children:
 
         def run(c: Child, binding: dict[str, Any]) -> dict[str, Any]:
             if not isinstance(c, AnswerCache):
-                raise _wrong(c, "a query's weights")
+                raise wrong_operation(c, "a query's weights")
             cats = binding.get("categories", [])
             if len(w) != len(cats):
                 raise fail("weights", "query", f"{len(cats)} numbers (one per category of "
@@ -333,7 +206,7 @@ class Children:
             if c.exhausted:
                 raise ChildExhaustedError(f"this answer cache has used its "
                                           f"{c.spec.updates} updates")
-            value = self._value(lambda: self._weighted(binding, w))
+            value = values.value(lambda: values.weighted(self._s, binding, w))
             a = c.ask(w, value)
             return {"value": a.value, "updated": a.updated, "updates_left": a.updates_left}
 
@@ -356,7 +229,7 @@ class Children:
 
     def grant(self, child: str, analyst: str) -> None:
         """Let ``analyst`` question ``child`` (its owner only; ``""`` may grant any)."""
-        _name(analyst, "analyst")
+        child_name(analyst, "analyst")
         self._store.grant_child(self._s.budget_id, child, analyst, by=self._s.principal)
 
     # -- inside ----------------------------------------------------------------------
@@ -376,107 +249,4 @@ class Children:
                                      key=key or uuid.uuid4().hex,
                                      principal=self._s.principal, request=request)
 
-    def _prepare(self, plan: Mapping[str, Any]) -> Prepared:
-        """A plan checked against the schema; the privacy only picks a sum's lattice (the
-        child was charged when opened)."""
-        from dpsieve.queries.plan import from_spec
-        from dpsieve.queries.prepare import prepare
 
-        nb = self._s.neighbouring
-        q = from_spec({**plan, "privacy": PureDP(1.0, nb).to_dict()}, nb.value)
-        return prepare(q, self._s.schema(), nb)
-
-    def _one_number(self, plan: Mapping[str, Any], c: SparseVector) -> tuple[Prepared, Any]:
-        from dpsieve.queries.calibrate import sensitivity
-
-        owner = "ask"
-        prepared = self._prepare(plan)
-        q = prepared.query
-        aggs = q.aggregations
-        if len(aggs) != 1 or type(aggs[0]).__name__ not in ("Count", "Sum") or q.group_by:
-            raise fail("question", owner, "a plan with one 'count' or 'sum' and no "
-                       "group_by (its answer is one number)",
-                       [type(a).__name__.lower() for a in aggs])
-        part = prepared.plans[0].parts[0]
-        rel = part.release
-        s = sensitivity(rel.contrib, q.contribution.max_groups, 1, self._s.neighbouring)
-        sens = Fraction(s.l1) * Fraction(rel.unit)
-        if sens > Fraction(c.spec.sensitivity):
-            raise fail("question", owner, f"of sensitivity at most the child's "
-                       f"{c.spec.sensitivity!r} (this plan's is {float(sens)!r} under "
-                       f"{self._s.neighbouring.value!r})", type(aggs[0]).__name__.lower())
-        if c.spec.monotonic:
-            lower = getattr(aggs[0], "lower", 0.0)
-            if self._s.neighbouring != Neighbouring.ADD_REMOVE or (lower is None or lower < 0):
-                raise fail("question", owner, "a count, or a sum with lower >= 0, under "
-                           "add/remove (the child is monotonic)",
-                           type(aggs[0]).__name__.lower())
-        return prepared, part
-
-    def _plan_value(self, prepared: Prepared, part: Any) -> float:
-        aggs = self._s._source.engine().aggregate(replace(prepared.spec, seed=0))
-        got = part.exact(aggs)
-        n = int(got[0][0]) if len(got) else 0
-        return float(Fraction(n) * Fraction(part.release.unit))
-
-    def _window(self, col: str, where: list[Any], prev: float | None, until: float
-                ) -> Prepared:
-        preds = [*where, {"column": col, "op": "<", "value": until}]
-        if prev is not None:
-            preds.append({"column": col, "op": ">=", "value": prev})
-        return self._prepare({"type": "count", "where": preds})
-
-    def _count(self, prepared: Prepared) -> int:
-        aggs = self._s._source.engine().aggregate(replace(prepared.spec, seed=0))
-        got = prepared.plans[0].parts[0].exact(aggs)
-        return int(got[0][0]) if len(got) else 0
-
-    def _weighted(self, binding: dict[str, Any], w: list[float]) -> float:
-        prepared = self._prepare(self._one_row_a_unit({
-            "type": "histogram", "column": binding["column"],
-            "categories": binding["categories"]}))
-        aggs = self._s._source.engine().aggregate(replace(prepared.spec, seed=0))
-        name = prepared.spec.measures[0].name
-        counts = aggs.values[name]
-        row = [int(x) for x in counts[0]] if len(counts) else [0] * len(w)
-        exact = sum((Fraction(x) * n for x, n in zip(w, row, strict=True)), Fraction(0))
-        return float(math.floor(exact / _CACHE_G + Fraction(1, 2)) * _CACHE_G)
-
-    def _one_row_a_unit(self, plan: dict[str, Any]) -> dict[str, Any]:
-        """A cache's histogram keeps one row of each privacy unit (sensitivity 1)."""
-        if self._s.schema().privacy_unit is not None:
-            return {**plan, "contribution": {"max_rows": 1}}
-        return plan
-
-    @staticmethod
-    def _value(compute: Any) -> Any:
-        try:
-            return compute()
-        except DPError:
-            raise
-        except Exception:  # the engine's message may quote a value: one fixed text
-            raise QueryFailedError(_FAILED) from None
-
-
-def _name(v: Any, name: str = "child") -> str:
-    if not isinstance(v, str) or not 1 <= len(v) <= 200 or any(
-            ord(ch) < 32 or ord(ch) == 127 for ch in v):
-        raise fail(name, "child", "a name of 1 to 200 printable characters", v)
-    return v
-
-
-#: What each kind of child is asked (the other operations are refused, nothing asked).
-_OPERATIONS = {"sparse_vector": "a question with a threshold", "counter": "a step (until "
-               "or count)", "cache": "a query's weights"}
-
-
-def _wrong(c: Child, what: str) -> DPError:
-    return fail("op", "child", f"{_OPERATIONS.get(c.kind, c.kind)} for a {c.kind} child",
-                what)
-
-
-def _not_exhausted(c: SparseVector) -> None:
-    if c.exhausted:
-        raise ChildExhaustedError(
-            f"this sparse vector child is exhausted ({c.positives_used} of "
-            f"{c.spec.positives} positives, {c.questions} questions answered)")
