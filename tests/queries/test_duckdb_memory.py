@@ -7,6 +7,7 @@ limit (128 MiB per thread), the same answer; a given limit is never raised."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -189,3 +190,41 @@ def test_a_plan_ranking_rows_starts_under_the_retry_limit(tmp_path: Path,
     seen.clear()
     assert s.query(UNIT_PLAN).answer is not None
     assert seen[-1] == _mib(default_memory_limit().replace("MiB", " MiB"))
+
+
+def test_a_row_plan_out_of_memory_ranks_twice_under_the_same_limit(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """The one-ranking SQL of row-level sums keeps each large cell's chosen rows in the
+    cells' aggregate; out of memory there, the engine runs the SQL that ranks the rows
+    twice under the same limit (never more), with the same aggregates."""
+    monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)
+    path = _big_parquet(tmp_path)
+    s = Session(str(path), budget=PureDP(1.0), privacy_unit="u")
+    from dpsieve.queries.prepare import prepare
+
+    spec = prepare(_plan_of(ROW_PLAN), s.schema(), s.neighbouring).spec
+    want = DuckDBEngine(path, memory_limit="1GB").aggregate(spec)
+    real = engine_module.compile_sql
+    asked: list[bool] = []
+
+    def fails_once(*args: Any, rank_twice: bool = False) -> Any:
+        asked.append(rank_twice)
+        if not rank_twice:
+            raise duckdb.OutOfMemoryException("out of memory (test)")
+        return real(*args, rank_twice=rank_twice)
+    monkeypatch.setattr(engine_module, "compile_sql", fails_once)
+    for given in (None, "200MiB"):
+        engine = DuckDBEngine(path, memory_limit=given)
+        seen = _limits_opened(monkeypatch)
+        asked.clear()
+        got = engine.aggregate(spec)
+        assert asked == [False, True]
+        limit = retry_memory_limit() if given is None else given
+        assert seen == [_mib(limit.replace("MiB", " MiB"))] * 2  # the same limit twice
+        assert got.keys == want.keys
+        for name, values in want.values.items():
+            assert (got.values[name] == values).all()
+        batches = list(DuckDBEngine(path, memory_limit=given).aggregate_batches(
+            replace(spec, keys=None), 2))
+        assert batches
+        assert asked[-2:] == [False, True]

@@ -34,6 +34,24 @@ def test_duckdb_engine_matches_the_reference_on_random_specs() -> None:
                                                  table="t"), cases=20)
 
 
+class _RankTwice(DuckDBEngine):
+    """The engine on its fallback SQL only: row-level sums ranked twice (the SQL a plan
+    runs again when the one-ranking SQL runs out of memory)."""
+
+    def _attempts(self, spec: BoundingSpec) -> list[tuple[str | None, bool]]:
+        return [(None, True)]
+
+
+def test_both_sqls_of_row_level_sums_match_the_reference() -> None:
+    """The one-ranking SQL (the cells' min_by of the kept rows) and the fallback that
+    ranks the rows twice give the reference's aggregates: running the fallback after an
+    out-of-memory error releases the same values."""
+    check_engine(lambda rows, cols: _RankTwice(connection=duckdb_table(rows, cols),
+                                               table="t"), cases=20, seed=7)
+    check_engine(lambda rows, cols: DuckDBEngine(connection=duckdb_table(rows, cols),
+                                                 table="t"), cases=20, seed=7)
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_duckdb_engine_reads_files_without_loading_them(fmt: str, tmp_path: Path) -> None:
     rng = np.random.default_rng(5)

@@ -401,18 +401,18 @@ class DuckDBEngine:
             return
         import duckdb
 
-        retry = self._retry_limit if self._path is not None else None
-        first = retry if retry is not None and spec.unit is not None and spec.row_measures \
-            else None
-        stream = self._batches_sql(spec, first, size)
-        try:
+        attempts = self._attempts(spec)
+        while True:
+            limit, twice = attempts.pop(0)
+            stream = self._batches_sql(spec, limit, size, twice)
             try:
                 head = next(stream, None)  # executes the query: where memory runs out
+                break
             except duckdb.OutOfMemoryException:
-                if retry is None or first is not None:
+                stream.close()
+                if not attempts:
                     raise
-                stream = self._batches_sql(spec, retry, size)  # the same SQL, more memory
-                head = next(stream, None)
+        try:
             if head is None:
                 return
             yield head
@@ -421,12 +421,13 @@ class DuckDBEngine:
         finally:
             stream.close()
 
-    def _batches_sql(self, spec: BoundingSpec, memory_limit: str | None, size: int
-                     ) -> Generator[GroupBatch, None, None]:
+    def _batches_sql(self, spec: BoundingSpec, memory_limit: str | None, size: int,
+                     rank_twice: bool = False) -> Generator[GroupBatch, None, None]:
         import duckdb
 
         with self._session(memory_limit) as (execute, described, source):
-            sql, params = compile_sql(spec, self._columns_of(described), source)
+            sql, params = compile_sql(spec, self._columns_of(described), source,
+                                      rank_twice=rank_twice)
             table = f"_dpsieve_groups_{uuid.uuid4().hex}"  # private to this connection
             execute(f"CREATE TEMPORARY TABLE {table} AS {sql}", params)  # the aggregation
             try:
@@ -458,22 +459,36 @@ class DuckDBEngine:
                 return aggregate_columns(spec, cols.__getitem__, n, self.name)
         import duckdb
 
-        retry = self._retry_limit if self._path is not None else None
-        # a plan ranking every row of a unit needs more than the default (measured:
-        # out of memory under 64 MiB at 10M rows): it starts under the retry limit
-        first = retry if retry is not None and spec.unit is not None and spec.row_measures \
-            else None
-        try:
-            return self._aggregate_sql(spec, first)
-        except duckdb.OutOfMemoryException:
-            if retry is None or first is not None:
-                raise
-        # the same deterministic SQL again, with more memory: the same aggregates
-        return self._aggregate_sql(spec, retry)
+        attempts = self._attempts(spec)
+        while True:
+            limit, twice = attempts.pop(0)
+            try:
+                return self._aggregate_sql(spec, limit, twice)
+            except duckdb.OutOfMemoryException:
+                if not attempts:
+                    raise
 
-    def _aggregate_sql(self, spec: BoundingSpec, memory_limit: str | None) -> Aggregates:
+    def _attempts(self, spec: BoundingSpec) -> list[tuple[str | None, bool]]:
+        """The (memory limit, ``rank_twice``) of each run of a spec's SQL, in order, the
+        next one tried when DuckDB runs out of memory. Each computes the same aggregates
+        (the SQL is deterministic, its sampling key part of the spec), so a run again
+        releases nothing more or different. Without a given limit, a plan runs under the
+        default and then under :func:`retry_memory_limit`; a plan ranking every row of a
+        unit starts there (measured: out of memory under 64 MiB at 10M rows). A plan
+        whose row-level sums keep each cell's chosen rows in the cells' aggregate
+        (:func:`~dpsieve.queries.engines.duckdb_sql.compile_sql`) needs memory for the
+        cells with more than ``max_rows`` rows; if it runs out, the same limit is tried
+        with the rows ranked twice (slower, less memory)."""
+        retry = self._retry_limit if self._path is not None else None
+        if not (spec.unit is not None and spec.row_measures):
+            return [(None, False)] + ([(retry, False)] if retry is not None else [])
+        return [(retry, False), (retry, True)]
+
+    def _aggregate_sql(self, spec: BoundingSpec, memory_limit: str | None,
+                       rank_twice: bool = False) -> Aggregates:
         with self._session(memory_limit) as (execute, described, source):  # one connection
-            sql, params = compile_sql(spec, self._columns_of(described), source)
+            sql, params = compile_sql(spec, self._columns_of(described), source,
+                                      rank_twice=rank_twice)
             rows = execute(sql, params).fetchall()
         return _collect(spec, rows, self.name)
 

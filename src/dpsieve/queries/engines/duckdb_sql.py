@@ -234,8 +234,8 @@ def _row_expr(m: ValueSum | BucketCount, cols: dict[str, Column], prm: _Params,
     return f"((({r}) - {b.row_lower}) * {b.count}) // {b.row_upper - b.row_lower + 1}"
 
 
-def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
-                ) -> tuple[str, dict[str, Any]]:
+def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str, *,
+                rank_twice: bool = False) -> tuple[str, dict[str, Any]]:
     """(SQL, parameters) computing ``spec`` over ``source`` (a FROM clause item, read under
     the alias :data:`SRC`).
 
@@ -243,6 +243,11 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
     ``_units``, then one column per measure (a MAP bucket -> count for buckets). Each
     mixer application reads column references only (one layer per step), so the SQL stays
     linear in the size of the spec. Total on every table (module docstring).
+
+    Row-level sums under a privacy unit rank each cell's rows once and take the kept rows
+    in the cells' aggregate (:func:`_top_rows`). ``rank_twice=True``, and plans with
+    buckets, rank the kept cells' rows and then sort them again by priority: the same
+    aggregates, in more time and less memory (each cell's chosen rows are never held).
     """
     cols = {c.name: c for c in columns}
     prm = _Params()
@@ -313,14 +318,21 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
                f" FROM _dps_b GROUP BY {g}")
         return sql, prm.values
     # per (unit, group) cells, then the L0 choice of each unit's groups
+    row_ms = spec.row_measures
+    L = spec.max_rows
+    top = bool(row_ms) and not rank_twice and not any(
+        isinstance(m, BucketCount) for m in row_ms)
     cell_cols = ["count(*) AS _n"]
     for n, m in enumerate(spec.measures):
         if isinstance(m, ValueSum) and m.level == Level.UNIT:
             cell_cols.append(f"least(greatest(sum(_m{n}), {m.unit_lower}), {m.unit_upper}) "
                              f"AS _s{n}")
+    rows_src = "_dps_b"
+    if top:
+        rows_src = _top_rows(spec, cols, prm, g, [idx[m.name] for m in row_ms], cell_cols)
     # the cells are grouped on the raw unit and group; their 64-bit encodings h(u), h(g)
     # are functions of them, computed once per cell rather than once per row
-    cells = f"SELECT _u, {g}, {', '.join(cell_cols)} FROM _dps_b GROUP BY _u, {g}"
+    cells = f"SELECT _u, {g}, {', '.join(cell_cols)} FROM {rows_src} GROUP BY _u, {g}"
     cells = (f"SELECT *, {_encode('_u', cols[spec.unit])} AS _hu, "
              f"{_group_hash(spec, cols)} FROM ({cells})")
     for j in range(0 if public else len(spec.group_by)):  # h(g): one mixer layer per key
@@ -329,23 +341,24 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
     a0 = _mix("xor(_hu, " + prm.add(k0, "UBIGINT") + ")")
     # the window spills under a small memory limit: it carries only what later steps read
     # (h(u) for the L-inf priorities, h(g) unless it is the public key's index _g)
-    row_ms = spec.row_measures
-    drop = ["_a0"] + ([] if row_ms else ["_hu"]) + (["_hg"] if public and not row_ms else [])
+    twice = bool(row_ms) and not top  # the rows are ranked after the L0 choice
+    drop = ["_a0"] + ([] if twice else ["_hu"]) + (["_hg"] if public and not twice else [])
     tie = "_g" if "_hg" in drop else "_hg"  # _hg = CAST(_g AS UBIGINT), _g >= 0: same order
     cells = (f"SELECT * EXCLUDE ({', '.join(drop)}), {_mix('xor(_a0, _hg)')} AS _p0 FROM "
              f"(SELECT *, {a0} AS _a0 FROM ({cells}))")
     kept = (f"SELECT * FROM _dps_c QUALIFY row_number() OVER (PARTITION BY _u ORDER BY _p0, {tie})"
             f" <= {spec.max_groups}")
-    L = spec.max_rows
     for n, m in enumerate(spec.measures):
         if isinstance(m, RowCount):
             out_cols.append(f"sum({'_n' if L is None else f'least(_n, {L})'}) AS _o{n}"
                             if m.level == Level.ROW else f"count(*) AS _o{n}")
         elif isinstance(m, ValueSum) and m.level == Level.UNIT:
             out_cols.append(f"sum(_s{n}) AS _o{n}")
+        elif top:  # the kept rows' lattice integers, summed exactly (HUGEINT)
+            out_cols.append(f"sum(coalesce(list_sum(_r{n}), 0) + coalesce(_q{n}, 0)) AS _o{n}")
     main = f"SELECT {', '.join([g, 'count(*) AS _units', *out_cols])} FROM _dps_k GROUP BY {g}"
     ctes = [f"_dps_b AS ({base})", f"_dps_c AS ({cells})", f"_dps_k AS ({kept})"]
-    if not row_ms:
+    if not twice:
         return f"WITH {', '.join(ctes)} {main}", prm.values
     # L-inf: rank each kept cell's rows by content, keep the L-inf smallest priorities
     order = ", ".join(f"_m{idx[m.name]}" for m in row_ms)
@@ -370,6 +383,46 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str
         f"{'_dps_rs' if m in row_ms else '_dps_m'}._o{n}" for n, m in enumerate(spec.measures)]
     sql = f"WITH {', '.join(ctes)} SELECT {', '.join(pick)} FROM _dps_m LEFT JOIN _dps_rs ON {gj}"
     return sql, prm.values
+
+
+def _top_rows(spec: BoundingSpec, cols: dict[str, Column], prm: _Params, g: str,
+              ms: list[int], cell_cols: list[str]) -> str:
+    """The rows of ``_dps_b`` ranked once, as a FROM item, and (appended to ``cell_cols``)
+    the cells' aggregates of the kept rows of each row-level sum ``_m<n>`` (``n`` in ``ms``).
+
+    L-inf keeps, of a cell's ``n`` rows ranked by content (``i = 0 .. n - 1``: one
+    window), the L-inf of smallest priority ``p1(u, g, i)``. A cell's priorities are
+    distinct (the mixer is a bijection of 64-bit words and ``i`` differs), so those rows
+    are the cell aggregate ``min_by(_m, p1, L-inf)``: neither a second sort of the rows
+    nor a join back to the cells. A cell of at most L-inf rows keeps them all: its sum is
+    a plain ``sum`` (``_q<n>``) and no priority is computed for its rows; larger cells
+    keep their L-inf values in a list (``_r<n>``).
+    """
+    L = spec.max_rows
+    assert L is not None
+    assert spec.unit is not None
+    order = ", ".join(f"_m{n}" for n in ms)
+    over = f"OVER (PARTITION BY _u, {g} ORDER BY {order} ROWS BETWEEN UNBOUNDED PRECEDING " \
+           "AND UNBOUNDED FOLLOWING)"
+    src = f"(SELECT *, row_number() {over} - 1 AS _i, count(*) {over} AS _nr FROM _dps_b)"
+    big = f"_nr > {L}"
+    # p1 of a large cell's rows, one mixer layer per step (each reads column references)
+    public = spec.keys is not None
+    enc = [] if public else [f"{_encode(f'k{j}', cols[c])} AS _f{j}"
+                             for j, c in enumerate(spec.group_by)]
+    src = (f"(SELECT *, CASE WHEN {big} THEN {_encode('_u', cols[spec.unit])} END AS _v1, "
+           + ("CAST(_g AS UBIGINT)" if public else "CAST(0 AS UBIGINT)")
+           + f" AS _h1{''.join(', ' + e for e in enc)} FROM {src})")
+    for j in range(len(enc)):  # h(g): one mixer layer per key
+        src = f"(SELECT * EXCLUDE (_f{j}) REPLACE ({_mix(f'xor(_h1, _f{j})')} AS _h1) FROM {src})"
+    k1 = prm.add(sampling_keys(spec.seed)[1], "UBIGINT")
+    src = f"(SELECT *, {_mix(f'xor(_v1, {k1})')} AS _a1 FROM {src})"
+    src = f"(SELECT *, {_mix('xor(_a1, _h1)')} AS _b1 FROM {src})"
+    p1 = _mix("xor(_b1, CAST(_i AS UBIGINT))")
+    for n in ms:
+        cell_cols += [f"min_by(_m{n}, {p1}, {L}) FILTER (WHERE {big}) AS _r{n}",
+                      f"sum(_m{n}) FILTER (WHERE NOT ({big})) AS _q{n}"]
+    return src
 
 
 def _key_range(spec: BoundingSpec, cols: dict[str, Column]) -> int | None:
