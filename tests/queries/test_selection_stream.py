@@ -318,11 +318,11 @@ class FetchmanyEngine(DuckDBEngine):
     """The DuckDB stream before columns (commit 6ccb414): the SQL's rows fetched with
     fetchmany and made into Aggregates by _collect, batch by batch (verbatim)."""
 
-    def _batches_sql(self, spec: BoundingSpec, memory_limit: str | None, size: int
-                     ) -> Generator[Aggregates, None, None]:
+    def _batches_sql(self, spec: BoundingSpec, memory_limit: str | None, size: int,
+                     rank_twice: bool = False) -> Generator[Aggregates, None, None]:
         with self._session(memory_limit) as (execute, described, source):
             sql, params = duckdb_module.compile_sql(spec, self._columns_of(described),
-                                                    source)
+                                                    source, rank_twice=rank_twice)
             result = execute(sql, params)
             while rows := result.fetchmany(size):
                 batch = duckdb_module._collect(spec, rows, self.name)
@@ -377,11 +377,11 @@ def test_duckdb_retries_a_stream_that_runs_out_of_memory_before_its_first_batch(
     real = DuckDBEngine._batches_sql
 
     def first_fails(self: DuckDBEngine, spec: BoundingSpec, memory_limit: str | None,
-                    size: int) -> Iterator[GroupBatch]:
+                    size: int, rank_twice: bool = False) -> Iterator[GroupBatch]:
         limits.append(memory_limit)
         if len(limits) == 1:
             raise duckdb.OutOfMemoryException("out of memory (test)")
-        yield from real(self, spec, memory_limit, size)
+        yield from real(self, spec, memory_limit, size, rank_twice)
     monkeypatch.setattr(DuckDBEngine, "_batches_sql", first_fails)
     got = [_all_of(b) for b in engine.aggregate_batches(spec, 500)]
     assert limits == [None, engine._retry_limit]
