@@ -247,3 +247,24 @@ def test_a_steward_step_through_the_ledger_keeps_a_sessions_binding(make_store: 
     s.children.step("c", until=20)
     df = _frame()
     assert s.store.child_state("b", "c")["total"] == int((df.t < 20).sum()) + 4
+
+
+@pytest.mark.parametrize(("kind", "spec", "name"), [
+    ("sparse_vector", {"noise": "gaussian", "eps": 1.0, "delta": 1e-6,
+                       "max_questions": 10**6, "positives": 10**5}, "positives"),
+    ("sparse_vector", {"noise": "gaussian", "eps": 1.0, "delta": 1e-6,
+                       "max_questions": 10**9}, "max_questions"),
+    ("sparse_vector", {"eps": 1.0, "positives": 10**15}, "positives"),
+    ("cache", {"eps": 1.0, "column": "city", "categories": ["a"], "updates": 10**9,
+               "tolerance": 1.0, "expected_rows": 1.0}, "updates"),
+])
+def test_specs_whose_opening_is_too_much_work_are_refused_first(
+        kind: str, spec: dict[str, Any], name: str) -> None:
+    """A request may not make the service compute for minutes (a Gaussian sparse vector
+    with 10^5 positives took over 5 minutes to calibrate): refused, naming the bound."""
+    from dpsieve.ledger import MemoryStore
+
+    s = Session(_frame(), store=MemoryStore(), budget=GDP(10.0), column_types=TYPES)
+    with pytest.raises(ValidationError, match=f"'{name}'.*an int <="):
+        s.children.open("c", kind, spec)
+    assert s.store.history("session") == []

@@ -16,10 +16,29 @@ from dpsieve.interactive.cache import AnswerCache, CacheSpec
 from dpsieve.interactive.counter import ContinualCounter, CounterSpec
 from dpsieve.interactive.sparse_vector import GaussianSVT, LaplaceSVT, SparseVector
 
-__all__ = ["KINDS", "child_name", "child_spec", "not_exhausted", "wrong_operation"]
+__all__ = ["KINDS", "LIMITS", "child_name", "child_spec", "not_exhausted", "wrong_operation"]
 
 #: The kinds of child a session opens.
 KINDS = ("sparse_vector", "counter", "cache")
+
+
+#: Bounds on what a child opened through a session (the service, an analyst) may declare:
+#: a Gaussian sparse vector's privacy is computed by a sum over its positives for each
+#: Renyi order (calibrated by bisection), so its size bounds the work of one request
+#: (16 positives and 10^7 questions: under a second); the others are O(1) to open.
+LIMITS = {("sparse_vector", "gaussian", "positives"): 16,
+          ("sparse_vector", "gaussian", "max_questions"): 10**7,
+          ("sparse_vector", "laplace", "positives"): 10**6,
+          ("cache", "", "updates"): 10**5}
+
+
+def _bounded(kind: str, noise: str, spec: Mapping[str, Any]) -> None:
+    for (k, n, name), top in LIMITS.items():
+        v = spec.get(name)
+        if k == kind and n == noise and isinstance(v, int) and not isinstance(v, bool) \
+                and v > top:
+            raise fail(name, f"{kind} spec", f"an int <= {top} for a child opened through "
+                       "a session or the service", v)
 
 
 def _relation(spec: Mapping[str, Any], nb: Neighbouring, owner: str) -> None:
@@ -40,6 +59,7 @@ def _sparse_vector(spec: Mapping[str, Any], nb: Neighbouring) -> SparseVector:
     owner = "sparse_vector spec"
     body = {k: v for k, v in spec.items() if k != "neighbouring"}
     noise = body.pop("noise", "laplace")
+    _bounded("sparse_vector", str(noise), spec)
     body["neighbouring"] = nb
     if noise == "laplace":
         return SparseVector.open(_build(LaplaceSVT, body, owner))
@@ -85,6 +105,7 @@ def _cache(spec: Mapping[str, Any], nb: Neighbouring, size: int) -> AnswerCache:
     body = {k: v for k, v in spec.items() if k not in ("neighbouring", "column", "categories")}
     body["neighbouring"] = nb
     body["domain_size"] = size
+    _bounded("cache", "", spec)
     return AnswerCache.open(_build(CacheSpec, body, "cache spec"))
 
 
