@@ -87,6 +87,25 @@ def test_bias_exact_on_a_small_frame_by_hand() -> None:
     assert out["private"] is False
 
 
+def test_clamped_error_against_closed_forms() -> None:
+    """The expected squared error of a clamped answer: Laplace noise of std s on a true 0
+    clamped at 0 gives s^2 / 2; a normal one clamped at 0 from a mean of 0 also s^2 / 2;
+    no clamp, bias^2 + s^2 exactly; a far clamp changes nothing (to 5e-3: the midpoints
+    cut the tails, low)."""
+    from dpsieve.queries.utility import _clamped_mse
+
+    z, s = np.zeros(1), np.full(1, 3.0)
+    for fam in ("laplace", "gaussian"):
+        assert _clamped_mse(z, s, z, 0.0, None, fam)[0] == pytest.approx(4.5, rel=5e-3)
+        assert _clamped_mse(z + 2, s, z, -1e9, None, fam)[0] == pytest.approx(13.0,
+                                                                             rel=5e-3)
+    assert _clamped_mse(z + 2, s, z, None, None, "laplace")[0] == 13.0
+    # a mean with no expected rows (infinite std) clamped into [0, 5], truth 1: half at
+    # each bound
+    assert _clamped_mse(z + 2.5, np.full(1, np.inf), z + 1, 0.0, 5.0, "gaussian")[0] == \
+        pytest.approx((1 + 16) / 2)
+
+
 def test_per_unit_sum_clamps_each_units_total() -> None:
     plan = _plan({"type": "sum", "column": "x", "lower": 0, "upper": 6, "per": "unit"})
     out = Session(SMALL, budget=PureDP(1.0), privacy_unit="pid").utility_analysis(
