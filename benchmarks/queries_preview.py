@@ -15,7 +15,8 @@ compared with the realized noise over ``--runs`` runs:
   realized std is the root mean square of (released - bounded truth) over groups and runs
   (runs x 300 x the part's numbers per group independent draws).
 * **end to end** (the registered kinds whose answer is a released number: ``query``,
-  ``count``, ``sum``, ``histogram``, ``linear``; ``release`` with the Laplace mechanism):
+  with public keys and with DP key selection, ``count``, ``sum``, ``histogram``,
+  ``linear``; ``release`` with the Laplace mechanism):
   ``Session.run`` on a table whose bounds bind nowhere (each unit within the contribution
   bounds, values inside theirs, counts far from 0), so (answer - truth) is the noise alone,
   with the answers as the analyst gets them (a fresh sampling key each run). The kinds
@@ -26,7 +27,11 @@ compared with the realized noise over ``--runs`` runs:
 released parts are checked (above), their finished value has no single predicted std.
 ``robust_mean`` / ``robust_median`` and the data-adaptive release mechanisms state no
 noise before they run (their noise depends on the data): listed, not measured.
-The standard error of a realized std is the delta method's, sd(err^2) / (2 std sqrt(N)).
+The standard error of a realized std is the delta method's, sd(err^2) / (2 std sqrt(N))
+(the release's answers share cells: its N counts dependent draws, so its standard error is
+optimistic; tests/queries/test_preview_accuracy.py takes it over runs). The slow test
+tests/queries/test_preview_accuracy.py checks the same figures with a tolerance derived
+from the noise's exact fourth moment (six standard errors).
 """
 
 from __future__ import annotations
@@ -68,6 +73,7 @@ AGGS: dict[str, dict[str, Any]] = {
     "sum (rows)": {"type": "sum", "column": "x", "lower": 0, "upper": 10},
     "sum (units)": {"type": "sum", "column": "x", "lower": 0, "upper": 30, "per": "unit"},
     "mean": {"type": "mean", "column": "x", "lower": 0, "upper": 10},
+    "mean (units)": {"type": "mean", "column": "x", "lower": 0, "upper": 30, "per": "unit"},
     "variance": {"type": "variance", "column": "x", "lower": 0, "upper": 10},
     "quantile": {"type": "quantile", "column": "x", "lower": 0, "upper": 10, "bins": 16},
     "histogram": {"type": "histogram", "column": "c", "categories": ["a", "b", "c", "d"]},
@@ -115,7 +121,7 @@ def parts_rows(runs: int, seed: int) -> list[list[str]]:
 
 def end_to_end_rows(runs: int, shape_runs: int, seed: int) -> list[list[str]]:
     from dpsieve import Session
-    from dpsieve.accounting.events import Neighbouring, PureDP
+    from dpsieve.accounting.events import ApproxDP, Neighbouring, PureDP
 
     rng = np.random.default_rng(seed + 1)
     df = _frame(rng)
@@ -170,6 +176,37 @@ def end_to_end_rows(runs: int, shape_runs: int, seed: int) -> list[list[str]]:
         want = stds[0]
         std, se, n = _realized(err)
         rows.append([kind, "answer", f"{want:.6g}", f"{std:.6g}",
+                     f"{std / want:.4f} ± {se / want:.4f}", f"{n:,}"])
+    # group-by with DP key selection thresholding the released count: 300 groups of 200
+    # units each, far above the threshold (every group kept: no conditioning to speak of)
+    units = GROUPS * 200
+    sel_df = pd.DataFrame({"pid": np.arange(units), "g": np.arange(units) % GROUPS,
+                           "x": rng.uniform(0, 10, units)})
+    sel_spec = {"type": "query", "privacy": pure, "raw": True, "group_by": ["g"],
+                "select": {"delta": 1e-6, "by": "count"}, "contribution": {"max_groups": 1},
+                "aggregations": [{"type": "count", "per": "unit"},
+                                 {"type": "sum", "column": "x", "lower": 0, "upper": 10,
+                                  "per": "unit"}]}
+    s = Session(sel_df, budget=ApproxDP(1e9, 0.5), privacy_unit="pid",
+                rng=np.random.default_rng(seed + 4))
+    p = s.preview(sel_spec)
+    tsum = sel_df.groupby("g")["x"].sum().to_numpy()
+    errs = []
+    for _ in range(runs):
+        v = s.run(sel_spec).value
+        keys = [g["key"][0] for g in v["groups"]]
+        got = np.array([[e["value"] for e in g["estimates"]] for g in v["groups"]])
+        full = np.full((GROUPS, 2), np.nan)
+        full[keys] = got - np.stack([np.full(len(keys), 200.0), tsum[keys]], axis=1)
+        errs.append(full)
+    err = np.stack(errs)
+    kept = float(np.mean(~np.isnan(err[:, :, 0])))
+    for j, (lab, name) in enumerate((("count", "a0.count"), ("sum(x)", "a1.sum"))):
+        want = p["noise"][lab][name]["std"]
+        e = err[:, :, j][~np.isnan(err[:, :, j])]
+        std, se, n = _realized(e)
+        rows.append([f"query with key selection ({p['selection']['method']}, "
+                     f"{kept:.0%} kept)", lab, f"{want:.6g}", f"{std:.6g}",
                      f"{std / want:.4f} ± {se / want:.4f}", f"{n:,}"])
     # release (Laplace): replace-one, public n; answers are fractions, clipped to [0, 1]
     n_rows = 20_000
