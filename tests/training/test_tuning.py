@@ -367,3 +367,31 @@ def test_cli_account_tuning() -> None:
         bad = runner.invoke(app, [*args, "--runs", runs])
         assert bad.exit_code == 2
         assert word in bad.output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runs", [PoissonRuns(3.0), NegativeBinomialRuns.geometric(4.0),
+                                  NegativeBinomialRuns.with_mean(0.0, 4.0),
+                                  NegativeBinomialRuns.with_mean(-0.5, 4.0)])
+def test_sampler_chi_square(runs: PoissonRuns | NegativeBinomialRuns) -> None:
+    """20,000 draws against the pmf (cells with expected count >= 20, the tail pooled):
+    the chi-square p-value is above 1e-4 (a correct sampler fails 1 time in 10,000)."""
+    from scipy import stats
+
+    rng = np.random.default_rng(11)
+    n = 20_000
+    draws = np.array([runs.sample(rng) for _ in range(n)])
+    pmf = []
+    for k, p in runs.pmf_iter():
+        pmf.append(p)
+        if k > 10_000:
+            break
+    pmf_a = np.array(pmf)
+    last = int(np.max(np.nonzero(pmf_a * n >= 20)[0]))
+    expected = np.append(pmf_a[: last + 1], 1.0 - pmf_a[: last + 1].sum()) * n
+    observed = np.append(np.bincount(np.minimum(draws, last + 1), minlength=last + 2)[: last + 1],
+                         np.sum(draws > last))
+    keep = expected > 0
+    assert observed[~keep].sum() == 0  # nothing where the law puts nothing (K = 0 for D_eta)
+    assert stats.chisquare(observed[keep], expected[keep] * observed.sum()
+                           / expected[keep].sum()).pvalue > 1e-4
