@@ -1,6 +1,6 @@
 """Every list of query kinds agrees with the one registry (dpsieve.queries.requests.KINDS):
 the service's request models, the one-aggregation shapes the plan reader accepts, the
-errors that name the kinds, and the documentation."""
+errors that name the kinds, the budget page's words for each, and the documentation."""
 
 from __future__ import annotations
 
@@ -54,6 +54,21 @@ def test_each_kind_is_read_by_its_registered_reader(kind: str) -> None:
     except ValidationError as e:  # a parameter of that kind is missing: named, not 'type'
         parameter = e.parameter
     assert parameter != "type"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_budget_page_describes_every_kind_in_words(kind: str) -> None:
+    """The page and the CLI state a past query in words; a kind it does not know would
+    read as its bare type name."""
+    from dpsieve._budget_view import describe_request
+
+    spec = {"type": kind, "column": "x", "lower": 0, "upper": 1, "categories": ["a"],
+            "bound": 1.0, "columns": ["a"], "mechanism": "laplace",
+            "aggregations": [{"type": "count"}]}
+    words = describe_request(spec)
+    assert words.strip()
+    assert words != kind
+    assert " of " in words or " over " in words, words
 
 
 def test_the_documented_kinds_are_the_registered_ones() -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from dpsieve.accounting.events import ApproxDP, ApproxZCDP
 from dpsieve.errors import BudgetExceededError, DPError, IncompatiblePrivacyError
+from dpsieve.queries.request_robust import ROBUST_KINDS
 
 if TYPE_CHECKING:
     from dpsieve.accounting.events import PrivacyDescription
@@ -157,7 +158,7 @@ def describe_request(spec: dict[str, Any]) -> str:
         return "count of rows"
     if t in ("sum", "mean") and col is not None:
         return f"{t} of {col!r}{_range(spec)}"
-    if t in ("robust_mean", "robust_median") and col is not None:
+    if t in ROBUST_KINDS and col is not None:
         b = spec.get("bound")
         return (f"{t.replace('_', ' ')} of {col!r} (Propose-Filter-Release"
                 + (f", bound {b:g})" if isinstance(b, int | float) else ")"))
