@@ -41,7 +41,8 @@ OWNER = "owner-" + "f" * 40
 #: Tables a refused request must leave exactly as they were (``audit`` is checked row by
 #: row; ``ready`` is the readiness probe's scratch row).
 TABLES = ("budgets", "spends", "principals", "api_keys", "datasets", "grants", "children",
-          "child_grants", "child_answers")
+          "child_grants", "child_answers", "blocksets", "blocks", "quotas", "members",
+          "pending", "txns", "arrivals")
 FAST, SLOW = 12, 150  # examples per operation and mode (default suite / -m slow)
 SENT: dict[str, int] = {"schema": 0, "budgets": 0}
 STATUS: dict[int, int] = {}
@@ -71,6 +72,21 @@ class Fuzz:
         r = self.client.post("/v1/datasets/people/grants", headers=self.owner,
                              json={"analyst": "ana"})
         assert r.status_code == 201, r.text
+        # a data set with blocks (issue 29): blocks by age, a quota, a queued request
+        r = self.client.post("/v1/datasets", headers=self.owner, json={
+            "name": "days", "path": self.csv, "infer_types": True,
+            "blocks": {"column": "age", "budget": {"type": "pure", "eps": 1000.0},
+                       "unlock": {"type": "periodic", "fraction": 0.5, "period": 86400}}})
+        assert r.status_code == 201, r.text
+        for age in range(20, 30):
+            r = self.client.post("/v1/datasets/days/blocks", headers=self.owner,
+                                 json={"block": age})
+            assert r.status_code == 201, r.text
+        for url, body in (("/v1/datasets/days/grants", {"analyst": "ana"}),):
+            assert self.client.post(url, headers=self.owner, json=body).status_code == 201
+        r = self.client.put("/v1/datasets/days/quotas", headers=self.owner, json={
+            "scope": "analyst", "name": "ana", "budget": {"type": "pure", "eps": 1000.0}})
+        assert r.status_code == 200, r.text
         r = self.client.post("/v1/datasets/people/children", headers=self.ana, json={
             "child": "sv", "kind": "sparse_vector", "spec": {"eps": 1.0, "positives": 50}})
         assert r.status_code == 201, r.text  # a real child, so questions reach it
@@ -148,7 +164,7 @@ def _schema_property(fuzz: Fuzz, path: str, method: str, data: st.DataObject) ->
     mode = data.draw(st.sampled_from([GenerationMode.POSITIVE, GenerationMode.NEGATIVE]))
     case = data.draw(op.as_strategy(generation_mode=mode))
     who = data.draw(st.sampled_from(["owner", "analyst", "stranger", "none"]))
-    for param, real in (("name", data.draw(st.sampled_from(["people", "ana"]))),
+    for param, real in (("name", data.draw(st.sampled_from(["people", "ana", "days"]))),
                         ("kid", "0" * 16), ("child", "sv")):
         if case.path_parameters and param in case.path_parameters and data.draw(st.booleans()):
             case.path_parameters[param] = real
