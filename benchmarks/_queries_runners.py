@@ -249,6 +249,110 @@ def run_sql_session_limits(path: Path) -> Result:
     return {**times, "count": counts, "sum": sums, "retried": retried}
 
 
+# -- row-level bounds (issue 24, item 4) ---------------------------------------------------
+
+def row_level_query() -> Any:
+    """The workload with per-row bounds: a count of the kept rows and a sum of the kept
+    rows' values, each row clipped to [0, VALUE_UPPER] (``per="row"``), L0 groups and
+    L-inf rows per (unit, group): what OpenDP's runner computes (``truncate_per_group``
+    and a per-row clipped integer sum)."""
+    from dpsieve.accounting.events import PureDP
+    from dpsieve.queries import Level
+    from dpsieve.queries.plan import Contribution, Count, Query, Sum
+
+    return Query((Count(Level.ROW), Sum("value", 0.0, VALUE_UPPER, Level.ROW)), PureDP(EPS),
+                 group_by=("g",), keys=tuple((k,) for k in range(GROUPS)),
+                 contribution=Contribution(max_groups=L0, max_rows=LINF))
+
+
+def run_session_rows(path: Path) -> Result:
+    """:func:`row_level_query` through ``Session`` on the Parquet path under its defaults
+    (the engine Session picks; a plan ranking rows starts under ``retry_memory_limit``)."""
+    from dpsieve import Session
+    from dpsieve.accounting.events import PureDP
+
+    _warm_imports()
+    clock = Clock()
+    session = Session(str(path), budget=PureDP(10 * EPS), privacy_unit="unit")
+    res = session.query(row_level_query())
+    times = clock.read()
+    counts, sums = _dense((g["key"][0], g["estimates"][0]["value"],
+                           g["estimates"][1]["value"]) for g in res.value["groups"])
+    return {**times, "count": counts, "sum": sums}
+
+
+#: The row-level bounding as an expert writes it in DuckDB: each row's priority a hash of
+#: its value and a seed (so the sample does not depend on the file's row order), the first
+#: L-inf rows of each (unit, group) by it -- DuckDB turns ``row_number() ... <= k`` into a
+#: top-k aggregate, no sort -- then the cells' L0 choice by a keyed hash. (Rows of equal
+#: value share a priority: their sample is not uniform; dpsieve ranks a cell's rows by
+#: value and draws ranks, which costs a sort.)
+HANDWRITTEN_ROWS_SQL = f"""
+WITH r AS (
+  SELECT unit, g, least(greatest(CASE WHEN isnan(value) THEN 0 ELSE value END, 0),
+                        {VALUE_UPPER}) AS v,
+         row_number() OVER (PARTITION BY unit, g ORDER BY hash(value, $seed)) AS rn
+  FROM read_parquet($path)
+  WHERE unit IS NOT NULL AND g >= 0 AND g < {GROUPS}),
+cells AS (
+  SELECT unit, g, count(*) AS n, sum(v) AS s, hash(unit, g, $seed) AS h
+  FROM r WHERE rn <= {LINF} GROUP BY unit, g),
+kept AS (
+  SELECT * FROM cells QUALIFY row_number() OVER (PARTITION BY unit ORDER BY h, g) <= {L0})
+SELECT g, sum(n), sum(s) FROM kept GROUP BY g
+"""
+
+
+#: The same with dpsieve's sample of rows (independent of the file's row order and uniform
+#: over each cell's rows, ties included): rows ranked by value, then the L-inf ranks of
+#: smallest keyed hash kept (the second ``row_number`` DuckDB's top-k aggregate).
+HANDWRITTEN_ROWS_RANKED_SQL = f"""
+WITH r0 AS (
+  SELECT unit, g, least(greatest(CASE WHEN isnan(value) THEN 0 ELSE value END, 0),
+                        {VALUE_UPPER}) AS v,
+         row_number() OVER (PARTITION BY unit, g ORDER BY value) AS i
+  FROM read_parquet($path)
+  WHERE unit IS NOT NULL AND g >= 0 AND g < {GROUPS}),
+r AS (
+  SELECT * FROM r0
+  QUALIFY row_number() OVER (PARTITION BY unit, g ORDER BY hash(unit, g, i, $seed)) <= {LINF}),
+cells AS (
+  SELECT unit, g, count(*) AS n, sum(v) AS s, hash(unit, g, $seed) AS h
+  FROM r GROUP BY unit, g),
+kept AS (
+  SELECT * FROM cells QUALIFY row_number() OVER (PARTITION BY unit ORDER BY h, g) <= {L0})
+SELECT g, sum(n), sum(s) FROM kept GROUP BY g
+"""
+
+
+def run_sql_rows(path: Path, sql: str = HANDWRITTEN_ROWS_SQL) -> Result:
+    """``HANDWRITTEN_ROWS_SQL`` under DuckDB's own default memory limit (80 % of the
+    machine's memory; it fails under 256 MiB and 600 MB), 2 threads, no noise."""
+    import duckdb
+
+    _warm_imports()
+    clock = Clock()
+    with tempfile.TemporaryDirectory(prefix="qbench-sql-") as tmp:
+        con = duckdb.connect(config={"threads": 2, "preserve_insertion_order": False,
+                                     "temp_directory": tmp})
+        try:
+            con.execute("SET enable_progress_bar = false")
+            rows = con.execute(sql, {
+                "path": str(path), "seed": int.from_bytes(os.urandom(4), "little")}).fetchall()
+            limit = con.execute("SELECT current_setting('memory_limit')").fetchone()
+        finally:
+            con.close()
+    times = clock.read()
+    counts, sums = _dense(iter(rows))
+    return {**times, "count": counts, "sum": sums,
+            "note": f"DuckDB's default memory_limit here: {limit[0] if limit else '?'}"}
+
+
+def run_sql_rows_ranked(path: Path) -> Result:
+    """``HANDWRITTEN_ROWS_RANKED_SQL`` (dpsieve's sample of rows) as :func:`run_sql_rows`."""
+    return run_sql_rows(path, HANDWRITTEN_ROWS_RANKED_SQL)
+
+
 # -- peers ---------------------------------------------------------------------------------
 
 #: OpenDP's sums are of integers: the values as whole thousandths (``round(value * 1000)``,
@@ -515,6 +619,9 @@ RUNNERS: dict[str, Callable[[Path], Result]] = {
     "sql-duckdb": run_sql,
     "sql-duckdb-session-limits": run_sql_session_limits,
     "sql-duckdb-lattice": run_sql_lattice,
+    "session-rows": run_session_rows,
+    "sql-duckdb-rows": run_sql_rows,
+    "sql-duckdb-rows-ranked": run_sql_rows_ranked,
     "opendp-polars": run_opendp,
     "opendp-polars-drop": run_opendp_drop,
     "pipelinedp-local": run_pipelinedp_local,

@@ -45,7 +45,7 @@ from typing import Any
 from benchmarks import _queries_data as qd
 
 HERE = Path(__file__).resolve().parent
-PARTS = ("duckdb", "memory", "peers", "spark", "scaling", "plan")
+PARTS = ("duckdb", "memory", "peers", "rows", "spark", "scaling", "plan")
 
 
 # -- one measured process ------------------------------------------------------------------
@@ -340,6 +340,71 @@ def part_peers(a: argparse.Namespace, out: list[str]) -> None:
     out += ["", _RMSE_NOTE + " " + load() + " at the end.", ""]
 
 
+def part_rows(a: argparse.Namespace, out: list[str]) -> None:
+    """Per-row bounds (issue 24, item 4: CPU <= OpenDP's and <= 1.5x hand-written SQL,
+    under the default memory limit), each runner in a fresh process, interleaved."""
+    path = qd.ensure(a.data, a.mid)
+    t = qd.truth(path)
+    out += [f"### Per-row bounds, {a.mid:,} rows: Session vs hand-written DuckDB SQL vs "
+            "OpenDP", "", f"Command: `{a.command}`. {load()} at the start.", ""]
+    names = (("session-rows", "dpsieve Session (its defaults; the plan ranks rows: "
+              f"{_retry_limit()})"),
+             ("sql-duckdb-rows", "hand-written DuckDB SQL, rows sampled by a hash of their "
+              "value (no noise; DuckDB's default memory limit, 2 threads)"),
+             ("sql-duckdb-rows-ranked", "hand-written DuckDB SQL, dpsieve's sample (rows "
+              "ranked by value, ranks by a keyed hash; same settings)"),
+             ("opendp-polars", "OpenDP Context (Polars), integer sums clipped per row, "
+              f"truncate_per_group({qd.LINF}), truncate_num_groups({qd.L0 + 1}): L0 = "
+              f"{qd.L0} groups kept"))
+    runs: dict[str, list[dict[str, Any]]] = {n: [] for n, _ in names}
+    failed: dict[str, str] = {}
+    for _ in range(a.peer_repeats):
+        for name, _label in names:
+            if name in failed:
+                continue
+            try:
+                runs[name].append(repeat(name, path, 1))
+            except RuntimeError as e:
+                failed[name] = str(e)
+    med = {n: _merge(r) for n, r in runs.items() if r}
+    out += ["| implementation | wall s, median (runs) | CPU s | peak memory MiB (max) | "
+            "RMSE count vs bounded |", "|---|---|---|---|---|"]
+    for name, label in names:
+        if name not in med:
+            out.append(f"| {label} | failed: {failed.get(name, '?')} | | | |")
+            continue
+        r = med[name]
+        out.append(f"| {label} | {_secs(r)} | {_mib(r['peak_bytes'])} "
+                   f"({_mib(r['max_peak_bytes'])}) | "
+                   f"{rmse(r['count'], t['bounded_count']):,.1f} |")
+    notes = [f"- {label}: {med[n]['note']}" for n, label in names
+             if n in med and "note" in med[n]]
+    out += ["", *notes]
+    if "session-rows" in med:
+        d = med["session-rows"]
+        for name, goal in (("sql-duckdb-rows", 1.5), ("sql-duckdb-rows-ranked", 1.5),
+                           ("opendp-polars", 1.0)):
+            if name in med:
+                ratio = d["cpu_seconds"] / med[name]["cpu_seconds"]
+                out.append(f"- Session / {name}: **{ratio:.2f}x** CPU (goal <= {goal:g}x: "
+                           f"{'met' if ratio <= goal else 'MISSED'}), "
+                           f"{d['seconds'] / med[name]['seconds']:.2f}x wall.")
+    out += ["", "Counts: the hand-written SQL's (no noise) must equal the exact bounded "
+            "count (the count does not depend on which rows are kept); dpsieve's and "
+            "OpenDP's RMSE is their noise (OpenDP's noise is for L0 + 1 groups). "
+            + load() + " at the end.", ""]
+    for name in ("sql-duckdb-rows", "sql-duckdb-rows-ranked"):
+        if name in med and med[name]["count"] != t["bounded_count"]:
+            raise AssertionError(f"{name} disagrees with the bounded count")
+
+
+def _retry_limit() -> str:
+    from dpsieve.queries.engines.duckdb import MEMORY_LIMIT_ENV, retry_memory_limit
+
+    env = os.environ.get(MEMORY_LIMIT_ENV)
+    return f"{MEMORY_LIMIT_ENV}={env}" if env else f"memory_limit {retry_memory_limit()}"
+
+
 def part_spark(a: argparse.Namespace, out: list[str]) -> None:
     path = qd.ensure(a.data, a.mid)
     t = qd.truth(path)
@@ -485,7 +550,7 @@ def main(argv: list[str] | None = None) -> None:
            "Spark's JVM): steadier than wall time when the cores are shared; 2 cores give "
            "at best wall = CPU / 2.", ""]
     parts = HERE / "results" / "queries"
-    order = ("notes", "duckdb", "memory", "memory-engine", "peers", "spark", "scaling",
+    order = ("notes", "duckdb", "memory", "memory-engine", "peers", "rows", "spark", "scaling",
              "scaling-warm", "plan")
 
     def merge() -> None:
@@ -499,7 +564,7 @@ def main(argv: list[str] | None = None) -> None:
     for part in a.only:
         print(f"== {part}", flush=True)
         out: list[str] = []
-        {"duckdb": part_duckdb, "memory": part_memory, "peers": part_peers,
+        {"duckdb": part_duckdb, "memory": part_memory, "peers": part_peers, "rows": part_rows,
          "spark": part_spark, "scaling": part_scaling, "plan": part_plan}[part](a, out)
         print("\n".join(out), flush=True)
         if not (a.quick or a.no_write):  # each part's section, then the merged file

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -234,3 +235,45 @@ def test_user_docs_hold_no_maintainer_notes(path: Path) -> None:
     hits = [f"{path.name}:{i}: {line.strip()}"
             for i, line in enumerate(path.read_text().splitlines(), 1) if MAINTAINER.search(line)]
     assert hits == [], "move these to CONTRIBUTING.md:\n" + "\n".join(hits)
+
+
+def _json_blocks() -> list[tuple[str, dict[str, Any]]]:
+    import json
+
+    out = []
+    for p in DOCS:
+        for lang, code, line in blocks(p):
+            if lang == "json":
+                out.append((f"{p.name}:{line}", json.loads(code)))
+    return out
+
+
+@pytest.mark.parametrize(("where", "spec"), _json_blocks(), ids=lambda x: x
+                         if isinstance(x, str) else "")
+def test_json_queries_in_the_docs_run(where: str, spec: dict[str, Any]) -> None:
+    """Each JSON block is a query a reader may post or pass to ``dpsieve query``: it runs
+    as it stands on a table with the columns it names (a plan with a contribution bound
+    under a privacy unit; a one-aggregation shape on rows). The release example of
+    docs/service.md is posted to the service on the bundled data by
+    tests/system/test_docs_service_release.py."""
+    import numpy as np
+    import pandas as pd
+
+    from dpsieve import Session
+    from dpsieve.accounting.events import PureDP
+
+    assert isinstance(spec, dict), where
+    assert "type" in spec, where
+    if spec["type"] == "release":
+        assert "service.md" in where
+        return
+    rng = np.random.default_rng(0)
+    n = 3000
+    frame = pd.DataFrame({"patient_id": rng.integers(0, 300, n),
+                          "ward": rng.choice(["A", "B", "C", "D"], n),
+                          "cost": rng.gamma(2.0, 400.0, n), "age": rng.uniform(0, 100, n),
+                          "year": rng.integers(2015, 2025, n)})
+    unit = "patient_id" if "contribution" in spec else None
+    s = Session(frame, budget=PureDP(10.0), privacy_unit=unit)
+    r = s.run(spec)
+    assert r.value is not None, where
