@@ -7,6 +7,8 @@ one is one fixed refusal (:func:`value`: nothing asked, the child unchanged).
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import replace
@@ -20,6 +22,7 @@ from dpsieve.interactive.sparse_vector import SparseVector
 
 if TYPE_CHECKING:
     from dpsieve.queries.prepare import Prepared
+    from dpsieve.queries.schema import Schema
     from dpsieve.session.core import Session
 
 __all__ = ["binding", "checked", "count", "one_number", "one_row_a_unit", "plan_value",
@@ -74,13 +77,26 @@ def binding(s: Session, kind: str, spec: Mapping[str, Any]) -> dict[str, Any]:
 
 def checked(s: Session, plan: Mapping[str, Any]) -> Prepared:
     """A plan checked against the schema; the privacy only picks a sum's lattice (the
-    child was charged when opened)."""
+    child was charged when opened). Memoised on (plan, schema, relation): a pure function
+    of public values (an analyst asks the same question many times)."""
+    try:
+        text = json.dumps(plan, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):  # not JSON: checked (and refused) without the memo
+        return _checked(plan, s.schema(), s.neighbouring)
+    return _checked_memo(text, s.schema(), s.neighbouring)
+
+
+@functools.lru_cache(maxsize=256)
+def _checked_memo(text: str, schema: Schema, nb: Neighbouring) -> Prepared:
+    return _checked(json.loads(text), schema, nb)
+
+
+def _checked(plan: Mapping[str, Any], schema: Schema, nb: Neighbouring) -> Prepared:
     from dpsieve.queries.plan import from_spec
     from dpsieve.queries.prepare import prepare
 
-    nb = s.neighbouring
     q = from_spec({**plan, "privacy": PureDP(1.0, nb).to_dict()}, nb.value)
-    return prepare(q, s.schema(), nb)
+    return prepare(q, schema, nb)
 
 
 def one_number(s: Session, plan: Mapping[str, Any], c: SparseVector
