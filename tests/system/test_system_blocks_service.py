@@ -232,3 +232,32 @@ def test_declarations_are_checked_before_anything_is_written(
                   ).status_code == 403
     assert c.post("/v1/datasets/y/blocks", headers=own, json={"block": 1}
                   ).status_code == 409
+
+
+def test_a_preview_on_blocks_is_free_and_says_which_budget_refuses(
+        env: dict[str, Any]) -> None:
+    c, st, own = env["client"], env["store"], env["own"]
+    assert c.put("/v1/datasets/d/quotas", headers=own, json={
+        "scope": "analyst", "name": "ana", "budget": {"type": "pure", "eps": 0.5}}
+    ).status_code == 200
+    audit = {d: len(st.audit(f"d/block:{d}")) for d in DAYS}
+    url = "/v1/datasets/d/queries"
+    q = _count(0.4, [{"column": "day", "op": "<", "value": 20240103}])
+    r = c.post(url, params={"preview": "true"}, json=q, headers=env["ana"])
+    assert r.status_code == 200, r.text
+    p = r.json()
+    assert (p["admitted"], p["blocks"], p["charged"]) == (True, DAYS[:2], "pure eps 0.4")
+    assert [b["label"] for b in p["budgets"]] == [
+        "block 20240101", "block 20240102", "the quota of analyst 'ana'"]
+    assert p["budgets"][2]["used_after"] == pytest.approx(0.8)
+    assert p["noise"]  # the plan's own figures
+    r = c.post(url, params={"preview": "true"}, json=_count(0.6), headers=env["ana"])
+    assert r.json()["admitted"] is False
+    assert r.json()["reason"].startswith("the quota of analyst 'ana'")
+    # nothing spent, counted or written
+    assert {d: len(st.audit(f"d/block:{d}")) for d in DAYS} == audit
+    assert all(_left(st, d) == 1 for d in DAYS)
+    # the query then costs what the preview said
+    r = c.post(url, json=q, headers=env["ana"])
+    assert r.status_code == 200, r.text
+    assert r.json()["budget"]["blocks"] == DAYS[:2]

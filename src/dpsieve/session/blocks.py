@@ -297,8 +297,9 @@ class BlockSession(Session):
         return self.remaining()
 
     def preview(self, request: Any) -> dict[str, Any]:
-        raise fail("preview", "blocks", "a data set without blocks (a preview of a "
-                   "query on blocks is not offered yet)", self.dataset)
+        """Free: the charge, its blocks and quotas, whether each admits it now."""
+        from dpsieve.session.blocks_preview import preview_blocks
+        return preview_blocks(self, request)
 
     def view(self, *, analyst: str | None = None) -> dict[str, Any]:
         """The blocks, quotas and queue as the budget page shows them
