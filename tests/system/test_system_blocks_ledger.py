@@ -214,3 +214,44 @@ def test_sql_verify_finds_a_transaction_admitted_in_one_budget_only(
     bad = {c.budget_id: c.problems for c in s.verify() if not c.ok}
     assert list(bad) == [ids["a"]], bad
     assert "not all or nothing" in bad[ids["a"]][0]
+
+
+def test_a_queued_key_charged_meanwhile_is_never_charged_twice(make_store: Any,
+                                                                backend: str) -> None:
+    """A waiting request whose idempotency key is then charged by a direct spend: the pass
+    settles it (admitted if it was the same request, charged once; refused otherwise)
+    instead of charging the key again or failing the whole pass; a key already charged for
+    another request cannot be queued."""
+    s = make_store()
+    ids = _blocks(s, {"a": 1.0}, unlock_from_dict(
+        {"type": "periodic", "fraction": 0.25, "period": 1e9}))
+    a = ids["a"]
+    t0 = time.time()
+    same = {"query": PureDP(0.2).to_dict()}
+    s.enqueue("d", "k", PureDP(0.2), [a], [0.2], principal="ana", request=same, wait=600,
+              now=t0)
+    s.enqueue("d", "j", PureDP(0.1), [a], [0.1], principal="ana", request={"q": "j"},
+              wait=600, now=t0)
+    # the same request under k, and another under j, charged directly meanwhile
+    assert s.spend_all("d", [a], PureDP(0.2), key="k", principal="ana", request=same,
+                       now=t0).admitted
+    assert s.spend_all("d", [a], PureDP(0.01), key="j", principal="ana",
+                       request={"q": "other"}, now=t0).admitted
+    changed = s.schedule_pass("d", now=t0 + 1)
+    assert changed == {"k": "admitted", "j": "refused"}
+    assert "not charged again" in s.pending("d", "k").reason
+    assert "used for another request" in s.pending("d", "j").reason
+    assert sorted(r.key for r in s.history(a)) == ["j", "k"]  # each key charged once
+    assert _left(s, a) == 1 - Fraction(0.2) - Fraction(0.01)
+    # a key charged for another request cannot be queued (nothing written)
+    assert s.spend_all("d", [a], PureDP(0.01), key="new", principal="ana",
+                       request={"q": "y"}, now=t0).admitted
+    with pytest.raises(IdempotencyKeyReuseError):
+        s.enqueue("d", "new", PureDP(0.1), [a], [0.1], principal="ana", request={"q": "x"},
+                  wait=600)
+    assert s.pending("d", "new") is None
+    with pytest.raises(IdempotencyKeyReuseError):
+        s.enqueue("d", "k", PureDP(0.3), [a], [0.3], principal="ana", request={"q": "z"},
+                  wait=600)
+    if backend != "memory":
+        assert all(c.ok for c in s.verify()), [c.problems for c in s.verify() if not c.ok]

@@ -44,7 +44,7 @@ from dpsieve.ledger.blockset import (
     locked_decision,
     quota_budget_id,
 )
-from dpsieve.ledger.passes import plan_pass
+from dpsieve.ledger.passes import key_used, plan_pass
 
 __all__ = ["MemoryBlocks", "Space"]
 
@@ -308,6 +308,10 @@ class MemoryBlocks:
             if scope not in self._space.specs:
                 raise BudgetNotFoundError(f"The data set {scope!r} declares no blocks.")
             q = self._space.queue.setdefault(scope, {})
+            txn = self._space.txns.get((scope, key))
+            if txn is not None and txn.fingerprint != fingerprint(req):
+                raise IdempotencyKeyReuseError(
+                    f"The idempotency key {key!r} was used before for a different request.")
             if key in q:
                 if canonical_json(q[key].record.request) != canonical_json(req):
                     raise IdempotencyKeyReuseError(
@@ -332,6 +336,22 @@ class MemoryBlocks:
                              key=lambda r: (r.created_at, r.key))
             if not waiting:
                 return out
+            stamp = _iso(t)
+
+            def settle(key: str, status: str, reason: str) -> None:
+                q[key].record = replace(q[key].record, status=status, reason=reason,
+                                        position=None, decided_at=stamp)
+                self._log(scope, q[key].record.principal, status, key, {"reason": reason})
+                out[key] = status
+
+            for r in waiting:  # its key charged meanwhile (a direct query): never recharged
+                used = self._space.txns.get((scope, r.key))
+                if used is not None:
+                    status, why, _ = key_used(used.fingerprint == fingerprint(r.request))
+                    settle(r.key, status, why)
+            waiting = [r for r in waiting if r.key not in out]
+            if not waiting:
+                return out
             budgets = sorted({b for r in waiting for b in r.budgets})
             for b in budgets:
                 if b not in self._budgets:
@@ -340,13 +360,6 @@ class MemoryBlocks:
             plan = plan_pass(Policy(spec.get("scheduler", "dpf")), waiting,
                              {b: (self._budgets[b].state, self._budgets[b].initial)
                               for b in budgets}, gates, t)
-            stamp = _iso(t)
-
-            def settle(key: str, status: str, reason: str) -> None:
-                q[key].record = replace(q[key].record, status=status, reason=reason,
-                                        position=None, decided_at=stamp)
-                self._log(scope, q[key].record.principal, status, key, {"reason": reason})
-                out[key] = status
 
             for key in plan.timed_out:
                 settle(key, "timed_out", "timed out: its deadline passed before the budget "

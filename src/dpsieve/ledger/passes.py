@@ -29,7 +29,7 @@ from dpsieve.blocks.currency import used_fraction_of_states
 from dpsieve.blocks.scheduler import Pending, Policy, schedule
 from dpsieve.ledger.blockset import Gate, PendingRecord, epoch
 
-__all__ = ["PassPlan", "label", "plan_pass"]
+__all__ = ["PassPlan", "key_used", "label", "plan_pass"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +63,17 @@ def _used(state: str, initial: str) -> float:
     pre-selects with it (1e-12 tolerance); the ledger admits in exact arithmetic."""
     return _USED.get((state, initial),
                      lambda: float(used_fraction_of_states(state, initial)))
+
+
+def key_used(same: bool) -> tuple[str, str, str]:
+    """How a pass settles a waiting request whose idempotency key was charged meanwhile
+    (by a direct query): admitted if that charge was this very request (charged once, no
+    second charge), else refused (nothing charged); (status, reason, chain event)."""
+    if same:
+        return ("admitted", "admitted: already charged under its idempotency key (a direct "
+                "query with the same key); not charged again", "scheduled")
+    return ("refused", "refused: its idempotency key was used for another request; nothing "
+            "was spent.", "refused")
 
 
 def _pct(x: float | Fraction) -> str:

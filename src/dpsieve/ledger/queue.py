@@ -34,7 +34,7 @@ from dpsieve.ledger.base import (
 from dpsieve.ledger.blocks import Held, arrive, charge_all, gates, request_texts
 from dpsieve.ledger.blockset import PendingRecord
 from dpsieve.ledger.chain import decode_charge, encode_charge
-from dpsieve.ledger.passes import plan_pass
+from dpsieve.ledger.passes import key_used, plan_pass
 from dpsieve.ledger.sql_registry import Cursor, Head
 
 __all__ = ["PassResult", "SQLQueue"]
@@ -93,6 +93,11 @@ class SQLQueue:
             _policy(cur, scope, self._lock_suffix)  # the data set's queue lock
             old = cur.run(f"SELECT {_COLUMNS}, charge FROM pending WHERE scope = ? AND"
                           " key = ?", (scope, key)).one()
+            txn = cur.run("SELECT fingerprint FROM txns WHERE scope = ? AND key = ?",
+                          (scope, key)).one()
+            if txn is not None and txn[0] != fp:
+                raise IdempotencyKeyReuseError(
+                    f"The idempotency key {key!r} was used before for a different request.")
             if old is not None:
                 if canonical_json(json.loads(old[3])) != req_text:
                     raise IdempotencyKeyReuseError(
@@ -128,12 +133,6 @@ class SQLQueue:
                 return out
             waiting = [_record(r) for r in rows]
             charges = {str(r[1]): str(r[12]) for r in rows}
-            held = Held(self, cur)  # type: ignore[arg-type]
-            budgets = sorted({b for r in waiting for b in r.budgets})
-            held.lock(budgets)
-            gate_of = gates(cur, budgets, t)
-            plan = plan_pass(policy, waiting, {b: (held.rows[b].state, held.rows[b].initial)
-                                               for b in budgets}, gate_of, t)
             by_key = {r.key: r for r in waiting}
             head = self._head(cur, scope)
             stamp = _iso(t)
@@ -145,6 +144,23 @@ class SQLQueue:
                 self._write(cur, head, scope, by_key[key].principal, event, key,
                             canonical_json({"reason": reason}))
                 out[key] = status
+
+            marks = ", ".join("?" * len(waiting))
+            for key, f in cur.run(f"SELECT key, fingerprint FROM txns WHERE scope = ? AND key"
+                                  f" IN ({marks})", (scope, *by_key)).all():
+                # its key was charged meanwhile (a direct query): settled, never recharged
+                fp = request_texts(decode_charge(json.loads(charges[str(key)])),
+                                   by_key[str(key)].request)[2]
+                settle(str(key), *key_used(str(f) == fp))
+            waiting = [r for r in waiting if r.key not in out]
+            if not waiting:
+                return out
+            held = Held(self, cur)  # type: ignore[arg-type]
+            budgets = sorted({b for r in waiting for b in r.budgets})
+            held.lock(budgets)
+            gate_of = gates(cur, budgets, t)
+            plan = plan_pass(policy, waiting, {b: (held.rows[b].state, held.rows[b].initial)
+                                               for b in budgets}, gate_of, t)
 
             for key in plan.timed_out:
                 settle(key, "timed_out", "timed out: its deadline passed before the budget "
