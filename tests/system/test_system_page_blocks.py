@@ -21,6 +21,21 @@ BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome", "headless
 WIDTHS = {"desktop": (1280, 900), "phone": (390, 844)}
 
 
+#: Fill and send the owner's quota form once the view is drawn; ready when it reloaded.
+SET_QUOTA = """(() => {
+  const b = document.body.dataset;
+  if (b.ready !== "blocks") return false;
+  if (!b.sent) {
+    b.sent = "1";
+    document.getElementById("quota-name").value = "bob";
+    document.getElementById("quota-budget").value = '{"type": "pure", "eps": 0.7}';
+    document.getElementById("quota-form").requestSubmit();
+    return false;
+  }
+  return document.querySelectorAll("#quotas tbody tr").length === 2;
+})()"""
+
+
 def _browser() -> str | None:
     return next((p for p in (shutil.which(n) for n in BROWSERS) if p), None)
 
@@ -73,6 +88,17 @@ def test_blocks_page_at_desktop_and_phone_width(tmp_path: Path) -> None:
                                      screenshot=tmp_path / f"blocks-{name}.png",
                                      ready="document.body.dataset.ready")
                  for name, (w, h) in WIDTHS.items()}
+        # the owner sets a quota on the page: the form PUTs it, the view reloads with it
+        owner_page = chrome.render(
+            f"{srv.base}/ui#dataset=clinic&key={OWNER}", 1280, 900, mobile=False,
+            screenshot=tmp_path / "blocks-owner.png", ready=SET_QUOTA)
+        after = httpx.get(srv.base + "/v1/datasets/clinic/blocks", timeout=30,
+                          headers={"Authorization": f"Bearer {OWNER}"}).json()
+    assert 'data-ok="true"' in owner_page["dom"]
+    assert "the quota of analyst 'bob'" in html.unescape(owner_page["dom"])
+    assert [q["label"] for q in after["quotas"]] == [
+        "the quota of analyst 'ana'", "the quota of analyst 'bob'"]
+    assert re.search(r'id="quota-form"[^>]*hidden', pages["desktop"]["dom"])  # analysts: no
     v = api["view"]
     assert [b["used"] for b in v["blocks"]] == [pytest.approx(0.3), pytest.approx(0.1),
                                                pytest.approx(0.1)]
