@@ -46,6 +46,15 @@ CASES: dict[str, dict[str, Any]] = {
                                    privacy={"type": "zcdp", "rho": 0.5}),
     "select tiny eps": _q({"type": "count", "per": "unit"}, group_by=["g"],
                           select={"delta": 1e-6}, privacy={"type": "pure", "eps": 1e-300}),
+    # e^(eps / L0) as a power of two of 1e299 bits (the truncated geometric's ratio): the
+    # process grew past 8 GB before the spend; now capped, refused by the budget at once
+    "select huge eps": _q({"type": "quantile", "column": "x", "lower": -5e-324,
+                           "upper": 5e-324, "quantiles": [0.1, 0.9]}, group_by=["g"],
+                          select={"delta": 1e-308}, privacy={"type": "pure", "eps": 1e300},
+                          contribution={"max_groups": 5, "max_rows": 1}),
+    "select eps 800": _q({"type": "count", "per": "unit"}, group_by=["g"],
+                         select={"delta": 1e-308}, privacy={"type": "pure", "eps": 800.0},
+                         contribution={"max_groups": 5, "max_rows": 1}),
     "unit sum 1e306": _q({"type": "sum", "column": "x", "lower": 0, "upper": 1e306,
                           "per": "unit"}),
     "unit mean 1e306": _q({"type": "mean", "column": "x", "lower": -1e306, "upper": 1e306,
@@ -77,7 +86,9 @@ CASES: dict[str, dict[str, Any]] = {
 #: How each case must end: answered (finite numbers), or refused naming the parameter.
 EXPECTED = {"select delta 5e-324": "ok", "select delta 1e-308": "ok",
             "select zcdp delta 5e-324": "IncompatiblePrivacyError",
-            "select tiny eps": "privacy", "unit sum 1e306": "upper", "unit mean 1e306": "upper",
+            "select tiny eps": "privacy", "select huge eps": "BudgetExceededError",
+            "select eps 800": "BudgetExceededError", "unit sum 1e306": "upper",
+            "unit mean 1e306": "upper",
             "unit sum 1e305 keys": "upper", "row sum noise 1e308": "aggregations",
             "row mean 1.7e308": "aggregations", "zcdp sum 1.7e308": "aggregations",
             "bound 10**400": "upper", "variance 1e154": "aggregations",
@@ -128,7 +139,8 @@ def test_overflowing_parameters_are_refused_alike_before_the_spend(name: str) ->
         assert _finite(a[3]), a  # answered: finite numbers only (value and noise)
         assert _finite(b[3]), b
     else:
-        assert a[0] in ("ValidationError", "IncompatiblePrivacyError"), a
+        assert a[0] in ("ValidationError", "IncompatiblePrivacyError",
+                        "BudgetExceededError"), a
         assert a[2], a  # refused: nothing spent
         if a[0] == "ValidationError":
             assert a[1].startswith(f"The '{want}' parameter"), a
@@ -145,6 +157,25 @@ def test_tiny_select_delta_is_answered_on_an_approximate_budget() -> None:
     assert sel["delta"] == 5e-324
     assert sel["units_50"] > 10**4  # far above every count here
     assert sel["selected"] == 0
+
+
+@pytest.mark.parametrize("eps", [800.0, 1e20, 1e300])
+def test_selection_at_a_huge_eps_is_prepared_at_once(eps: float) -> None:
+    """The truncated geometric's table and the Gaussian threshold's delta at eps up to
+    1e300 (the ratio capped at e^700, a delta bound below the floats stated as 5e-324,
+    a sigma below the sampler's least raised to it): answered on a budget that has it,
+    no RuntimeWarning (an error here), finite."""
+    from fractions import Fraction
+
+    from dpsieve.queries._selection_math import geometric_table, zcdp_delta_up
+
+    assert geometric_table(Fraction(eps), Fraction(1, 10**9)) is not None
+    assert 0 < zcdp_delta_up(1.0, eps) <= 1
+    d, _ = _frames()
+    s = Session(d, budget=ApproxDP(1.7e308, 0.5), privacy_unit="pid")
+    spec = CASES["select eps 800"]
+    r = s.run({**spec, "privacy": {"type": "pure", "eps": eps}})
+    assert _finite((r.value, r.noise))
 
 
 def test_pure_budget_refuses_selection_before_the_spend() -> None:

@@ -102,13 +102,23 @@ def zcdp_delta_up(rho: float, eps: float) -> float:
     """An upper bound on the delta at ``eps`` of a rho-zCDP mechanism: the least over a
     fixed grid of orders a of exp((a-1)(a rho - eps)) / a * (1 - 1/a)^(a-1) (Canonne,
     Kamath, Steinke 2020, Prop. 12; every order gives a valid bound), with a relative
-    margin for the floating-point evaluation."""
+    margin for the floating-point evaluation. A bound below the smallest float is stated
+    as that float (5e-324), never 0; a log that overflows to -inf (eps 1e300) is such a
+    bound, one that overflows to +inf is 1."""
     if rho <= 0:
         return 0.0
     a = _ORDERS
-    log = (a - 1.0) * (a * rho - eps) - np.log(a) + (a - 1.0) * np.log1p(-1.0 / a)
+    with np.errstate(over="ignore"):
+        log = (a - 1.0) * (a * rho - eps) - np.log(a) + (a - 1.0) * np.log1p(-1.0 / a)
     best = float(np.min(log))
-    return min(1.0, rel_up(math.exp(best), MARGIN)) if best < 700 else 1.0
+    if not best < 700:
+        return 1.0
+    return min(1.0, max(rel_up(math.exp(best), MARGIN), 5e-324))
+
+
+#: The eps above which the truncated geometric's ratio r is taken as e^700 (a lower bound
+#: of e^eps, so every step stays valid).
+_EPS_CAP = Fraction(700)
 
 
 def geometric_table(eps: Fraction, delta: Fraction) -> tuple[int, ...] | None:
@@ -119,8 +129,11 @@ def geometric_table(eps: Fraction, delta: Fraction) -> tuple[int, ...] | None:
     p_0 = 0, p_n = floor_64(min(r p_(n-1) + d, 1 - (1 - p_(n-1) - d) / r, 1)) with
     r <= e^eps and d <= delta (both rounded down): each step meets p_n <= e^eps p_(n-1) +
     delta and 1 - p_(n-1) <= e^eps (1 - p_n) + delta, and p is non-decreasing
-    (docs/proofs/queries.md §5.3)."""
-    lo = exp_bracket_fraction(round_down(eps))[0]  # r <= e^round_down(eps) <= e^eps
+    (docs/proofs/queries.md §5.3). Any r <= e^eps meets both, so eps is first capped at
+    :data:`_EPS_CAP` (e^700 is a float, and 2^64 p_1 = d rounds every later step up to
+    2^64 far below it): a huge eps (1e300) would make e^eps a power of two of 1e299 bits."""
+    # r <= e^round_down(min(eps, cap)) <= e^eps
+    lo = exp_bracket_fraction(round_down(min(eps, _EPS_CAP)))[0]
     r_num = math.floor(lo * ONE)  # r = r_num / 2^64 <= lo <= e^eps
     d = math.floor(delta * ONE)
     if d <= 0 or r_num < ONE:

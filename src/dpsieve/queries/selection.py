@@ -43,7 +43,12 @@ from dpsieve.accounting.events import (
 )
 from dpsieve.errors import UnsupportedError
 from dpsieve.mechanisms import DiscreteGaussianMechanism, DiscreteLaplaceMechanism, as_source
-from dpsieve.mechanisms.noise import MAX_DISCRETE_SCALE, MAX_DISCRETE_SIGMA, sampled_sigma2
+from dpsieve.mechanisms.noise import (
+    MAX_DISCRETE_SCALE,
+    MAX_DISCRETE_SIGMA,
+    MIN_DISCRETE_SIGMA,
+    sampled_sigma2,
+)
 from dpsieve.queries._selection_math import (
     ONE,
     dgauss_sf,
@@ -221,11 +226,12 @@ Selection: TypeAlias = NoisyThreshold | GeometricSelection
 # -- building the candidates -----------------------------------------------------------------
 
 def _sigma_for(l2sq: int, rho: Fraction) -> float | None:
-    """The least float sigma whose sampled variance s2 has l2sq <= 2 rho s2 (None beyond
-    the sampler's range)."""
+    """The least float sigma, at least the sampler's least (more noise than needed is
+    safe), whose sampled variance s2 has l2sq <= 2 rho s2 (None beyond the sampler's
+    range)."""
     if Fraction(l2sq) / (2 * rho) > Fraction(MAX_DISCRETE_SIGMA) ** 2:
         return None
-    sigma = math.sqrt(float(Fraction(l2sq) / (2 * rho)))
+    sigma = max(math.sqrt(float(Fraction(l2sq) / (2 * rho))), MIN_DISCRETE_SIGMA)
     while sigma <= MAX_DISCRETE_SIGMA and Fraction(l2sq) > 2 * rho * sampled_sigma2(
             sigma, "select"):
         sigma = next_up(sigma)
