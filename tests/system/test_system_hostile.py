@@ -371,6 +371,85 @@ def test_the_gate_answers_floods_before_the_routes(env: dict[str, Any],
     assert r.json()["error"] == "ledger_unavailable"
 
 
+def _blocks_env(c: TestClient) -> dict[str, str]:
+    """A data set 'd' with two blocks of pure budget 1 (owner's), granted to 'ana'."""
+    r = c.post("/v1/datasets/d/blocks", headers=OWN, json={"block": 1})
+    assert r.status_code == 201, r.text
+    assert c.post("/v1/datasets/d/blocks", headers=OWN, json={"block": 2}).status_code == 201
+    ana = {"X-API-Key": c.post("/v1/analysts", headers=OWN,
+                               json={"name": "ana"}).json()["api_key"]}
+    c.post("/v1/datasets/d/grants", headers=OWN, json={"analyst": "ana"})
+    return ana
+
+
+def test_queued_requests_that_are_not_admitted_count_as_refusals(tmp_path: Path) -> None:
+    """A queued request that times out at once (wait=0) was answered 200 'timed_out',
+    its whole request (720 kB here) stored in the queue for good, and counted toward no
+    cap: an analyst could grow the ledger without limit, as refused queries could. Now
+    each one not admitted counts toward the refusal cap (then 429, nothing written)."""
+    import pandas as pd
+
+    store = SQLiteStore(tmp_path / "l.db")
+    app = create_app(Settings(owner_key=OWNER, refusals_per_window=3,
+                              max_body_bytes=2_000_000), store=store)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        path = tmp_path / "d.parquet"
+        pd.DataFrame({"day": [1, 2, 1, 2], "city": ["a", "b", "a", "b"]}).to_parquet(path)
+        assert c.post("/v1/datasets", headers=OWN, json={
+            "name": "d", "path": str(path),
+            "blocks": {"column": "day", "budget": {"type": "pure", "eps": 1.0}}}
+            ).status_code == 201
+        ana = _blocks_env(c)
+        r = c.post("/v1/datasets/d/queries", headers=ana, json={
+            "type": "query", "privacy": {"type": "pure", "eps": 0.99},
+            "aggregations": [{"type": "count"}]})
+        assert r.status_code == 200, r.text
+        big = {"type": "query", "privacy": {"type": "pure", "eps": 0.5},
+               "aggregations": [{"type": "count"}], "group_by": ["city"],
+               "keys": [[f"k{i:06d}" + "x" * 60] for i in range(10_000)]}
+        got = []
+        for _ in range(5):
+            r = c.post("/v1/datasets/d/queue?wait=0", headers=ana, json=big)
+            got.append((r.status_code, r.json().get("status") or r.json().get("error")))
+        assert got[:3] == [(200, "timed_out")] * 3
+        assert got[3:] == [(429, "too_many_refusals")] * 2
+        with store._tx(write=False) as cur:
+            assert int(cur.run("SELECT count(*) FROM pending").one()[0]) == 3
+
+
+def test_queued_requests_are_capped_per_analyst(tmp_path: Path) -> None:
+    """Waiting requests store their whole request until a pass decides them: past
+    ``queued_per_window`` an analyst's next queued query is 429 before the ledger is
+    touched; the query route and the owner are not affected."""
+    import pandas as pd
+
+    store = SQLiteStore(tmp_path / "l.db")
+    app = create_app(Settings(owner_key=OWNER, queued_per_window=2), store=store)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        path = tmp_path / "d.parquet"
+        pd.DataFrame({"day": [1, 2, 1, 2]}).to_parquet(path)
+        assert c.post("/v1/datasets", headers=OWN, json={
+            "name": "d", "path": str(path),
+            "blocks": {"column": "day", "budget": {"type": "pure", "eps": 1.0},
+                       "unlock": {"type": "periodic", "fraction": 0.1, "period": 86400}}}
+            ).status_code == 201
+        ana = _blocks_env(c)
+        count = {"type": "query", "privacy": {"type": "pure", "eps": 0.3},
+                 "aggregations": [{"type": "count"}]}  # waits for its budget to unlock
+        got = []
+        for _ in range(4):
+            r = c.post("/v1/datasets/d/queue?wait=3600", headers=ana, json=count)
+            got.append((r.status_code, r.json().get("status") or r.json().get("error")))
+        assert got == [(202, "waiting")] * 2 + [(429, "too_many_queued")] * 2
+        assert int(r.headers["Retry-After"]) >= 1
+        with store._tx(write=False) as cur:
+            assert int(cur.run("SELECT count(*) FROM pending").one()[0]) == 2
+        small = {**count, "privacy": {"type": "pure", "eps": 0.05}}
+        assert c.post("/v1/datasets/d/queries", headers=ana, json=small).status_code == 200
+        assert c.post("/v1/datasets/d/queue?wait=3600", headers=OWN, json=count
+                      ).status_code == 202  # the owner's own window
+
+
 def test_the_refusal_cap_holds_on_the_queue_too(tmp_path: Path) -> None:
     """A data set with blocks takes queries on its queue as well: past the cap, a queued
     query is refused (429) before the ledger is touched, as on the query route (was: the
@@ -386,12 +465,7 @@ def test_the_refusal_cap_holds_on_the_queue_too(tmp_path: Path) -> None:
             "name": "d", "path": str(path),
             "blocks": {"column": "day", "budget": {"type": "pure", "eps": 1.0}}})
         assert r.status_code == 201, r.text
-        for day in (1, 2):
-            assert c.post("/v1/datasets/d/blocks", headers=OWN,
-                          json={"block": day}).status_code == 201
-        ana = {"X-API-Key": c.post("/v1/analysts", headers=OWN,
-                                   json={"name": "ana"}).json()["api_key"]}
-        c.post("/v1/datasets/d/grants", headers=OWN, json={"analyst": "ana"})
+        ana = _blocks_env(c)
         big = {"type": "query", "privacy": {"type": "pure", "eps": 5.0},
                "aggregations": [{"type": "count"}]}
         small = {**big, "privacy": {"type": "pure", "eps": 0.1}}

@@ -70,6 +70,8 @@ class ServiceState:
                                    settings.analyst_request_burst, settings.auth_table_size)
         self.refusals = WindowCounter(settings.refusals_per_window, settings.refusal_window,
                                       settings.auth_table_size)
+        self.queued = WindowCounter(settings.queued_per_window, settings.refusal_window,
+                                    settings.auth_table_size)
         self.ready = ReadyCache(store)
         self.limits = ReleaseLimits(settings.release_max_cost, settings.release_max_group_work)
         self._spark_lock = threading.Lock()
@@ -85,6 +87,18 @@ class ServiceState:
                           f"were refused in the last {self.refusals.window:g} s; queries "
                           "are refused without being run until the window ends (nothing "
                           "was written or spent).", wait)
+
+    def queue_cap(self, who: str) -> None:
+        """429 ``too_many_queued`` if ``who`` queued too many queries that were not
+        admitted at once in the window (each stores its whole request until decided, and
+        the decided ones stay: the queue's records are bounded like the refusals)."""
+        self.refusal_cap(who)
+        wait = self.queued.retry_after(who)
+        if wait is not None:
+            raise Limited("too_many_queued", f"{self.queued.limit} queries by {who!r} "
+                          f"were queued without being admitted at once in the last "
+                          f"{self.queued.window:g} s; queries are not queued until the "
+                          "window ends (nothing was written or spent).", wait)
 
     def visible(self, p: Principal, name: str) -> dict[str, Any]:
         """The registry record of ``name`` if ``p`` may see it, else 404 (as if absent)."""

@@ -48,6 +48,10 @@ class Settings:
     #: before the ledger is touched; 0: no cap).
     refusals_per_window: int = 100
     refusal_window: float = 600.0
+    #: Queued queries (a data set's queue) not admitted at once allowed per analyst per
+    #: ``refusal_window`` (each stores its request until decided; then 429 before the
+    #: ledger is touched; 0: no cap).
+    queued_per_window: int = 100
     #: Proxies whose X-Forwarded-For / X-Forwarded-Proto ``dpsieve serve`` believes
     #: (addresses or networks); none by default: the socket's peer is the client.
     trusted_proxies: tuple[str, ...] = ()
@@ -79,6 +83,7 @@ class Settings:
             "analyst_request_burst": int(env.get("DPSIEVE_ANALYST_REQUEST_BURST", "200")),
             "refusals_per_window": int(env.get("DPSIEVE_REFUSALS_PER_WINDOW", "100")),
             "refusal_window": float(env.get("DPSIEVE_REFUSAL_WINDOW", "600")),
+            "queued_per_window": int(env.get("DPSIEVE_QUEUED_PER_WINDOW", "100")),
             "trusted_proxies": tuple(x.strip() for x in env.get(
                 "DPSIEVE_TRUSTED_PROXIES", "").split(",") if x.strip()),
             "pause_after_spend": float(env.get("DPSIEVE_TEST_PAUSE_AFTER_SPEND", "0")),

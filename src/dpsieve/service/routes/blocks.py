@@ -173,7 +173,7 @@ def enqueue(
     ``admitted``) if a scheduling pass admits it now, else 202 with its position and the
     reason it waits. Nothing is charged unless it is admitted."""
     _, s = _blocks_of(svc, p, name)
-    svc.refusal_cap(p.name)  # as on the query route: before the ledger is touched
+    svc.queue_cap(p.name)  # the refusal cap and the queue's: before the ledger is touched
     client_key = idempotency_key or "srv-" + uuid.uuid4().hex
     response.headers["Idempotency-Key"] = client_key
     try:
@@ -183,8 +183,11 @@ def enqueue(
         svc.refusals.count(p.name)
         raise
     if isinstance(out, PendingRecord):
-        if out.status == "waiting":
+        if out.status == "waiting":  # its request stored until a pass decides it
             response.status_code = 202
+            svc.queued.count(p.name)
+        elif out.status != "admitted":  # refused or timed out at once: nothing charged
+            svc.refusals.count(p.name)
         return _pending(out, name, client_key)
     return {"dataset": name, "status": "admitted", **out.to_dict(), "key": client_key}
 
