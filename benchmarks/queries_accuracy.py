@@ -187,7 +187,35 @@ def score(runs: list[Estimates], true: Estimates, selection: bool) -> dict[str, 
             "kept_se": float(np.std(kept, ddof=1) / math.sqrt(len(kept)))}
 
 
+#: The grid the owner's utility analysis searches (``--utility``).
+GRID = {"max_groups": [4, 8, 14], "max_rows": [4, 8, 16, 32]}
+
+
+def utility_lines(d: pd.DataFrame, years: list[int], eps_list: list[float]) -> list[str]:
+    """The owner's utility analysis (not private) of the count and mean plans: its
+    predicted RMSE at the benchmark's bounds (to set beside the realized one) and the
+    candidate of :data:`GRID` it recommends."""
+    from dpsieve import Session
+    from dpsieve.accounting.events import PureDP
+
+    s = Session(d, budget=PureDP(1.0), privacy_unit="unit")
+    out = [f"| query | eps | predicted RMSE at (L0 {L0}, L-inf {LINF}) (bias RMS) | recommended "
+           "(L0, L-inf) | its predicted RMSE |", "|---|---|---|---|---|"]
+    for query in ("count", "mean"):
+        for eps in eps_list:
+            r = s.utility_analysis(_plan(query, eps, years), GRID)
+            at = next(c for c in r["candidates"]
+                      if c["candidate"] == {"max_groups": L0, "max_rows": LINF})
+            best = r["candidates"][r["recommended"]]
+            a, b = at["aggregations"][0], best["aggregations"][0]
+            out.append(f"| {query} | {eps:g} | {a['rmse']:.2f} ({a['bias_rms']:.2f}) | "
+                       f"({best['candidate']['max_groups']}, "
+                       f"{best['candidate']['max_rows']}) | {b['rmse']:.2f} |")
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
+    global L0, LINF  # --bounds: the runners read the bounds at call time
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--eps", type=float, nargs="+", default=[1.0, 0.1])
@@ -196,7 +224,19 @@ def main(argv: list[str] | None = None) -> None:
                     help="PipelineDP's noise kinds (Gaussian was worse in a 5-run pilot at "
                     "these bounds for every query)")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--bounds", type=int, nargs=2, metavar=("L0", "LINF"),
+                    help=f"the count's and mean's (max_groups, max_rows) (default {L0} {LINF})")
+    ap.add_argument("--libraries", nargs="+", default=["dpsieve", "pipelinedp", "opendp"])
+    ap.add_argument("--utility", action="store_true",
+                    help="print the owner's utility analysis of the count and mean plans "
+                    "(predicted RMSE, recommended bounds) and exit")
     args = ap.parse_args(argv)
+    if args.bounds is not None:
+        L0, LINF = args.bounds
+    if args.utility:
+        d = load()
+        print("\n".join(utility_lines(d, sorted(d["year"].unique().tolist()), args.eps)))
+        return
     cmd = " ".join(["python -m benchmarks.queries_accuracy",
                     *(sys.argv[1:] if argv is None else argv)])
     d = load()
@@ -206,10 +246,13 @@ def main(argv: list[str] | None = None) -> None:
              "|---|---|---|---|---|---|---|"]
     for query in args.queries:
         for eps in args.eps:
-            runners = {"dpsieve": dpsieve_runner(d, query, eps, years),
+            libs = set(args.libraries)
+            runners = {**({"dpsieve": dpsieve_runner(d, query, eps, years)}
+                          if "dpsieve" in libs else {}),
                        **{f"PipelineDP ({k})": pipelinedp_runner(d, query, eps, years, k)
-                          for k in args.pipelinedp_noise},
-                       "OpenDP": opendp_runner(d, query, eps, years)}
+                          for k in args.pipelinedp_noise if "pipelinedp" in libs},
+                       **({"OpenDP": opendp_runner(d, query, eps, years)}
+                          if "opendp" in libs else {})}
             for name, run in runners.items():
                 rng = np.random.default_rng(20261207)
                 t = time.perf_counter()
