@@ -66,3 +66,26 @@ def test_blocks_declare_add_quota_query_show(tmp_path: Path) -> None:
                             '{"type": "pure", "eps": 1}', *db])
     assert r.exit_code == 2
     assert "budget of its own" in r.output
+
+
+def test_blocks_queue_and_status(tmp_path: Path) -> None:
+    db = ["--database-url", f"sqlite:///{tmp_path / 'l.db'}"]
+    r = runner.invoke(app, ["blocks", "declare", "d", "--path", DATA, "--column", "sex",
+                            "--columns", '[{"name": "sex", "type": "integer"}]',
+                            "--budget", '{"type": "pure", "eps": 1}', "--unlock",
+                            '{"type": "arrivals", "n": 4, "by": "analyst"}', *db])
+    assert r.exit_code == 0, r.output
+    assert runner.invoke(app, ["blocks", "add", "d", "1", *db]).exit_code == 0
+    r = runner.invoke(app, ["blocks", "queue", "d", _q(0.5), "--key", "q1", *db])
+    assert r.exit_code == 0, r.output
+    w = json.loads(r.output)
+    assert (w["status"], w["position"], w["key"]) == ("waiting", 1, "q1")
+    assert "25 % of its budget unlocked" in w["reason"]
+    r = runner.invoke(app, ["blocks", "status", "d", "q1", *db])
+    assert json.loads(r.output)["status"] == "waiting"
+    r = runner.invoke(app, ["blocks", "queue", "d", _q(0.2), "--key", "q2", *db])
+    out = json.loads(r.output)
+    assert out["status"] == "admitted"
+    assert out["budget"]["blocks"] == [1]
+    r = runner.invoke(app, ["blocks", "status", "d", "nope", *db])
+    assert r.exit_code == 2

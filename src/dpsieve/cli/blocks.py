@@ -1,13 +1,16 @@
-"""``dpsieve blocks declare|add|quota|group|show|schedule``: budgets over time in a ledger
-directly (the steward's side; analysts query with ``dpsieve query``, which charges a data
-set with blocks to every block its ``where`` may read and to the analyst's quotas).
+"""``dpsieve blocks declare|add|quota|group|show|schedule|queue|status``: budgets over time
+in a ledger directly (the steward's side, and the queue; analysts query with ``dpsieve
+query``, which charges a data set with blocks to every block its ``where`` may read and to
+the analyst's quotas).
 
 A data set with blocks has a budget per block instead of one of its own: ``declare``
 registers it (its file and public schema, as ``dpsieve budget set`` does) with a block
 column and the budget each block arrives with; ``add`` makes blocks arrive (each with a
 fresh budget); ``quota`` and ``group`` set analysts' and groups' quotas; ``show`` prints
 each block's and each quota's budget, unlocking and the queue; ``schedule`` runs a pass
-over the queue (docs/proofs/blocks.md).
+over the queue; ``queue`` queues a query (principal ``cli``, as ``dpsieve query``) and
+``status`` gives its position and reason, or its answer once admitted
+(docs/proofs/blocks.md).
 """
 
 from __future__ import annotations
@@ -254,3 +257,59 @@ def schedule(
     finally:
         store.close()
     typer.echo(json.dumps({"dataset": dataset, "changed": changed}))
+
+
+def _outcome(out: Any) -> dict[str, Any]:
+    from dpsieve.ledger.blockset import PendingRecord
+
+    if isinstance(out, PendingRecord):
+        return {**out.to_dict(public=False), "key": out.key.removeprefix("cli/")}
+    return {"status": "admitted", **out.to_dict()}
+
+
+@app.command("queue")
+def queue(
+    dataset: Annotated[str, typer.Argument(help="The data set's name.")],
+    spec: Annotated[str, typer.Argument(help="The query (a plan or a shape) as JSON.")],
+    key: Annotated[str, typer.Option(help="The request's key (to ask for it later).")],
+    wait: Annotated[float, typer.Option(help="How long it may wait for budget (s).")
+                    ] = 3600.0,
+    database_url: str = DB,
+    schema: str = SCHEMA,
+) -> None:
+    """Queue a query until budget for it is unlocked: its answer if a pass admits it now,
+    else its position and the reason it waits (nothing is charged until it is admitted)."""
+    from dpsieve.errors import DPError
+    from dpsieve.ledger import open_store
+
+    query = _json(spec, "QUERY")
+    store = open_store(database_url, schema=schema)
+    try:
+        out = _session(store, dataset, "cli").submit(query, wait=wait, key=f"cli/{key}")
+    except DPError as e:
+        raise _fail(str(e)) from None
+    finally:
+        store.close()
+    typer.echo(json.dumps(_outcome(out), default=str))
+
+
+@app.command("status")
+def status(
+    dataset: Annotated[str, typer.Argument(help="The data set's name.")],
+    key: Annotated[str, typer.Argument(help="The key the query was queued with.")],
+    database_url: str = DB,
+    schema: str = SCHEMA,
+) -> None:
+    """A queued query after a scheduling pass: its answer once admitted, else its status,
+    position and reason."""
+    from dpsieve.errors import DPError
+    from dpsieve.ledger import open_store
+
+    store = open_store(database_url, schema=schema)
+    try:
+        out = _session(store, dataset, "cli").status(f"cli/{key}")
+    except DPError as e:
+        raise _fail(str(e)) from None
+    finally:
+        store.close()
+    typer.echo(json.dumps(_outcome(out), default=str))
