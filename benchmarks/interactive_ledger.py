@@ -71,57 +71,76 @@ def _in_process(n: int) -> list[str]:
             "charge | wall time |", "|---|---|---|---|---|---|---|", *rows]
 
 
-def _durable(store: Any, sizes: list[int]) -> list[float]:
+def _durable(store: Any, sizes: list[int], window: int) -> list[tuple[float, float]]:
+    """(wall, this process's CPU) seconds per charge over ``window`` charges after each
+    size."""
     store.create_budget("b", PureDPFilter(1e6))
     spec = LaplaceSVT(1e-3, positives=3)
-    out: list[float] = []
+    out: list[tuple[float, float]] = []
     done = 0
     for size in sizes:
         while done < size:
             open_child(store, "b", f"c{done}", SparseVector.open(spec), key=f"k{done}")
             done += 1
-        t0 = time.perf_counter()
-        for _ in range(WINDOW):
+        t0, c0 = time.perf_counter(), time.process_time()
+        for _ in range(window):
             open_child(store, "b", f"c{done}", SparseVector.open(spec), key=f"k{done}")
             done += 1
-        out.append((time.perf_counter() - t0) / WINDOW)
+        out.append(((time.perf_counter() - t0) / window, (time.process_time() - c0) / window))
     return out
+
+
+def _cells(t: list[tuple[float, float]]) -> str:
+    return " | ".join(f"{w * 1e3:.2f} ms ({c * 1e3:.2f} ms CPU)" for w, c in t)
+
+
+def _backend(name: str, sizes: list[int], window: int) -> str:
+    from dpsieve.ledger import PostgresStore, SQLiteStore
+
+    if name == "sqlite":
+        with tempfile.TemporaryDirectory() as d:
+            sq = SQLiteStore(Path(d) / "ledger.db")
+            try:
+                return "| SQLite | " + _cells(_durable(sq, sizes, window)) + " |"
+            finally:
+                sq.close()
+    try:
+        pg = PostgresStore(PG_URL, schema="bench_" + uuid.uuid4().hex[:12])
+    except Exception as e:  # no server: say so
+        return f"| PostgreSQL | not run: {type(e).__name__} |"
+    try:
+        return "| PostgreSQL | " + _cells(_durable(pg, sizes, window)) + " |"
+    finally:
+        pg.drop_schema()
+        pg.close()
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", default="500,5000,50000")
-    ap.add_argument("--in-process", type=int, default=10_000)
+    ap.add_argument("--in-process", type=int, default=10_000, help="0: not run")
+    ap.add_argument("--backends", default="sqlite,postgres", help="'': none")
+    ap.add_argument("--window", type=int, default=WINDOW)
+    ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    backends = [b for b in args.backends.split(",") if b]
     lines = ["# Children's charges", "",
-             f"Command: `python -m benchmarks.interactive_ledger --sizes {args.sizes}` "
-             f"(load {os.getloadavg()[0]:.1f} at the start, shared 2-core machine).", "",
-             f"## In process: {args.in_process:,} interleaved charges, remaining() after "
-             "each (a row stops after 300 s of wall time; the CPU time is the process's, "
-             "the wall time follows the shared machine's load)", "", *_in_process(args.in_process), "",
-             "## Durable: time per charge (open_child) after N charges", "",
-             "| backend | " + " | ".join(f"N = {s:,}" for s in sizes) + " |",
-             "|---|" + "---|" * len(sizes)]
-    from dpsieve.ledger import PostgresStore, SQLiteStore
-
-    with tempfile.TemporaryDirectory() as d:
-        sq = SQLiteStore(Path(d) / "ledger.db")
-        t = _durable(sq, sizes)
-        sq.close()
-        lines.append("| SQLite | " + " | ".join(f"{x * 1e3:.2f} ms" for x in t) + " |")
-    try:
-        pg = PostgresStore(PG_URL, schema="bench_" + uuid.uuid4().hex[:12])
-    except Exception as e:  # no server: say so
-        lines.append(f"| PostgreSQL | not run: {type(e).__name__} |")
-    else:
-        try:
-            t = _durable(pg, sizes)
-            lines.append("| PostgreSQL | " + " | ".join(f"{x * 1e3:.2f} ms" for x in t) + " |")
-        finally:
-            pg.drop_schema()
-            pg.close()
-    OUT.write_text("\n".join(lines) + "\n")
+             f"Command: `python -m benchmarks.interactive_ledger --sizes {args.sizes} "
+             f"--window {args.window}` (load {os.getloadavg()[0]:.1f} at the start, shared "
+             "2-core machine).", ""]
+    if args.in_process:
+        lines += [f"## In process: {args.in_process:,} interleaved charges, remaining() "
+                  "after each (a row stops after 300 s of wall time; the CPU time is the "
+                  "process's, the wall time follows the shared machine's load)", "",
+                  *_in_process(args.in_process), ""]
+    if backends:
+        lines += [f"## Durable: time per charge (open_child) over {args.window} charges "
+                  "after N charges (wall; in brackets the client process's CPU)", "",
+                  "| backend | " + " | ".join(f"N = {s:,}" for s in sizes) + " |",
+                  "|---|" + "---|" * len(sizes),
+                  *(_backend(b, sizes, args.window) for b in backends)]
+    Path(args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
