@@ -276,7 +276,69 @@ def decision_times(seed: int, blocks: int = 1000, pending: int = 100, reps: int 
         out[f"plan_pass {policy}, states unchanged since the last pass"] = \
             statistics.median(warm)
         out[f"plan_pass {policy}, every state new"] = statistics.median(cold)
+    out.update(ledger_pass(seed))
     return out
+
+
+def ledger_pass(seed: int, blocks: int = 1000, pending: int = 100) -> dict[str, float]:
+    """Median CPU ms of the SQLite ledger's whole ``schedule_pass`` (lock and check every
+    budget the waiting requests name, plan, write positions and reasons) at ``blocks``
+    blocks (1/10 unlocked) and ``pending`` waiting requests of 20 % on k contiguous blocks
+    (k as the offline trace's), none admitted: the pass's steady state."""
+    import tempfile
+
+    from dpsieve.accounting.events import PureDP
+    from dpsieve.blocks import Unlock
+    from dpsieve.filters import PureDPFilter
+    from dpsieve.ledger import SQLiteStore
+
+    rng = np.random.default_rng(seed)
+    with tempfile.TemporaryDirectory() as d:
+        s = SQLiteStore(Path(d) / "l.db")
+        s.declare_blocks("d", {"column": "day", "budget": {"type": "pure", "eps": 1.0},
+                               "scheduler": "dpack"})
+        unlock = Unlock("periodic", Fraction(1, 10), 1e9)
+        ids = [s.add_block("d", i, PureDPFilter(1.0), unlock).budget_id
+               for i in range(blocks)]
+        named: set[str] = set()
+        for j in range(pending):
+            k = min(blocks, max(1, math.ceil(float(rng.lognormal(math.log(3.0), 1.5)))))
+            start = int(rng.integers(0, blocks - k + 1))
+            named.update(ids[start:start + k])
+            s.enqueue("d", f"t{j}", PureDP(0.2), ids[start:start + k], [0.2] * k, wait=1e6)
+        times = []
+        for _ in range(7):
+            t0 = time.process_time()
+            s.schedule_pass("d")
+            times.append((time.process_time() - t0) * 1e3)
+        s.close()
+    return {f"SQLite schedule_pass, whole (locks and checks {len(named)} budgets, "
+            "writes positions)": statistics.median(times)}
+
+
+#: What the numbers say about the goals (written with the table; the figures in it are
+#: those of the run in benchmarks/RESULTS.md).
+READING = """Reading (goals of issue 29). **Missed: dpack >= 1.3x dpf** -- 1.047x on this online
+trace, 1.12x offline. Our blocks have one currency each (the fraction of the block's
+budget), so DPack's efficiency reduces to ordering by sum_j d_j / available_j; DPack's
+reported 1.3-1.7x over DPF comes largely from choosing, per block, the Rényi order under
+which the most tasks fit (heterogeneous RDP curves), which a one-currency block does not
+have. On a most-recent-k trace every task also asks for the newest (least unlocked)
+block, which binds for all of them, and there DPF's smallest-share-first is already near
+the best order (an exploratory offline run with nested windows, not in this file, had
+dpack *below* dpf, 0.75x). **Missed: >= 1.2x the same scheduler on zCDP accounting** --
+1.085x against zCDP budgets converted by Bun-Steinke, 1.034x against the library's
+tightest conversion (CKS). For Gaussian tasks both accountings are additive in mu^2, so
+the capacity ratio of a (10, 1e-7) block is fixed: 1.239x (Bun-Steinke) and 1.099x (CKS)
+(89.9 vs 72.5 and 81.8 tasks of (1, 1e-9)); tasks completed gain less than capacity
+because the extra room goes first to the waiting tasks the scheduler ranks highest
+(mice), most of which it would also have served. **Met: the decision time** -- one
+`schedule` pass 0.6-1.5 ms CPU, the ledger's whole pass plan 3-4 ms CPU when the 1,000
+states are unchanged since the last pass (its fractions memoised by state text), 9-10 ms
+when every state is new (wall times were 2-4x these at load 14); the SQLite ledger's
+whole pass, which also locks and checks every budget named and writes the positions,
+takes more (the last row): the 5 ms goal holds for the decision, not for the whole
+durable pass."""
 
 
 def main() -> None:
@@ -349,6 +411,7 @@ def main() -> None:
               "Decision time at 1,000 blocks x 100 pending tasks (median CPU ms; goal <= 5 ms per "
               "scheduling decision):", "", "| step | ms |", "|---|---|"]
     lines += [f"| {k} | {v:.2f} |" for k, v in times.items()]
+    lines += ["", READING]
     text = "\n".join(lines) + "\n"
     print(text)
     if not args.no_write:
