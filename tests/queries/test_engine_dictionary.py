@@ -127,3 +127,28 @@ def test_string_codes_order_is_np_unique_order(xs: list[str]) -> None:
     want_u, want_i = np.unique(np.asarray(xs, dtype=object), return_inverse=True)
     assert list(d.strings) == want_u.tolist()
     assert codes.tolist() == want_i.reshape(-1).tolist()
+
+
+@pytest.mark.parametrize("dtype", [object, "string", "string[pyarrow]"])
+@pytest.mark.parametrize("unit", [True, False])
+def test_pandas_string_columns_factorized_read_as_value_by_value(
+        dtype: Any, unit: bool, monkeypatch: Any) -> None:
+    """A pandas column of strings (object or string dtype) is factorized by pandas, and
+    a privacy unit's keys are unit_key of each distinct string: the same column, entry by
+    entry, as reading each value through unit_key / str (strings starting with NUL, empty
+    strings and missing values included)."""
+    from dpsieve.queries.engines import frames
+
+    rng = np.random.default_rng(1)
+    vals = [str(rng.choice(["a", "b", "\x00x", "", "zz"])) if rng.random() > 0.1 else None
+            for _ in range(500)]
+    s = pd.Series(vals, dtype=dtype)
+    fast = frames._series_col(s, ColumnType.STRING, unit)
+    monkeypatch.setattr(frames, "_factorized_strings", lambda s: None)
+    slow = frames._series_col(s, ColumnType.STRING, unit)
+    assert fast.dictionary is not None
+    assert slow.dictionary is not None
+    assert (fast.missing == slow.missing).all()
+    assert fast.missing.sum() > 0
+    assert [fast.dictionary.strings[c] for c in fast.values] == [
+        slow.dictionary.strings[c] for c in slow.values]

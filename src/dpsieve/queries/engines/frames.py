@@ -116,6 +116,11 @@ def _series_col(s: Any, ctype: ColumnType, unit: bool) -> Col:
     """A (non-categorical) pandas Series as a column of the public type ``ctype``."""
     missing = np.asarray(s.isna().to_numpy(), dtype=bool)
     if ctype == ColumnType.STRING and unit:  # a privacy unit: by typed value (unit_key)
+        coded = _factorized_strings(s)
+        if coded is not None:  # strings only: unit_key of each distinct value
+            codes, uniques = coded
+            seen = [*(str(unit_key(u)) for u in uniques), ""]
+            return coded_string_col(np.where(codes < 0, len(seen) - 1, codes), seen, missing)
         keys = [unit_key(v) for v in s.to_numpy(dtype=object, na_value=None)]
         missing = missing | np.asarray([k is None for k in keys], dtype=bool)
         return string_col(["" if k is None else k for k in keys], missing)
@@ -182,18 +187,33 @@ def unit_key(v: Any) -> str | None:
     return f"\x00o:{type(v).__name__}:{v!r}"
 
 
+def _factorized_strings(s: Any) -> tuple[Any, list[str]] | None:
+    """(int64 codes, -1 where missing; the distinct strings) of a pandas column whose
+    present values are all ``str`` (a string dtype, or an object column of strings:
+    pandas' ``infer_dtype``), by pandas' own hashing (``factorize``: exact on strings);
+    ``None`` for any other column (an object column may hold values pandas hashes alike,
+    e.g. ``1`` and ``True``, which are different units and strings)."""
+    import pandas as pd  # type: ignore[import-untyped,unused-ignore]
+
+    if not (isinstance(s.dtype, pd.StringDtype) or pd.api.types.is_string_dtype(s.dtype)):
+        return None
+    if s.dtype == object and pd.api.types.infer_dtype(s, skipna=True) not in ("string",
+                                                                               "empty"):
+        return None
+    codes, uniques = pd.factorize(s, use_na_sentinel=True)
+    return np.asarray(codes, dtype=np.int64), [str(u) for u in uniques.tolist()]
+
+
 def _pandas_strings(s: Any, missing: Any) -> Col:
     """A pandas string column dictionary-encoded: a string dtype by pandas' own hashing
     (``factorize``: each row one hash lookup, the distinct values sorted once); an object
     column value by value through ``str`` (two objects pandas hashes alike, e.g. ``1`` and
     ``1.0``, are different strings), as :func:`string_col` reads it."""
-    import pandas as pd  # type: ignore[import-untyped,unused-ignore]
 
-    if isinstance(s.dtype, pd.StringDtype) or (
-            isinstance(s.dtype, pd.ArrowDtype) and pd.api.types.is_string_dtype(s.dtype)):
-        codes, uniques = pd.factorize(s, use_na_sentinel=True)
-        seen = [*(str(u) for u in uniques.tolist()), ""]  # "": a missing entry, filled
-        codes = np.asarray(codes, dtype=np.int64)
+    coded = _factorized_strings(s)
+    if coded is not None:
+        codes, uniques = coded
+        seen = [*uniques, ""]  # "": a missing entry, filled
         return coded_string_col(np.where(codes < 0, len(seen) - 1, codes), seen, missing)
     return string_col([v if isinstance(v, str) else str(v)
                        for v in s.to_numpy(dtype=object, na_value="")], missing)
