@@ -158,6 +158,9 @@ def _numeric(schema: Schema, name: str, owner: str) -> Column:
 
 def _bounds(a: Sum | Mean | Variance | Quantile, col: Column, owner: str) -> tuple[float, float]:
     lo, hi = a.lower, a.upper
+    if isinstance(lo, str) or isinstance(hi, str):  # 'auto': resolved before a kind plans
+        raise fail("lower" if isinstance(lo, str) else "upper", owner, "a finite number "
+                   "('auto' bounds are chosen by the query's auto stage)", "auto")
     if lo is None or hi is None:
         if col.bounds is None:
             raise fail("lower" if lo is None else "upper", owner, "a finite number (the "

@@ -16,6 +16,12 @@ JSON (service, CLI, ``Session.run``)::
      "where": [{"column": "age", "op": ">=", "value": 18}],
      "contribution": {"max_groups": 4, "max_rows": 10}}
 
+With a privacy unit the contribution bounds must be given: numbers, or ``"auto"`` (the
+whole object or one of its fields) for bounds chosen by differentially private quantiles
+on ``auto_share`` of the plan's privacy; a numeric aggregation's ``lower`` / ``upper`` may
+be ``"auto"`` too (:mod:`dpsieve.queries.auto`, docs/queries.md "Bounds that fit the
+data").
+
 The one-aggregation shapes of earlier versions (``{"type": "count" | "sum" | "mean" |
 "histogram" | "linear", ...}``) are read as one-aggregation plans (:func:`from_spec`).
 """
@@ -25,7 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, ClassVar, Literal, TypeAlias
 
 from dpsieve._validation import check_int, fail
 from dpsieve.accounting.events import (
@@ -37,6 +43,8 @@ from dpsieve.queries.schema import KeyValue, finite_number
 
 __all__ = [
     "AGGREGATION_TYPES",
+    "AUTO",
+    "DEFAULT_AUTO_SHARE",
     "Aggregation",
     "Contribution",
     "Count",
@@ -51,6 +59,7 @@ __all__ = [
     "aggregation_from_dict",
     "aggregation_to_dict",
     "from_spec",
+    "is_auto",
     "query_to_dict",
 ]
 
@@ -60,6 +69,14 @@ def _level(v: Any, owner: str) -> Level:
         return Level(v)
     except ValueError:
         raise fail("per", owner, "'row' or 'unit'", v) from None
+
+
+#: The value of a bound the plan leaves to the data: chosen by a DP quantile before the
+#: main query runs (:mod:`dpsieve.queries.auto`).
+AUTO: Literal["auto"] = "auto"
+#: The share of a plan's privacy spent on its ``"auto"`` bounds unless ``auto_share``
+#: says otherwise (docs/queries.md "Bounds that fit the data").
+DEFAULT_AUTO_SHARE = 0.15
 
 
 def _opt_float(v: Any, name: str, owner: str) -> float | None:
@@ -74,6 +91,19 @@ def _opt_float(v: Any, name: str, owner: str) -> float | None:
     if not math.isfinite(x):
         raise fail(name, owner, "a finite number", v)
     return x
+
+
+def _bound(v: Any, name: str, owner: str) -> float | Literal["auto"] | None:
+    if isinstance(v, str):
+        if v != AUTO:
+            raise fail(name, owner, "a finite number or 'auto'", v)
+        return AUTO
+    return _opt_float(v, name, owner)
+
+
+def is_auto(v: object) -> bool:
+    """Whether a bound or contribution field is left to the data (``"auto"``)."""
+    return isinstance(v, str) and v == AUTO
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,15 +124,15 @@ class Sum:
     each unit's total in a group clipped to [lower, upper]. Bounds default to the schema's."""
 
     column: str
-    lower: float | None = None
-    upper: float | None = None
+    lower: float | Literal["auto"] | None = None
+    upper: float | Literal["auto"] | None = None
     per: Level = Level.ROW
     kind: ClassVar[str] = "sum"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "per", _level(self.per, self.kind))
-        object.__setattr__(self, "lower", _opt_float(self.lower, "lower", self.kind))
-        object.__setattr__(self, "upper", _opt_float(self.upper, "upper", self.kind))
+        object.__setattr__(self, "lower", _bound(self.lower, "lower", self.kind))
+        object.__setattr__(self, "upper", _bound(self.upper, "upper", self.kind))
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,15 +140,15 @@ class Mean:
     """Noisy sum / noisy count (per row, or per unit: the mean of units' totals)."""
 
     column: str
-    lower: float | None = None
-    upper: float | None = None
+    lower: float | Literal["auto"] | None = None
+    upper: float | Literal["auto"] | None = None
     per: Level = Level.ROW
     kind: ClassVar[str] = "mean"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "per", _level(self.per, self.kind))
-        object.__setattr__(self, "lower", _opt_float(self.lower, "lower", self.kind))
-        object.__setattr__(self, "upper", _opt_float(self.upper, "upper", self.kind))
+        object.__setattr__(self, "lower", _bound(self.lower, "lower", self.kind))
+        object.__setattr__(self, "upper", _bound(self.upper, "upper", self.kind))
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,13 +156,13 @@ class Variance:
     """Variance of the clipped row values: from noisy count, sum and sum of squares."""
 
     column: str
-    lower: float | None = None
-    upper: float | None = None
+    lower: float | Literal["auto"] | None = None
+    upper: float | Literal["auto"] | None = None
     kind: ClassVar[str] = "variance"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "lower", _opt_float(self.lower, "lower", self.kind))
-        object.__setattr__(self, "upper", _opt_float(self.upper, "upper", self.kind))
+        object.__setattr__(self, "lower", _bound(self.lower, "lower", self.kind))
+        object.__setattr__(self, "upper", _bound(self.upper, "upper", self.kind))
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,8 +172,8 @@ class Quantile:
 
     column: str
     quantiles: tuple[float, ...] = (0.5,)
-    lower: float | None = None
-    upper: float | None = None
+    lower: float | Literal["auto"] | None = None
+    upper: float | Literal["auto"] | None = None
     bins: int = 64
     kind: ClassVar[str] = "quantile"
 
@@ -158,8 +188,8 @@ class Quantile:
         check_int("bins", self.bins, self.kind, minimum=2)
         if self.bins > 4096:
             raise fail("bins", self.kind, "an int in [2, 4096]", self.bins)
-        object.__setattr__(self, "lower", _opt_float(self.lower, "lower", self.kind))
-        object.__setattr__(self, "upper", _opt_float(self.upper, "upper", self.kind))
+        object.__setattr__(self, "lower", _bound(self.lower, "lower", self.kind))
+        object.__setattr__(self, "upper", _bound(self.upper, "upper", self.kind))
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,18 +240,30 @@ AGGREGATION_TYPES: dict[str, type[Any]] = {
 @dataclass(frozen=True, slots=True)
 class Contribution:
     """Bounds on one privacy unit: groups (L0) and rows per group (L-infinity; ``None``:
-    unbounded, allowed only for per-unit aggregations)."""
+    unbounded, allowed only for per-unit aggregations). Either may be ``"auto"``: chosen
+    by a DP quantile of the data before the query runs (:mod:`dpsieve.queries.auto`)."""
 
-    max_groups: int = 1
-    max_rows: int | None = None
+    max_groups: int | Literal["auto"] = 1
+    max_rows: int | Literal["auto"] | None = None
 
     def __post_init__(self) -> None:
-        check_int("max_groups", self.max_groups, "contribution", minimum=1)
-        if self.max_rows is not None:
+        for name in ("max_groups", "max_rows"):
+            v = getattr(self, name)
+            if isinstance(v, str) and not is_auto(v):
+                raise fail(name, "contribution", "an int in [1, 1e6] or 'auto'", v)
+        if not is_auto(self.max_groups):
+            check_int("max_groups", self.max_groups, "contribution", minimum=1)
+        if self.max_rows is not None and not is_auto(self.max_rows):
             check_int("max_rows", self.max_rows, "contribution", minimum=1)
-        if self.max_groups > 1_000_000 or (self.max_rows or 0) > 1_000_000:
-            raise fail("max_groups", "contribution", "bounds of at most 1e6",
-                       (self.max_groups, self.max_rows))
+        for name in ("max_groups", "max_rows"):
+            v = getattr(self, name)
+            if isinstance(v, int) and v > 1_000_000:
+                raise fail(name, "contribution", "an int in [1, 1e6] or 'auto'", v)
+
+    @property
+    def auto(self) -> bool:
+        """Whether a field is left to the data."""
+        return is_auto(self.max_groups) or is_auto(self.max_rows)
 
 
 #: How DP key selection may choose groups: "count" thresholds a count the query releases
@@ -265,7 +307,12 @@ class Query:
     aggregations (default: equally). ``raw``: answers as released; by default they are
     clamped to what the data allow (post-processing): counts and histograms at >= 0, a
     sum of non-negative (non-positive) values at >= 0 (<= 0), means and variances inside
-    their bounds; intervals likewise (one that held the true value still does)."""
+    their bounds; intervals likewise (one that held the true value still does).
+
+    ``contribution``: the privacy unit's bounds (``None``: not given -- refused on a data
+    set with a privacy unit, before any spend; ``"auto"``: both fields left to the data).
+    ``auto_share``: the share of ``privacy`` the ``"auto"`` bounds spend (only with
+    some; default :data:`DEFAULT_AUTO_SHARE`)."""
 
     aggregations: tuple[Aggregation, ...]
     privacy: PrivacyDescription
@@ -273,9 +320,10 @@ class Query:
     keys: tuple[tuple[KeyValue, ...], ...] | None = None
     selection: KeySelection | None = None
     where: tuple[Predicate, ...] = ()
-    contribution: Contribution = field(default_factory=Contribution)
+    contribution: Contribution | None = None
     weights: tuple[float, ...] | None = None
     raw: bool = False
+    auto_share: float | None = None
 
     def __post_init__(self) -> None:
         aggs = self.aggregations
@@ -316,6 +364,37 @@ class Query:
                 raise fail("weights", "query", f"{len(self.aggregations)} finite numbers > 0",
                            w)
             object.__setattr__(self, "weights", tuple(float(x) for x in w))
+        if is_auto(self.contribution):
+            object.__setattr__(self, "contribution", Contribution(AUTO, AUTO))
+        if self.contribution is not None and not isinstance(self.contribution, Contribution):
+            raise fail("contribution", "query", "an object {max_groups, max_rows} or 'auto'",
+                       self.contribution)
+        if self.auto_share is not None:
+            a = self.auto_share
+            if isinstance(a, bool) or not isinstance(a, int | float) or not 0 < a < 1:
+                raise fail("auto_share", "query", "a float in (0, 1)", a)
+            if not self.auto_fields():
+                raise fail("auto_share", "query", "absent unless a bound is 'auto' (the share "
+                           "of the privacy the 'auto' bounds spend)", a)
+            object.__setattr__(self, "auto_share", float(a))
+
+    def auto_fields(self) -> tuple[str, ...]:
+        """The bounds left to the data, as ``"max_groups"``, ``"max_rows"``, and
+        ``"<i>.lower"`` / ``"<i>.upper"`` for aggregation ``i`` (empty: none)."""
+        out: list[str] = []
+        c = self.contribution
+        if c is not None:
+            out += [n for n in ("max_groups", "max_rows") if is_auto(getattr(c, n))]
+        for i, a in enumerate(self.aggregations):
+            out += [f"{i}.{n}" for n in ("lower", "upper") if is_auto(getattr(a, n, None))]
+        return tuple(out)
+
+    @property
+    def share_for_auto(self) -> float:
+        """The share of the privacy the ``"auto"`` bounds spend (0 without any)."""
+        if not self.auto_fields():
+            return 0.0
+        return DEFAULT_AUTO_SHARE if self.auto_share is None else self.auto_share
 
 
 # -- JSON ---------------------------------------------------------------------------------
@@ -386,7 +465,7 @@ def _predicate(d: Any) -> Predicate:
 
 
 _QUERY_KEYS = {"type", "aggregations", "privacy", "group_by", "keys", "select", "where",
-               "contribution", "weights", "raw"}
+               "contribution", "weights", "raw", "auto_share"}
 
 
 def from_spec(spec: Any, neighbouring: str | None = None) -> Query:
@@ -412,10 +491,14 @@ def from_spec(spec: Any, neighbouring: str | None = None) -> Query:
         common.pop("group_by", None)
     else:
         raise fail("type", "query", f"'query' or one of {sorted(_AGG_KEYS)}", t)
-    contribution = common.get("contribution", {})
-    if not isinstance(contribution, Mapping):
-        raise fail("contribution", "query", "an object {max_groups, max_rows}", contribution)
-    _keys_ok(contribution, {"max_groups", "max_rows"}, "contribution")
+    contribution = common.get("contribution")
+    if is_auto(contribution):
+        contribution = {"max_groups": AUTO, "max_rows": AUTO}
+    if contribution is not None and not isinstance(contribution, Mapping):
+        raise fail("contribution", "query", "an object {max_groups, max_rows} or 'auto'",
+                   contribution)
+    if contribution is not None:
+        _keys_ok(contribution, {"max_groups", "max_rows"}, "contribution")
     select = common.get("select")
     if select is not None:
         if not isinstance(select, Mapping):
@@ -438,9 +521,11 @@ def from_spec(spec: Any, neighbouring: str | None = None) -> Query:
                                                  select.get("share"),
                                                  select.get("by", "auto")),
         tuple(_predicate(p) for p in where),
-        Contribution(contribution.get("max_groups", 1), contribution.get("max_rows")),
+        None if contribution is None else Contribution(contribution.get("max_groups", 1),
+                                                       contribution.get("max_rows")),
         None if weights is None else tuple(weights) if isinstance(weights, list) else weights,
         spec.get("raw", False),
+        spec.get("auto_share"),
     )
 
 
@@ -476,10 +561,13 @@ def query_to_dict(q: Query) -> dict[str, Any]:
             {} if p.value is None else {"value": list(p.value) if isinstance(p.value, tuple)
                                         else p.value})} for p in q.where]
     c = q.contribution
-    out["contribution"] = {"max_groups": c.max_groups, **(
-        {} if c.max_rows is None else {"max_rows": c.max_rows})}
+    if c is not None:
+        out["contribution"] = {"max_groups": c.max_groups, **(
+            {} if c.max_rows is None else {"max_rows": c.max_rows})}
     if q.weights is not None:
         out["weights"] = list(q.weights)
     if q.raw:
         out["raw"] = True
+    if q.auto_fields():
+        out["auto_share"] = q.share_for_auto
     return out

@@ -51,7 +51,7 @@ from dpsieve.queries.engine import (
     aggregate_batches,
 )
 from dpsieve.queries.kinds import KINDS, Ctx, KindPlan, Part, label_of
-from dpsieve.queries.plan import Query
+from dpsieve.queries.plan import Contribution, Query
 from dpsieve.queries.result import Answer, GroupAnswer
 from dpsieve.queries.schema import ColumnType, KeyValue, Schema, canonical_value
 from dpsieve.queries.selection import (
@@ -62,7 +62,8 @@ from dpsieve.queries.selection import (
     unit_candidates,
 )
 
-__all__ = ["PlanCharge", "Prepared", "Selection", "prepare"]
+__all__ = ["CONTRIBUTION_NEEDED", "PlanCharge", "Prepared", "Selection", "contribution_of",
+           "prepare"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,19 +245,47 @@ def _shares(q: Query, sel: Fraction) -> list[tuple[Fraction, ...]]:
     return out
 
 
+#: What a refusal of a plan without contribution bounds on a privacy unit says to do.
+CONTRIBUTION_NEEDED = (
+    "given when the data set has a privacy unit: {'max_groups': G, 'max_rows': R} (each "
+    "unit's rows in at most G groups, at most R rows in each), or 'auto' (bounds chosen "
+    "by DP quantiles of the data on 'auto_share' of the privacy); a preview "
+    "(Session.preview, dpsieve query --preview, POST .../queries?preview=true) states "
+    "each choice's noise before any spend")
+
+
+def contribution_of(query: Query, unit: str | None) -> Contribution:
+    """The plan's contribution bounds, checked against the data set's privacy unit before
+    any spend: required with a unit (no silent default: :data:`CONTRIBUTION_NEEDED`),
+    absent (or the trivial ``max_groups=1``) without one."""
+    c = query.contribution
+    if unit is None:
+        if c is not None and (c.max_groups != 1 or c.max_rows is not None):
+            raise fail("contribution", "query", "absent: the data set has no privacy unit "
+                       "(every row is one person)",
+                       {"max_groups": c.max_groups, "max_rows": c.max_rows})
+        return Contribution()
+    if c is None:
+        raise fail("contribution", "query", CONTRIBUTION_NEEDED, None)
+    return c
+
+
 def prepare(query: Query, schema: Schema, neighbouring: Neighbouring) -> Prepared:
     """Check ``query`` against ``schema`` and compute its charge (no data is read)."""
     total = _check_privacy(query.privacy, neighbouring)
     keys = _keys(schema, query)
     where = tuple(_check_predicate(schema, p) for p in query.where)
     unit = schema.privacy_unit
-    c = query.contribution
-    if unit is None and (c.max_groups != 1 or c.max_rows is not None):
-        raise fail("contribution", "query", "absent: the data set has no privacy unit (every "
-                   "row is one person)", {"max_groups": c.max_groups, "max_rows": c.max_rows})
+    c = contribution_of(query, unit)
+    if query.auto_fields():
+        raise fail("contribution" if c.auto else "lower", "query", "numbers here: 'auto' "
+                   "bounds are chosen by queries.auto.prepare_auto (a query request does "
+                   "so)", query.auto_fields())
+    max_groups, max_rows = c.max_groups, c.max_rows
+    assert isinstance(max_groups, int) and not isinstance(max_rows, str)  # not 'auto': above
     if query.selection is not None and neighbouring != Neighbouring.ADD_REMOVE:
         raise UnsupportedError("DP key selection is offered under add/remove neighbours only")
-    ctx = Ctx(schema, total, neighbouring, unit is not None, c.max_groups, c.max_rows,
+    ctx = Ctx(schema, total, neighbouring, unit is not None, max_groups, max_rows,
               None if keys is None else len(keys), query.raw)
     n_groups = 1 if keys is None else len(keys)
     selection: Selection | None = None
@@ -273,8 +302,8 @@ def prepare(query: Query, schema: Schema, neighbouring: Neighbouring) -> Prepare
     if not measures:
         measures = [RowCount("_rows")]
     spec = BoundingSpec(tuple(measures), query.group_by, keys, where, unit,
-                        c.max_groups if unit is not None else 1,
-                        c.max_rows if unit is not None else None)
+                        max_groups if unit is not None else 1,
+                        max_rows if unit is not None else None)
     labels = tuple(label_of(a) for a in query.aggregations)
     return Prepared(query, spec, PlanCharge(description, tuple(parts), selection), tuple(plans),
                     labels)
