@@ -132,7 +132,10 @@ def describe_plan(spec: Mapping[str, Any]) -> str:
     if isinstance(where, list) and where:
         words += ", where " + _and([_predicate(p) for p in where])
     c = spec.get("contribution")
-    if isinstance(c, Mapping):
+    if c == "auto" or (isinstance(c, Mapping) and "auto" in (c.get("max_groups"),
+                                                             c.get("max_rows"))):
+        words += "; contribution bounds chosen from the data ('auto')"
+    elif isinstance(c, Mapping):
         g, r = c.get("max_groups", 1), c.get("max_rows")
         g = g if isinstance(g, int) else 1
         rows = f"at most {r} {'row' if r == 1 else 'rows'}" if isinstance(r, int) else ""

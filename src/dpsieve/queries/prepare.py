@@ -282,7 +282,8 @@ def prepare(query: Query, schema: Schema, neighbouring: Neighbouring) -> Prepare
                    "bounds are chosen by queries.auto.prepare_auto (a query request does "
                    "so)", query.auto_fields())
     max_groups, max_rows = c.max_groups, c.max_rows
-    assert isinstance(max_groups, int) and not isinstance(max_rows, str)  # not 'auto': above
+    assert isinstance(max_groups, int)  # not 'auto': refused above
+    assert not isinstance(max_rows, str)
     if query.selection is not None and neighbouring != Neighbouring.ADD_REMOVE:
         raise UnsupportedError("DP key selection is offered under add/remove neighbours only")
     ctx = Ctx(schema, total, neighbouring, unit is not None, max_groups, max_rows,

@@ -96,6 +96,8 @@ class PlanRequest:
         leave it), adds the noise and finishes."""
         from dpsieve.queries.prepare import prepare
 
+        if self.plan.auto_fields():
+            return self._prepare_auto(source)
         prepared = prepare(self.plan, source.schema(), source.neighbouring)
         source.check_engine()
         shape = self.kind if self.kind != "query" else None
@@ -113,6 +115,33 @@ class PlanRequest:
 
             return preview(prepared)
         return Ready(prepared.charge.description, self.plan.privacy, run, figures)
+
+
+    def _prepare_auto(self, source: Source) -> Ready:
+        """A plan with ``"auto"`` bounds (:mod:`dpsieve.queries.auto`): one charge, the
+        plan's privacy, fixed here; ``run`` releases the bounds, then runs the plan at them
+        and states them in ``value["bounds"]``."""
+        from dpsieve.queries.auto import plan_auto
+
+        if self.kind != "query":
+            raise fail("lower", self.kind, "a number ('auto' bounds are for query plans: "
+                       "{'type': 'query', ...})", self.plan.auto_fields())
+        schema, nb = source.schema(), source.neighbouring
+        auto = plan_auto(self.plan, schema, nb)
+        source.check_engine()
+        rng = source.rng
+
+        def run() -> dict[str, Any]:
+            engine = source.engine()
+            released = auto.release(engine, rng)
+            prepared, used, fell_back = auto.main(released, schema, nb)
+            answer = prepared.run(engine, rng)
+            d = answer.to_dict()
+            value = {k: v for k, v in d.items() if k != "noise"}
+            value["bounds"] = {"released": released, "used": used, "fallback": fell_back,
+                               "privacy": PureDP(auto.auto_eps, nb).to_dict()}
+            return {"value": value, "noise": d["noise"], "details": answer.details}
+        return Ready(auto.charge, self.plan.privacy, run, auto.figures)
 
 
 #: A typed request of any registered kind.

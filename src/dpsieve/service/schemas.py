@@ -169,8 +169,12 @@ class PlanIn(_Strict):
     select: Annotated[dict[str, Any], Field(max_length=2)] | None = None
     where: Annotated[list[Annotated[dict[str, Any], Field(max_length=4)]],
                      Field(max_length=32)] | None = None
-    contribution: Annotated[dict[str, Any], Field(max_length=4)] | None = None
+    #: ``{max_groups, max_rows}`` (numbers or ``"auto"``) or ``"auto"``: required with a
+    #: privacy unit (checked against the schema before any spend).
+    contribution: Annotated[dict[str, Any], Field(max_length=4)] | Literal["auto"] | None = None
     weights: Annotated[list[Finite], Field(max_length=32)] | None = None
+    #: The share of ``privacy`` spent on ``"auto"`` bounds (docs/queries.md).
+    auto_share: Finite | None = None
 
     def request(self, neighbouring: Neighbouring) -> Request:
         """The typed request: the privacy built here, the plan read by ``from_spec``."""
