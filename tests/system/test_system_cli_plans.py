@@ -86,7 +86,9 @@ def test_registration_schema_plans_and_refusals(tmp_path: Path) -> None:
     r = runner.invoke(app, ["query", "v", "--file", str(lines), "--database-url", db])
     assert r.exit_code == 1, r.output
     outs = [json.loads(x) for x in r.stdout.strip().splitlines()]
-    assert [o.get("parameter") for o in outs[:3]] == ["max_groups", "column", "max_rows"]
+    # the shape gave no contribution bounds: refused naming 'contribution' (no silent
+    # max_groups=1), pointing to 'auto' and the preview
+    assert [o.get("parameter") for o in outs[:3]] == ["max_groups", "column", "contribution"]
     assert "error" in outs[3]
     assert _spends(db) == 1
 

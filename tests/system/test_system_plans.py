@@ -195,8 +195,12 @@ def test_old_shapes_take_contribution_bounds_and_release_is_refused_with_a_unit(
     mean = {"type": "mean", "column": "age", "lower": 0, "upper": 100,
             "privacy": {"type": "pure", "eps": 0.5}}
     r = c.post("/v1/datasets/visits/queries", headers=env["ana"], json=mean)
-    # a per-row mean on a data set with a privacy unit needs max_rows: refused, unspent
+    # a data set with a privacy unit needs contribution bounds: refused, unspent
     assert r.status_code == 422, r.text
+    assert r.json()["parameter"] == "contribution"
+    r = c.post("/v1/datasets/visits/queries", headers=env["ana"],
+               json={**mean, "contribution": {"max_groups": 1}})
+    assert r.status_code == 422, r.text  # a per-row mean needs max_rows
     assert r.json()["parameter"] == "max_rows"
     r = c.post("/v1/datasets/visits/queries", headers=env["ana"], json={
         "type": "robust_median", "column": "age", "bound": 100,

@@ -5,12 +5,13 @@ numeric aggregation's clamping bounds (``lower``, ``upper``) to the data. Such a
 run in two stages under **one** charge, fixed before the spend from public values only:
 
 1. **Quantiles** (``auto_share`` of the privacy, default
-   :data:`~dpsieve.queries.plan.DEFAULT_AUTO_SHARE`): one AboveThreshold scan (the sparse
-   vector technique, :func:`choose`) per auto bound over a public candidate lattice
-   (:func:`count_candidates`, :func:`value_candidates`), each on an equal part ``eps_q``
-   of the stage's pure ``eps_a``. Each privacy unit contributes exactly one value to each
-   quantile: its number of groups, its largest number of rows in one group, and the value
-   of one of its rows (sampled by the keyed mixer of contribution bounding: a function of
+   :data:`~dpsieve.queries.plan.DEFAULT_AUTO_SHARE`): a noisy count of the units
+   (:func:`noisy_count`), then one AboveThreshold scan (the sparse vector technique,
+   :func:`choose`) per auto bound over a public candidate lattice (:func:`count_candidates`,
+   :func:`value_candidates`) against the threshold ``level x noisy count``, each release
+   on an equal part ``eps_q`` of the stage's pure ``eps_a``. Each privacy unit
+   contributes exactly one value to each quantile: its number of groups, its largest
+   number of rows in one group, and the value of one of its rows (sampled by the keyed mixer of contribution bounding: a function of
    the sampling key and the unit's own rows only).
 2. **The plan** with the released bounds, on the rest of the privacy: an ordinary plan
    (:func:`~dpsieve.queries.prepare.prepare`), its bounds a post-processing of stage 1.
@@ -28,16 +29,20 @@ at ``eps_q n`` of a few dozen their number outweighs the few good ones: on 1,618
 at ``eps_q = 0.0375`` the 0.98-quantile of a score in [66, 100] came out at 2e10 in the
 median of 300 draws. The scan stops at the first candidate that passes, so candidates far
 from the quantile on the far side are never reached; it released 100 (the 10-90 %
-range 100-200) on the same data.
+range 100-200) on the same data. A premature stop is the scan's failure, so the scans
+start where one does least harm: an upper bound from the column's first non-negative
+candidate upward, a lower bound downward from below the upper bound (released first when
+both are auto) -- never from the far end of a 37-decade lattice.
 
-**Which way each choice errs.** The levels (:data:`LEVELS`) sit in the tails so that
-clamping bias stays small: a bound at the 0.9 quantile of a unit's largest group errs
-toward more rows (more noise, less truncation) than one at its median. The scan errs
-toward stopping early -- below the quantile for an upper bound, above it for a lower
-bound: more clamping, less noise -- by about ``4 ln(m) / eps_q`` values (``m`` the
-candidates before the quantile); with too little privacy for the units there are
-(``eps_q n`` below ~``8 ln m``) it may stop at the first candidates, never unsoundly:
-privacy does not depend on the bounds.
+**Which way each choice errs.** The levels (:data:`LEVELS`, :data:`RATIO_LEVELS`): a
+bound at the 0.9 quantile of a unit's groups or largest group errs toward more groups and
+rows (more noise, less truncation) than one at its median -- right for totals, which
+truncation biases down; a plan of means only takes the median (truncation at random
+barely biases a ratio). The scan's candidate noise makes it stop early (below the
+quantile for an upper bound, above it for a lower bound: more clamping, less noise), its
+shared threshold noise run on past it (:data:`THRESHOLD_SHARE`); with too little privacy
+for the units there are (``eps_q n`` below ~``8 ln m``, ``m`` candidates) the bounds may
+land far from the data, never unsoundly: privacy does not depend on them.
 
 **Totality.** After the spend nothing can fail on a row's value: the stage-1 aggregates
 come from the engines' total specs (one sampled row per unit, unit-keyed cells), an empty
@@ -57,7 +62,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from dpsieve._rounding import next_down, round_down, sqrt_down
+from dpsieve._rounding import next_down, round_down, round_up, sqrt_down
 from dpsieve._validation import fail
 from dpsieve.accounting.events import (
     ZCDP,
@@ -68,8 +73,8 @@ from dpsieve.accounting.events import (
     PureDP,
 )
 from dpsieve.errors import UnsupportedError, ValidationError
-from dpsieve.mechanisms import as_source
-from dpsieve.mechanisms.select import above_threshold, above_threshold_plan
+from dpsieve.mechanisms import as_source, discrete_laplace
+from dpsieve.mechanisms.noise import MAX_DISCRETE_SCALE
 from dpsieve.queries.engine import (
     BoundingSpec,
     Engine,
@@ -85,8 +90,10 @@ from dpsieve.queries.plan import (
     Contribution,
     Count,
     Mean,
+    Quantile,
     Query,
     Sum,
+    Variance,
     is_auto,
 )
 from dpsieve.queries.prepare import Prepared, contribution_of, prepare
@@ -104,8 +111,10 @@ __all__ = [
 F64 = npt.NDArray[np.float64]
 
 #: The quantile level of each auto bound (module docstring: which way each errs).
-LEVELS: dict[str, float] = {"max_groups": 0.9, "max_rows": 0.9, "lower": 0.02,
-                            "upper": 0.98}
+LEVELS: dict[str, float] = {"max_groups": 0.9, "max_rows": 0.9, "lower": 0.1,
+                            "upper": 0.9}
+#: The contribution levels of a plan of means, variances and quantiles only.
+RATIO_LEVELS: dict[str, float] = {"max_groups": 0.5, "max_rows": 0.5}
 #: Mantissas of the candidate lattices: ``m 10^d``, 10 a decade (ratio <= 1.33).
 MANTISSAS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0)
 #: Decades of a float column's candidates without declared bounds: 1e-6 .. 8e15.
@@ -162,28 +171,75 @@ def value_candidates(col: Column, side: str, other: float | None) -> list[float]
     return cands
 
 
+def noisy_count(n: int, eps: float, rng: np.random.Generator | None) -> int:
+    """``n`` plus exact discrete Laplace noise of scale ``1 / eps`` (rounded up): the
+    number of values, ``eps``-DP (one unit changes it by at most 1)."""
+    return n + discrete_laplace(round_up(1 / Fraction(eps)), None, rng)
+
+
 def choose(values: F64, candidates: F64, level: float, eps: float,
-           rng: np.random.Generator | None, *, upper: bool = True) -> int:
+           rng: np.random.Generator | None, *, n_hat: float, upper: bool = True) -> int:
     """The index of the candidate released for the ``level`` quantile of ``values`` (one
     value per unit): AboveThreshold (:func:`~dpsieve.mechanisms.select.above_threshold`,
     ``eps``-DP, exact discrete Laplace noise) over the candidates in increasing order with
-    the queries ``N(c_j) - level n`` and threshold 0 (``N(c)``: the values ``<= c``) -- the
-    first candidate holding a share ``level`` of the values, as noise sees it; none: the
-    last. ``upper=False`` (a lower bound) scans downward with ``#{v >= c_j} - (1 - level)
-    n``. Each query moves by at most ``max(level, 1 - level) <= 1`` when one value is
-    added, removed or changed (sensitivity 1, not monotonic), under both relations.
-    Total: empty ``values`` give the first candidate that noise passes."""
+    the queries ``N(c_j)`` (the values ``<= c_j``) and the public threshold
+    ``level n_hat`` (``n_hat``: a released noisy count of the values) -- the first
+    candidate holding a share ``level`` of the values, as noise sees it; none: the last.
+    ``upper=False`` (a lower bound) scans downward with ``#{v >= c_j}`` and threshold
+    ``(1 - level) n_hat``. The queries are counts: one unit added, removed or changed
+    moves every one of them by at most 1, all in the same direction (monotonic), under
+    both relations. Total: empty ``values`` give the first candidate that noise passes."""
     v = np.sort(np.asarray(values, dtype=np.float64))
     c = np.asarray(candidates, dtype=np.float64)
     n = v.size
     if upper:
-        f = np.searchsorted(v, c, side="right") - level * n
+        f = np.searchsorted(v, c, side="right").astype(np.float64)
+        t = level * n_hat
     else:
         c = c[::-1]
-        f = (n - np.searchsorted(v, c, side="left")) - (1.0 - level) * n
-    i = above_threshold(f.astype(np.float64), 0.0, eps, 1.0, rng)
+        f = (n - np.searchsorted(v, c, side="left")).astype(np.float64)
+        t = (1.0 - level) * n_hat
+    i = _above_threshold(f.astype(np.int64), t, eps, rng)
     j = c.size - 1 if i is None else i
     return int(j if upper else c.size - 1 - j)
+
+
+#: The share of a scan's eps on its threshold's noise (Lyu, Su & Li 2017 allow any split
+#: eps_1 + eps_2 = eps). The threshold's noise is shared by every candidate: a large draw
+#: makes the scan run far past the quantile (probability ~ exp(-eps_1 (1 - q) n) / 2); the
+#: candidates' own noise makes it stop early (~ exp(-eps_2 d) for each candidate ``d``
+#: values short). 2/3 balanced the two on the benchmark's data (1,618 units at eps_q 0.05:
+#: 0.2 % and 0.3 % of 2,000 scans; an even split ran away in 0.9 %).
+THRESHOLD_SHARE = Fraction(2, 3)
+
+
+def _scales(eps: float) -> float:
+    """The largest noise scale stage 1 draws at ``eps`` per release (checked before the
+    spend against the exact sampler's range)."""
+    e = Fraction(eps)
+    return max(round_up(1 / e), round_up(1 / (e * THRESHOLD_SHARE)),
+               round_up(1 / (e - e * THRESHOLD_SHARE))) if e > 0 else math.inf
+
+
+def _above_threshold(counts: npt.NDArray[np.int64], t: float, eps: float,
+                     rng: np.random.Generator | None) -> int | None:
+    """AboveThreshold for monotonic integer queries of sensitivity 1 (Lyu, Su & Li 2017,
+    Alg. 1 with c = 1; monotonic: the query noise at ``1 / eps_2``): threshold noise
+    ``rho ~ DLap(1 / eps_1)``, query noise ``nu_i ~ DLap(1 / eps_2)`` (exact discrete
+    Laplace on the integers, scales rounded up, all drawn before any comparison), the
+    first ``i`` with ``q_i + nu_i >= t + rho`` -- for integers ``q_i + nu_i - rho >=
+    ceil(t)``, an exact integer comparison. ``eps``-DP with ``eps_1 = THRESHOLD_SHARE
+    eps``, ``eps_2 = eps - eps_1`` (the proof on Z is the real one with sums for integrals:
+    the shifts are by the integer sensitivity 1; docs/proofs/mechanisms.md)."""
+    e = Fraction(eps)
+    e1 = e * THRESHOLD_SHARE
+    rho = discrete_laplace(round_up(1 / e1), None, rng)
+    nu = discrete_laplace(round_up(1 / (e - e1)), max(1, counts.size), rng)
+    bar = math.ceil(t) + int(rho)
+    for i, (q, z) in enumerate(zip(counts.tolist(), nu.tolist(), strict=False)):
+        if q + z >= bar:
+            return i
+    return None
 
 
 def _split(total: PureDP | ZCDP, share: float, k: int, nb: Neighbouring
@@ -222,6 +278,15 @@ class _Bound:
     candidates: tuple[float, ...]
     level: float
     column: str | None = None  # value bounds: the column
+
+
+def _contribution_level(q: Query, field: str) -> float:
+    """:data:`LEVELS` for a plan with a count, sum, histogram or linear aggregation (a
+    total: every group or row a unit loses biases it down); :data:`RATIO_LEVELS` for a
+    plan of means, variances and quantiles only (dropping a unit's groups or rows at
+    random leaves a ratio nearly unbiased, and smaller bounds mean less noise)."""
+    totals = any(not isinstance(a, Mean | Variance | Quantile) for a in q.aggregations)
+    return (LEVELS if totals else RATIO_LEVELS)[field]
 
 
 def _needs_rows(q: Query) -> bool:
@@ -287,6 +352,23 @@ class AutoPlan:
             },
         }
 
+    def stated(self, released: dict[str, float], used: dict[str, float], fell_back: bool
+               ) -> dict[str, Any]:
+        """The answer's ``bounds``: the contribution bounds and each aggregation's bounds
+        the plan used (released by stage 1, ordered; the fallback's if ``fallback``), what
+        stage 1 released, and its privacy."""
+        contrib = {f: int(v) for f, v in used.items() if f in ("max_groups", "max_rows")}
+        aggs: list[dict[str, Any]] = []
+        for i in range(len(self.query.aggregations)):
+            got = {side: used[f"{i}.{side}"] for side in ("lower", "upper")
+                   if f"{i}.{side}" in used}
+            if got:
+                aggs.append({"aggregation": i, "label": self.fallback.labels[i], **got})
+        return {"contribution": contrib, "aggregations": aggs, "fallback": fell_back,
+                "released": dict(released),
+                "privacy": PureDP(self.auto_eps, self.charge.neighbouring).to_dict(),
+                "levels": {b.field: b.level for b in self.bounds}}
+
     def release(self, engine: Engine, rng: np.random.Generator | None) -> dict[str, float]:
         """Stage 1: the released bounds (after the spend; total)."""
         out: dict[str, float] = dict(self.fixed)
@@ -294,22 +376,28 @@ class AutoPlan:
         values = [b for b in self.bounds if b.column is not None]
         if contrib:
             per_unit = self._cells(engine)
+            n_hat = noisy_count(per_unit[0].size, self.each_eps, rng)
             for b in contrib:
                 v = per_unit[0] if b.field == "max_groups" else per_unit[1]
-                j = choose(v, np.asarray(b.candidates), b.level, self.each_eps, rng)
+                j = choose(v, np.asarray(b.candidates), b.level, self.each_eps, rng,
+                           n_hat=n_hat)
                 out[b.field] = b.candidates[j]
         if values:
             cols = sorted({b.column for b in values if b.column is not None})
             got = self._values(engine, cols, rng)
-            for b in sorted(values, key=lambda b: b.field.endswith("upper")):  # lower first
+            n_hat = noisy_count(got[cols[0]].size, self.each_eps, rng)
+            for b in sorted(values, key=lambda b: b.field.endswith("lower")):  # upper first
                 assert b.column is not None
-                cands = b.candidates
-                lower = out.get(b.field.replace(".upper", ".lower"))
-                if b.field.endswith("upper") and lower is not None:  # scan above it
-                    cands = tuple(x for x in cands if x > lower) or cands
-                j = choose(got[b.column], np.asarray(cands), b.level, self.each_eps, rng,
-                           upper=b.field.endswith("upper"))
-                out[b.field] = cands[j]
+                j, cands = 0, b.candidates
+                if b.field.endswith("upper"):  # ascending from 0 (or the first candidate)
+                    j = next((i for i, x in enumerate(cands) if x >= 0), 0)
+                else:  # descending from below the released upper bound
+                    top = out.get(b.field.replace(".lower", ".upper"))
+                    if top is not None:
+                        cands = tuple(x for x in cands if x < top) or cands
+                i = choose(got[b.column], np.asarray(cands[j:]), b.level, self.each_eps,
+                           rng, n_hat=n_hat, upper=b.field.endswith("upper"))
+                out[b.field] = cands[j + i]
         return out
 
     def _cells(self, engine: Engine) -> tuple[F64, F64]:
@@ -381,10 +469,14 @@ def _ordered(bounds: dict[str, float], spec: tuple[_Bound, ...]) -> dict[str, fl
         if lo < hi:
             continue
         above = [c for c in by[fu].candidates if c > lo]
+        below = [c for c in by[f].candidates if c < hi]
         if above:
             out[fu] = above[0]
-        else:
-            out[f] = max(c for c in by[f].candidates if c < hi)
+        elif below:
+            out[f] = below[-1]
+        else:  # both at the lattice's ends: its two smallest values (>= 2, checked)
+            out[f] = by[f].candidates[0]
+            out[fu] = min(c for c in by[fu].candidates if c > out[f])
     return out
 
 
@@ -432,7 +524,7 @@ def plan_auto(q: Query, schema: Schema, nb: Neighbouring) -> AutoPlan:
                                "or boolean group_by columns)", name)
             cap = MAX_CONTRIBUTION if q.keys is None else min(MAX_CONTRIBUTION, len(q.keys))
             bounds.append(_Bound("max_groups", tuple(float(x) for x in count_candidates(cap)),
-                                 LEVELS["max_groups"]))
+                                 _contribution_level(q, "max_groups")))
             fallback["max_groups"] = 1.0
     if is_auto(c.max_rows) and _needs_rows(q):
         for name in q.group_by:
@@ -441,7 +533,7 @@ def plan_auto(q: Query, schema: Schema, nb: Neighbouring) -> AutoPlan:
                            "column ('auto' counts each unit's rows per group: integer, "
                            "string or boolean group_by columns)", name)
         bounds.append(_Bound("max_rows", tuple(float(x) for x in count_candidates()),
-                             LEVELS["max_rows"]))
+                             _contribution_level(q, "max_rows")))
         fallback["max_rows"] = 1.0
     for i, a in enumerate(q.aggregations):
         for side in ("lower", "upper"):
@@ -464,14 +556,18 @@ def plan_auto(q: Query, schema: Schema, nb: Neighbouring) -> AutoPlan:
             bounds.append(_Bound(f, tuple(cands), LEVELS[side], col.name))
             fallback[f] = _fallback_value(cands, side, other_fixed, col)
     fallback = _ordered(fallback, tuple(bounds))
-    k = len(bounds)
+    # one release per bound, and a noisy count of the values of each stage that runs
+    k = len(bounds) + any(b.column is None for b in bounds) + any(
+        b.column is not None for b in bounds)
     if k:
         main_privacy, each = _split(total, q.share_for_auto, k, nb)
     else:  # nothing to choose from the data: the whole privacy goes to the plan
         main_privacy, each = total, 0.0
-    eps_a = k * each
-    if k:
-        above_threshold_plan(0.0, each, 1.0)  # the scans' noise in the samplers' range
+    eps_a = round_up(k * Fraction(each))  # stated: rounded up (k eps_q exactly is charged)
+    if k and not _scales(each) <= MAX_DISCRETE_SCALE:  # the noise in the samplers' range
+        raise fail("auto_share", "query", "large enough for the scans' noise to stay in "
+                   f"the exact samplers' range (each of {k} releases would get eps "
+                   f"{each!r})", q.share_for_auto)
     fb = prepare(_resolved(q, fallback, main_privacy), schema, nb)  # every other check
     if q.selection is None:
         charge: PrivacyDescription = total

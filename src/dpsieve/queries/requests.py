@@ -22,7 +22,7 @@ description states it).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeAlias
 
 from dpsieve._validation import fail
@@ -135,12 +135,11 @@ class PlanRequest:
             engine = source.engine()
             released = auto.release(engine, rng)
             prepared, used, fell_back = auto.main(released, schema, nb)
-            answer = prepared.run(engine, rng)
+            answer = replace(prepared.run(engine, rng),
+                             bounds=auto.stated(released, used, fell_back))
             d = answer.to_dict()
-            value = {k: v for k, v in d.items() if k != "noise"}
-            value["bounds"] = {"released": released, "used": used, "fallback": fell_back,
-                               "privacy": PureDP(auto.auto_eps, nb).to_dict()}
-            return {"value": value, "noise": d["noise"], "details": answer.details}
+            return {"value": {k: v for k, v in d.items() if k != "noise"},
+                    "noise": d["noise"], "details": answer.details}
         return Ready(auto.charge, self.plan.privacy, run, auto.figures)
 
 

@@ -148,7 +148,9 @@ class Answer:
     ``None``); ``details`` holds the lattice internals. ``intervals[label]`` says what the
     95 % intervals hold: ``"truth"`` (no bound can change that aggregate: the noise is all
     the error), ``"bounded"`` (the aggregate after clipping and contribution bounds: the
-    noise only, not the bias of the bounds) or ``None`` (no interval).
+    noise only, not the bias of the bounds) or ``None`` (no interval). ``bounds``: for a
+    plan with ``"auto"`` bounds, the bounds its first stage released and the plan used
+    (:mod:`dpsieve.queries.auto`); ``None`` otherwise.
     """
 
     labels: tuple[str, ...]
@@ -157,9 +159,10 @@ class Answer:
     selection: dict[str, Any] | None = None
     details: dict[str, Any] = field(default_factory=dict)
     intervals: dict[str, str | None] = field(default_factory=dict)
+    bounds: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "labels": list(self.labels),
             "groups": [{"key": list(g.key),
                         "estimates": [e.to_dict() for e in g.estimates]} for g in self.groups],
@@ -167,6 +170,9 @@ class Answer:
             "selection": self.selection,
             "intervals": dict(self.intervals),
         }
+        if self.bounds is not None:
+            out["bounds"] = self.bounds
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], details: Mapping[str, Any] | None = None
@@ -178,4 +184,5 @@ class Answer:
                          for g in d["groups"]),
                    {k: {p: Noise.from_dict(n) for p, n in v.items()}
                     for k, v in d["noise"].items()},
-                   d.get("selection"), dict(details or {}), dict(d.get("intervals") or {}))
+                   d.get("selection"), dict(details or {}), dict(d.get("intervals") or {}),
+                   d.get("bounds"))
