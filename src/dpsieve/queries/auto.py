@@ -11,8 +11,9 @@ run in two stages under **one** charge, fixed before the spend from public value
    :func:`value_candidates`) against the threshold ``level x noisy count``, each release
    on an equal part ``eps_q`` of the stage's pure ``eps_a``. Each privacy unit
    contributes exactly one value to each quantile: its number of groups, its largest
-   number of rows in one group, and the value of one of its rows (sampled by the keyed mixer of contribution bounding: a function of
-   the sampling key and the unit's own rows only).
+   number of rows in one group, and the value of one of its rows (sampled by the keyed
+   mixer of contribution bounding: a function of the sampling key and the unit's own rows
+   only).
 2. **The plan** with the released bounds, on the rest of the privacy: an ordinary plan
    (:func:`~dpsieve.queries.prepare.prepare`), its bounds a post-processing of stage 1.
 
