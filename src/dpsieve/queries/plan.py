@@ -58,6 +58,7 @@ __all__ = [
     "Variance",
     "aggregation_from_dict",
     "aggregation_to_dict",
+    "concrete",
     "from_spec",
     "is_auto",
     "query_to_dict",
@@ -99,6 +100,13 @@ def _bound(v: Any, name: str, owner: str) -> float | Literal["auto"] | None:
             raise fail(name, owner, "a finite number or 'auto'", v)
         return AUTO
     return _opt_float(v, name, owner)
+
+
+def concrete(v: float | Literal["auto"] | None, name: str, owner: str) -> float:
+    """A bound that has been given as a number (a prepared plan's are)."""
+    if v is None or isinstance(v, str):
+        raise fail(name, owner, "a finite number", v)
+    return v
 
 
 def is_auto(v: object) -> bool:
@@ -264,6 +272,22 @@ class Contribution:
     def auto(self) -> bool:
         """Whether a field is left to the data."""
         return is_auto(self.max_groups) or is_auto(self.max_rows)
+
+    @property
+    def groups(self) -> int:
+        """``max_groups`` as chosen (refused while ``"auto"``: a prepared plan's is not)."""
+        if not isinstance(self.max_groups, int):
+            raise fail("max_groups", "contribution", "a number here ('auto' is chosen by the "
+                       "query's auto stage)", self.max_groups)
+        return self.max_groups
+
+    @property
+    def rows(self) -> int | None:
+        """``max_rows`` as chosen (refused while ``"auto"``: a prepared plan's is not)."""
+        if isinstance(self.max_rows, str):
+            raise fail("max_rows", "contribution", "a number or absent here ('auto' is "
+                       "chosen by the query's auto stage)", self.max_rows)
+        return self.max_rows
 
 
 #: How DP key selection may choose groups: "count" thresholds a count the query releases

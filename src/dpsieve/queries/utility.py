@@ -63,7 +63,7 @@ from dpsieve._validation import check_int, fail
 from dpsieve.accounting.events import Neighbouring
 from dpsieve.queries.engine import Level, Op, Predicate
 from dpsieve.queries.kinds import UNIT_ROW_FACTOR
-from dpsieve.queries.plan import Contribution, Count, Mean, Query, Sum
+from dpsieve.queries.plan import Contribution, Count, Mean, Query, Sum, concrete
 from dpsieve.queries.prepare import Prepared, prepare
 from dpsieve.queries.schema import Schema
 
@@ -151,7 +151,7 @@ def _apply(plan: Query, c: Candidate) -> Query:
             a = replace(a, lower=a.lower if c.lower is None else c.lower,
                         upper=a.upper if c.upper is None else c.upper)
         aggs.append(a)
-    old = plan.contribution
+    old = plan.contribution or Contribution()
     mg = old.max_groups if c.max_groups is None else c.max_groups
     mr = old.max_rows if c.max_rows is None else c.max_rows
     return replace(plan, aggregations=tuple(aggs), contribution=Contribution(mg, mr))
@@ -341,11 +341,11 @@ def _release_probability(p: Prepared, units: np.ndarray, rows: np.ndarray) -> np
 def _one(cells: _Cells, p: Prepared, has_unit: bool, cache: dict[Any, np.ndarray]
          ) -> dict[str, Any]:
     q = p.query
-    c = q.contribution
+    c = q.contribution or Contribution()
     G = cells.n.size
-    keep_cell = (np.minimum(1.0, c.max_groups / cells.groups_of_unit) if has_unit
+    keep_cell = (np.minimum(1.0, c.groups / cells.groups_of_unit) if has_unit
                  else np.ones(G))
-    rows_kept = (np.minimum(cells.n, c.max_rows) if has_unit and c.max_rows is not None
+    rows_kept = (np.minimum(cells.n, c.rows) if has_unit and c.rows is not None
                  else cells.n)
     e_units = _by_group(cells, keep_cell)
     e_rows = _by_group(cells, keep_cell * rows_kept)
@@ -367,7 +367,7 @@ def _one(cells: _Cells, p: Prepared, has_unit: bool, cache: dict[Any, np.ndarray
             floor, ceil = (None if q.raw else 0.0), None
         else:
             assert isinstance(a, Sum | Mean)
-            lo, hi = a.lower, a.upper
+            lo, hi = concrete(a.lower, "lower", a.kind), concrete(a.upper, "upper", a.kind)
             assert lo is not None
             assert hi is not None
             raw_key = ("raw", a.column)

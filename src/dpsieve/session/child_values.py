@@ -104,6 +104,7 @@ def one_number(s: Session, plan: Mapping[str, Any], c: SparseVector
     """A sparse vector's question: one count or sum, of sensitivity at most the
     child's (and, for a monotonic child, nondecreasing under add/remove)."""
     from dpsieve.queries.calibrate import sensitivity
+    from dpsieve.queries.plan import Contribution
 
     owner = "ask"
     prepared = checked(s, plan)
@@ -115,7 +116,8 @@ def one_number(s: Session, plan: Mapping[str, Any], c: SparseVector
                    [type(a).__name__.lower() for a in aggs])
     part = prepared.plans[0].parts[0]
     rel = part.release
-    sv = sensitivity(rel.contrib, q.contribution.max_groups, 1, s.neighbouring)
+    sv = sensitivity(rel.contrib, (q.contribution or Contribution()).groups, 1,
+                     s.neighbouring)
     sens = Fraction(sv.l1) * Fraction(rel.unit)
     if sens > Fraction(c.spec.sensitivity):
         raise fail("question", owner, f"of sensitivity at most the child's "
