@@ -491,7 +491,7 @@ def _resolved(q: Query, bounds: dict[str, float], privacy: PureDP | ZCDP) -> Que
             aggs[int(i)] = replace(aggs[int(i)], **{side: v})  # type: ignore[arg-type]
     c = q.contribution
     if c is not None and c.auto:
-        g = int(bounds["max_groups"]) if is_auto(c.max_groups) else c.max_groups
+        g = int(bounds["max_groups"]) if is_auto(c.max_groups) else c.max_groups or 1
         r: int | str | None = c.max_rows
         if is_auto(c.max_rows):
             r = int(bounds["max_rows"]) if "max_rows" in bounds else None

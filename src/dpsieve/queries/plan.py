@@ -249,9 +249,11 @@ AGGREGATION_TYPES: dict[str, type[Any]] = {
 class Contribution:
     """Bounds on one privacy unit: groups (L0) and rows per group (L-infinity; ``None``:
     unbounded, allowed only for per-unit aggregations). Either may be ``"auto"``: chosen
-    by a DP quantile of the data before the query runs (:mod:`dpsieve.queries.auto`)."""
+    by a DP quantile of the data before the query runs (:mod:`dpsieve.queries.auto`).
+    ``max_groups`` ``None``: not given -- 1 without ``group_by``; refused with one
+    (:func:`~dpsieve.queries.prepare.contribution_of`: no silent ``max_groups=1``)."""
 
-    max_groups: int | Literal["auto"] = 1
+    max_groups: int | Literal["auto"] | None = None
     max_rows: int | Literal["auto"] | None = None
 
     def __post_init__(self) -> None:
@@ -259,7 +261,7 @@ class Contribution:
             v = getattr(self, name)
             if isinstance(v, str) and not is_auto(v):
                 raise fail(name, "contribution", "an int in [1, 1e6] or 'auto'", v)
-        if not is_auto(self.max_groups):
+        if self.max_groups is not None and not is_auto(self.max_groups):
             check_int("max_groups", self.max_groups, "contribution", minimum=1)
         if self.max_rows is not None and not is_auto(self.max_rows):
             check_int("max_rows", self.max_rows, "contribution", minimum=1)
@@ -275,7 +277,10 @@ class Contribution:
 
     @property
     def groups(self) -> int:
-        """``max_groups`` as chosen (refused while ``"auto"``: a prepared plan's is not)."""
+        """``max_groups`` as chosen (1 if not given; refused while ``"auto"``: a prepared
+        plan's is not)."""
+        if self.max_groups is None:
+            return 1
         if not isinstance(self.max_groups, int):
             raise fail("max_groups", "contribution", "a number here ('auto' is chosen by the "
                        "query's auto stage)", self.max_groups)
@@ -545,7 +550,7 @@ def from_spec(spec: Any, neighbouring: str | None = None) -> Query:
                                                  select.get("share"),
                                                  select.get("by", "auto")),
         tuple(_predicate(p) for p in where),
-        None if contribution is None else Contribution(contribution.get("max_groups", 1),
+        None if contribution is None else Contribution(contribution.get("max_groups"),
                                                        contribution.get("max_rows")),
         None if weights is None else tuple(weights) if isinstance(weights, list) else weights,
         spec.get("raw", False),
@@ -586,8 +591,9 @@ def query_to_dict(q: Query) -> dict[str, Any]:
                                         else p.value})} for p in q.where]
     c = q.contribution
     if c is not None:
-        out["contribution"] = {"max_groups": c.max_groups, **(
-            {} if c.max_rows is None else {"max_rows": c.max_rows})}
+        out["contribution"] = {
+            **({} if c.max_groups is None else {"max_groups": c.max_groups}),
+            **({} if c.max_rows is None else {"max_rows": c.max_rows})}
     if q.weights is not None:
         out["weights"] = list(q.weights)
     if q.raw:

@@ -260,13 +260,19 @@ def contribution_of(query: Query, unit: str | None) -> Contribution:
     absent (or the trivial ``max_groups=1``) without one."""
     c = query.contribution
     if unit is None:
-        if c is not None and (c.max_groups != 1 or c.max_rows is not None):
+        if c is not None and (c.max_groups not in (None, 1) or c.max_rows is not None):
             raise fail("contribution", "query", "absent: the data set has no privacy unit "
                        "(every row is one person)",
                        {"max_groups": c.max_groups, "max_rows": c.max_rows})
-        return Contribution()
+        return Contribution(1)
     if c is None:
         raise fail("contribution", "query", CONTRIBUTION_NEEDED, None)
+    if c.max_groups is None:
+        if query.group_by:
+            raise fail("max_groups", "contribution", "given when grouping on a data set with "
+                       "a privacy unit: the most groups one unit's rows may count in (no "
+                       "silent 1), or 'auto' (chosen from the data)", None)
+        return Contribution(1, c.max_rows)
     return c
 
 
