@@ -6,7 +6,9 @@ For values of a known distribution and the exact count as threshold base, a scan
 it by ``x`` fails (the threshold's noise minus its own above ``x``). A union bound over the
 candidates with the discrete Laplace tails gives the probability ``p`` of landing outside
 ``[level - tol, level + tol]``; over ``R`` seeds the misses must stay below a binomial upper
-quantile of ``R p`` -- a test that fails if the scan's noise were twice its stated scale.
+quantile of ``R p``. The union bound is loose (measured: 0 misses in 400 runs where it
+allows 17.6 at level 0.9, eps 0.5, tol 0.01; 13 with the scan's eps halved), so the test
+catches a scan with several times its stated noise, not a small excess.
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ def test_rows_per_unit_scan_within_its_error_bound(level: float, eps: float) -> 
     values = rng.geometric(0.15, n).astype(np.float64)  # rows per unit, mean ~6.7
     cands = np.asarray(count_candidates(), dtype=np.float64)
     cdf = np.searchsorted(np.sort(values), cands, side="right") / n
-    tol = 0.03
+    tol = 0.01
     bound = _miss_bound(cdf, level, tol, n, eps)
     runs = 1000
     misses = 0
@@ -67,7 +69,7 @@ def test_value_bounds_scan_within_its_error_bound() -> None:
     srt = np.sort(values)
     cdf_le = np.searchsorted(srt, cands, side="right") / n
     cdf_ge = 1 - np.searchsorted(srt, cands, side="left") / n  # share >= c
-    eps, tol, runs = 0.5, 0.03, 1000
+    eps, tol, runs = 0.5, 0.01, 1000
     up_bound = _miss_bound(cdf_le, 0.9, tol, n, eps)
     lo_bound = _miss_bound(1 - cdf_ge, 0.1, tol, n, eps)
     up_miss = lo_miss = 0
