@@ -103,6 +103,8 @@ def test_the_split_composes_within_the_plans_privacy_exactly(share: float, k: in
     (_plan(auto_share=1.5), "auto_share"),
     (_plan(auto_share=1e-300), "auto_share"),
     ({**_plan(), "contribution": {"max_groups": "auto", "max_rows": "lots"}}, "max_rows"),
+    ({**_plan(), "group_by": ["pid"], "keys": [[1], [2]]}, "group_by"),
+    ({**_plan(), "contribution": {"max_rows": "auto"}}, "max_groups"),  # grouping: no silent 1
 ])
 def test_refused_before_any_spend_naming_the_parameter(spec: dict[str, Any], param: str
                                                         ) -> None:

@@ -511,6 +511,10 @@ def plan_auto(q: Query, schema: Schema, nb: Neighbouring) -> AutoPlan:
     if unit is None:
         raise fail("lower", "query", "numbers: 'auto' bounds need a privacy unit (each "
                    "unit gives one value to a DP quantile)", q.auto_fields())
+    if c.auto and unit in q.group_by:
+        raise fail("group_by", "query", "columns other than the privacy unit with 'auto' "
+                   "contribution bounds (grouped by its unit, each unit is one group: give "
+                   "max_groups 1)", unit)
     bounds: list[_Bound] = []
     fallback: dict[str, float] = {}
     fixed: dict[str, float] = {}  # auto fields with one sensible value: no quantile
