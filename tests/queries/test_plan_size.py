@@ -56,7 +56,7 @@ def test_the_limit_is_a_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     # DP key selection: the groups are unknown, each group's numbers are checked
     u = Session(_frame(), budget=PureDP(10.0), privacy_unit="pid")
     sel = {**_plan(1, 7), "keys": None, "select": {"delta": 1e-6},
-           "contribution": {"max_rows": 1}}
+           "contribution": {"max_groups": 1, "max_rows": 1}}
     assert _refused(u, sel).parameter == "aggregations"
 
 
