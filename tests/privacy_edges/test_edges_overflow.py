@@ -45,7 +45,8 @@ CASES: dict[str, dict[str, Any]] = {
                                    contribution={"max_groups": 40},
                                    privacy={"type": "zcdp", "rho": 0.5}),
     "select tiny eps": _q({"type": "count", "per": "unit"}, group_by=["g"],
-                          select={"delta": 1e-6}, privacy={"type": "pure", "eps": 1e-300}),
+                          select={"delta": 1e-6}, privacy={"type": "pure", "eps": 1e-300},
+                          contribution={"max_groups": 1}),
     # e^(eps / L0) as a power of two of 1e299 bits (the truncated geometric's ratio): the
     # process grew past 8 GB before the spend; now capped, refused by the budget at once
     "select huge eps": _q({"type": "quantile", "column": "x", "lower": -5e-324,
@@ -56,9 +57,9 @@ CASES: dict[str, dict[str, Any]] = {
                          select={"delta": 1e-308}, privacy={"type": "pure", "eps": 800.0},
                          contribution={"max_groups": 5, "max_rows": 1}),
     "unit sum 1e306": _q({"type": "sum", "column": "x", "lower": 0, "upper": 1e306,
-                          "per": "unit"}),
+                          "per": "unit"}, contribution={"max_groups": 1}),
     "unit mean 1e306": _q({"type": "mean", "column": "x", "lower": -1e306, "upper": 1e306,
-                           "per": "unit"}),
+                           "per": "unit"}, contribution={"max_groups": 1}),
     "unit sum 1e305 keys": _q({"type": "sum", "column": "x", "lower": -1e305,
                                "upper": 1e305, "per": "unit"}, group_by=["g"],
                               keys=[["a"], ["b"]], contribution={"max_groups": 2}),
