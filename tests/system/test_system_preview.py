@@ -142,3 +142,38 @@ def test_budget_page_offers_the_preview(tmp_path: Path) -> None:
         assert dom.count("<tr><td>count: a0.count</td>") == 1
         assert httpx.get(srv.base + "/v1/datasets/visits/budget", headers=own,
                          timeout=60).json()["admitted"] == 0
+
+
+def test_service_auto_plan_previews_its_stage_and_is_charged_once(env: dict[str, Any]
+                                                                  ) -> None:
+    """Issue 24 item 2 over HTTP: ``contribution: "auto"`` and ``"upper": "auto"`` pass
+    the request model; the preview states the auto stage (nothing spent), the query is
+    charged the plan's privacy once and answers with the bounds it used; a plan without
+    bounds on the unit is 422 naming ``contribution``."""
+    c, st = env["client"], env["store"]
+    url = "/v1/datasets/visits/queries"
+    plan = {**PLAN, "contribution": "auto", "auto_share": 0.2,
+            "aggregations": [{"type": "count", "per": "unit"},
+                             {"type": "mean", "column": "cost", "lower": 0,
+                              "upper": "auto"}]}
+    r = c.post(url, params={"preview": "true"}, json=plan, headers=env["own"])
+    assert r.status_code == 200, r.text
+    p = r.json()
+    assert p["charged"] == "pure eps 0.5"
+    assert p["auto"]["privacy"]["eps"] == pytest.approx(0.1)
+    assert set(p["auto"]["each"]) == {"max_groups", "max_rows", "1.upper"}
+    assert st.history("visits") == []
+    r = c.post(url, json=plan, headers=env["own"])
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["cost"]["query"] == p["charge"]
+    assert out["remaining"] == p["budget_after"]
+    b = out["value"]["bounds"]
+    assert set(b["contribution"]) == {"max_groups", "max_rows"}
+    assert b["aggregations"][0]["label"] == "mean(cost)"
+    assert b["aggregations"][0]["upper"] > 0
+    none = {k: v for k, v in PLAN.items() if k != "contribution"}
+    r = c.post(url, json=none, headers=env["own"])
+    assert r.status_code == 422, r.text
+    assert r.json()["parameter"] == "contribution"
+    assert len(st.history("visits")) == 1
