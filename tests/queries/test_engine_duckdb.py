@@ -265,3 +265,20 @@ def test_integer_key_range_on_wide_columns(sql_type: str) -> None:
         rows = [{"u": u, "k": k} for u, k in [(1, 0), (1, 1), (3, 2), (4, 1)]]
         cols = (Column("u", ColumnType.INTEGER), Column("k", ColumnType.INTEGER))
         assert got.same_as(ReferenceEngine(rows, cols).aggregate(spec))
+
+
+@pytest.mark.parametrize("max_rows", [1, 1000, 1001, 10**6, 2**40])
+def test_row_level_sums_run_for_any_max_rows(max_rows: int) -> None:
+    """The SQL is total for every public max_rows: up to TOP_MAX_ROWS a cell's chosen rows
+    are held by its aggregate (DuckDB refuses min_by's n >= 10^6), above it the rows are
+    ranked twice; the reference's aggregates either way (cells of up to 1,500 rows)."""
+    rows = [{"u": i % 3, "g": i % 2, "v": float((i * 7919) % 101)} for i in range(4500)]
+    cols = [Column("u", ColumnType.INTEGER), Column("g", ColumnType.INTEGER),
+            Column("v", ColumnType.FLOAT)]
+    spec = BoundingSpec((RowCount("n", Level.ROW), ValueSum("s", "v", 1.0, 0.0, 100.0, 0, 100)),
+                        group_by=("g",), keys=((0,), (1,)), unit="u", max_groups=2,
+                        max_rows=max_rows, seed=11)
+    got = DuckDBEngine(connection=duckdb_table(rows, cols), table="t").aggregate(spec)
+    want = ReferenceEngine(rows, cols).aggregate(spec)
+    assert got.same_as(want)
+    assert int(got.values["n"].sum()) == min(max_rows, 750) * 6

@@ -47,6 +47,10 @@ _INT = ("TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMA
 _FLOAT = ("FLOAT", "DOUBLE", "REAL")
 _SCALAR_TYPE = {ColumnType.INTEGER: "BIGINT", ColumnType.FLOAT: "DOUBLE",
                 ColumnType.STRING: "VARCHAR", ColumnType.BOOLEAN: "BOOLEAN"}
+#: The largest ``max_rows`` whose chosen rows a cell's aggregate holds (``min_by(.., n)``:
+#: DuckDB refuses n >= 10^6, and the state of a cell grows with n); above it the rows are
+#: ranked twice (:func:`compile_sql`).
+TOP_MAX_ROWS = 1000
 #: The alias of the table the statement reads (data columns are qualified with it).
 SRC = '"_dpsieve_src"'
 
@@ -245,9 +249,10 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str, *,
     linear in the size of the spec. Total on every table (module docstring).
 
     Row-level sums under a privacy unit rank each cell's rows once and take the kept rows
-    in the cells' aggregate (:func:`_top_rows`). ``rank_twice=True``, and plans with
-    buckets, rank the kept cells' rows and then sort them again by priority: the same
-    aggregates, in more time and less memory (each cell's chosen rows are never held).
+    in the cells' aggregate (:func:`_top_rows`). ``rank_twice=True``, plans with buckets
+    and plans with ``max_rows`` above :data:`TOP_MAX_ROWS` rank the kept cells' rows and
+    then sort them again by priority: the same aggregates, in more time and less memory
+    (each cell's chosen rows are never held).
     """
     cols = {c.name: c for c in columns}
     prm = _Params()
@@ -320,8 +325,8 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str, *,
     # per (unit, group) cells, then the L0 choice of each unit's groups
     row_ms = spec.row_measures
     L = spec.max_rows
-    top = bool(row_ms) and not rank_twice and not any(
-        isinstance(m, BucketCount) for m in row_ms)
+    top = (bool(row_ms) and not rank_twice and L is not None and L <= TOP_MAX_ROWS
+           and not any(isinstance(m, BucketCount) for m in row_ms))
     cell_cols = ["count(*) AS _n"]
     for n, m in enumerate(spec.measures):
         if isinstance(m, ValueSum) and m.level == Level.UNIT:
