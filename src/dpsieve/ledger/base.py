@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
-from dpsieve._memo import Memo
 from dpsieve.errors import LedgerError
 from dpsieve.filters.base import BudgetLeft, Cost, Decision, PrivacyFilter
 from dpsieve.filters.charge import Charge
@@ -50,13 +49,11 @@ __all__ = [
     "SpendOutcome",
     "SpendRecord",
     "canonical_json",
-    "default_loader",
     "fingerprint",
     "has_budget",
     "left_json",
     "load_filters",
     "note_committed",
-    "parsed_initial",
     "query_to_dict",
     "refusal_record",
     "spend_journal",
@@ -291,31 +288,13 @@ def left_json(flt: PrivacyFilter) -> dict[str, Any]:
 def load_filters(store: BudgetStore, budget_id: str) -> tuple[PrivacyFilter, PrivacyFilter]:
     """The budget's (current, initial) filters, for reading only (never spend on them):
     the store's ``load_filters`` (one transaction; the initial filter may be an object
-    shared between calls, see :func:`parsed_initial`) if it has one, else
-    :meth:`~BudgetStore.load_filter` then :meth:`~BudgetStore.initial_filter`."""
+    shared between calls, see :func:`dpsieve.ledger.loaders.parsed_initial`) if it has
+    one, else :meth:`~BudgetStore.load_filter` then :meth:`~BudgetStore.initial_filter`."""
     both = getattr(store, "load_filters", None)
     if callable(both):
         cur, init = both(budget_id)
         return cur, init
     return store.load_filter(budget_id), store.initial_filter(budget_id)
-
-
-def parsed_initial(memo: Memo[PrivacyFilter], loads: FilterLoader, text: str) -> PrivacyFilter:
-    """``loads(text)``, remembered in ``memo`` by the exact text (a budget's initial state
-    never changes, and every summary reads it): the same text gives the same filter in
-    any process, so no write elsewhere can make a hit stale. The object is shared: read
-    only. Texts over 64 KiB are parsed each time (not kept)."""
-    if len(text) > 65536:
-        return loads(text)
-    return memo.get(text, lambda: loads(text))
-
-
-def default_loader(s: str) -> PrivacyFilter:
-    """:func:`dpsieve.filters.filter_from_json`, imported on first use."""
-    from dpsieve import filters
-
-    loads: FilterLoader = filters.filter_from_json  # type: ignore[attr-defined,unused-ignore]
-    return loads(s)
 
 
 def canonical_json(obj: Any) -> str:

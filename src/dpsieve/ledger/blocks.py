@@ -57,7 +57,8 @@ from dpsieve.ledger.blockset import (
     value_text,
 )
 from dpsieve.ledger.chain import Checkpoint, encode_charge, state_sha
-from dpsieve.ledger.sql_registry import Cursor, Head
+from dpsieve.ledger.cursor import Cursor
+from dpsieve.ledger.sql_registry import Head
 
 __all__ = ["SQLBlocks"]
 

@@ -50,7 +50,8 @@ from dpsieve.ledger.base import (
     utcnow,
 )
 from dpsieve.ledger.chain import state_sha
-from dpsieve.ledger.sql_registry import Cursor, Head
+from dpsieve.ledger.cursor import Cursor
+from dpsieve.ledger.sql_registry import Head
 
 __all__ = ["Act", "ChildAccessError", "ChildRecord", "MemoryChildren", "SQLChildren"]
 

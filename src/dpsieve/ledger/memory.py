@@ -27,11 +27,9 @@ from dpsieve.ledger.base import (
     SpendRecord,
     _json_safe,
     canonical_json,
-    default_loader,
     fingerprint,
     left_json,
     note_committed,
-    parsed_initial,
     query_to_dict,
     refusal_record,
     spend_key,
@@ -39,6 +37,7 @@ from dpsieve.ledger.base import (
 )
 from dpsieve.ledger.blocks_memory import MemoryBlocks, Space
 from dpsieve.ledger.children import MemoryChildren, _MemChild
+from dpsieve.ledger.loaders import default_loader, parsed_initial
 
 __all__ = ["MemoryStore"]
 
@@ -112,7 +111,7 @@ class MemoryStore(MemoryChildren, MemoryBlocks):
 
     def load_filters(self, budget_id: str) -> tuple[PrivacyFilter, PrivacyFilter]:
         """(current, initial) filters, one snapshot; the initial one read-only, parsed
-        once per exact text (:func:`dpsieve.ledger.base.parsed_initial`)."""
+        once per exact text (:func:`dpsieve.ledger.loaders.parsed_initial`)."""
         with self._lock:
             b = self._get(budget_id)
             state, initial = b.state, b.initial

@@ -22,9 +22,10 @@ from typing import Any
 
 from dpsieve._validation import Redacted, fail
 from dpsieve.ledger.base import FilterLoader, LedgerUnavailableError
+from dpsieve.ledger.cursor import Cursor
 from dpsieve.ledger.location import parse_location
 from dpsieve.ledger.migrations import LATEST
-from dpsieve.ledger.sql import Cursor, SQLStore
+from dpsieve.ledger.sql import SQLStore
 
 __all__ = ["PostgresStore", "audit_role_sql"]
 

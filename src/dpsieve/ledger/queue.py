@@ -34,8 +34,9 @@ from dpsieve.ledger.base import (
 from dpsieve.ledger.blocks import Held, arrive, charge_all, gates, request_texts
 from dpsieve.ledger.blockset import PendingRecord
 from dpsieve.ledger.chain import decode_charge, encode_charge
+from dpsieve.ledger.cursor import Cursor
 from dpsieve.ledger.passes import key_used, plan_pass
-from dpsieve.ledger.sql_registry import Cursor, Head
+from dpsieve.ledger.sql_registry import Head
 
 __all__ = ["PassResult", "SQLQueue"]
 

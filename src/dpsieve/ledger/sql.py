@@ -44,10 +44,8 @@ from dpsieve.ledger.base import (
     SpendRecord,
     _json_safe,
     canonical_json,
-    default_loader,
     left_json,
     note_committed,
-    parsed_initial,
     query_to_dict,
     refusal_record,
     spend_key,
@@ -57,9 +55,11 @@ from dpsieve.ledger.blocks import SQLBlocks
 from dpsieve.ledger.chain import ChainBroken, ChainRow, Checkpoint, Replay, state_sha
 from dpsieve.ledger.chain import encode_charge as _encode_charge
 from dpsieve.ledger.children import SQLChildren
+from dpsieve.ledger.cursor import Cursor
+from dpsieve.ledger.loaders import default_loader, parsed_initial
 from dpsieve.ledger.migrations import AUDIT_COLUMNS, MIGRATIONS, migrate
 from dpsieve.ledger.queue import SQLQueue
-from dpsieve.ledger.sql_registry import Cursor, Head, SQLRegistry
+from dpsieve.ledger.sql_registry import Head, SQLRegistry
 
 __all__ = ["MIGRATIONS", "Cursor", "SQLStore"]
 

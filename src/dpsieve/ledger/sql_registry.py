@@ -1,4 +1,4 @@
-"""The SQL ledger's plumbing and registry: the cursor wrapper, appending chained audit
+"""The SQL ledger's plumbing and registry: appending chained audit
 rows (:mod:`dpsieve.ledger.chain`), the readiness probe, and the registry of principals,
 API-key hashes, data sets and grants (used by :class:`dpsieve.ledger.sql.SQLStore`)."""
 
@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
@@ -20,38 +19,13 @@ from dpsieve.ledger.base import (
     utcnow,
 )
 from dpsieve.ledger.chain import GENESIS, Checkpoint, row_hash
+from dpsieve.ledger.cursor import Cursor
 
-__all__ = ["Cursor", "Head", "SQLRegistry"]
+__all__ = ["Head", "SQLRegistry"]
 
 #: A chain's last row.
 _HEAD_SQL = ("SELECT seq, chain_n, chain_hash FROM audit WHERE budget_id = ?"
              " ORDER BY seq DESC LIMIT 1")
-
-
-class Cursor:
-    """A thin wrapper running ``?``-placeholder SQL on a DB-API cursor of either dialect."""
-
-    def __init__(self, raw: Any, paramstyle: str) -> None:
-        self.raw = raw
-        self._pg = paramstyle == "format"
-
-    def run(self, sql: str, params: tuple[Any, ...] = ()) -> Cursor:
-        self.raw.execute(sql.replace("?", "%s") if self._pg else sql, params)
-        return self
-
-    def one(self) -> tuple[Any, ...] | None:
-        row = self.raw.fetchone()
-        return None if row is None else tuple(row)
-
-    def all(self) -> list[tuple[Any, ...]]:
-        return [tuple(r) for r in self.raw.fetchall()]
-
-    def rows(self, batch: int = 1000) -> Iterator[tuple[Any, ...]]:
-        """The result's rows, fetched ``batch`` at a time (a long audit log is never
-        held whole)."""
-        while chunk := self.raw.fetchmany(batch):
-            for r in chunk:
-                yield tuple(r)
 
 
 @dataclass(slots=True)

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from dpsieve.errors import ConcurrencyError
 from dpsieve.ledger.base import FilterLoader, LedgerUnavailableError
-from dpsieve.ledger.sql import Cursor, SQLStore
+from dpsieve.ledger.cursor import Cursor
+from dpsieve.ledger.sql import SQLStore
 
 __all__ = ["SQLiteStore"]
 
