@@ -351,8 +351,12 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str, *,
     tie = "_g" if "_hg" in drop else "_hg"  # _hg = CAST(_g AS UBIGINT), _g >= 0: same order
     cells = (f"SELECT * EXCLUDE ({', '.join(drop)}), {_mix('xor(_a0, _hg)')} AS _p0 FROM "
              f"(SELECT *, {a0} AS _a0 FROM ({cells}))")
-    kept = (f"SELECT * FROM _dps_c QUALIFY row_number() OVER (PARTITION BY _u ORDER BY _p0, {tie})"
-            f" <= {spec.max_groups}")
+    # ties of (p0, h(g)) (h collides: 128-bit keys equal modulo 2^64, hashed strings) are
+    # broken by the key itself, nulls first, as the reference and Spark engines do: the
+    # choice is a function of the unit's own cells, never of the scan order
+    by_key = "" if tie == "_g" else "".join(f", {k} ASC NULLS FIRST" for k in gcols)
+    kept = (f"SELECT * FROM _dps_c QUALIFY row_number() OVER (PARTITION BY _u ORDER BY _p0, {tie}"
+            f"{by_key}) <= {spec.max_groups}")
     for n, m in enumerate(spec.measures):
         if isinstance(m, RowCount):
             out_cols.append(f"sum({'_n' if L is None else f'least(_n, {L})'}) AS _o{n}"

@@ -142,7 +142,9 @@ class ReferenceEngine:
             if spec.unit is not None:
                 hu = encode(u[1])
                 a = mix(k0 ^ hu)
-                gids = sorted(gids, key=lambda g: (mix(a ^ hashes[g]), hashes[g]))
+                # ties of (p0, h(g)) broken by the key, nulls first (as the SQL engines)
+                gids = sorted(gids, key=lambda g: (mix(a ^ hashes[g]), hashes[g],
+                                                   _key_order(keys[g])))
                 gids = gids[: spec.max_groups]
             for g in gids:
                 cells.append((u, g, by_cell[(u, g)]))
@@ -206,3 +208,8 @@ class ReferenceEngine:
 def _canon(key: tuple[Any, ...]) -> tuple[Any, ...]:
     """A dict key that keeps ``1``, ``1.0``, ``True`` and ``"1"`` apart where types differ."""
     return tuple((type(v) is str, v) for v in key)
+
+
+def _key_order(key: tuple[KeyValue, ...]) -> tuple[tuple[bool, Any], ...]:
+    """A group key's place in the engines' tie-break order: by value, missing first."""
+    return tuple((v is not None, v) for v in key)
