@@ -352,9 +352,10 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str, *,
     cells = (f"SELECT * EXCLUDE ({', '.join(drop)}), {_mix('xor(_a0, _hg)')} AS _p0 FROM "
              f"(SELECT *, {a0} AS _a0 FROM ({cells}))")
     # ties of (p0, h(g)) (h collides: 128-bit keys equal modulo 2^64, hashed strings) are
-    # broken by the key itself, nulls first, as the reference and Spark engines do: the
-    # choice is a function of the unit's own cells, never of the scan order
-    by_key = "" if tie == "_g" else "".join(f", {k} ASC NULLS FIRST" for k in gcols)
+    # broken by the key itself, missing last, as every engine does (the frame engines: codes
+    # in value order, missing last): the choice is a function of the unit's own cells,
+    # never of the scan order
+    by_key = "" if tie == "_g" else "".join(f", {k} ASC NULLS LAST" for k in gcols)
     kept = (f"SELECT * FROM _dps_c QUALIFY row_number() OVER (PARTITION BY _u ORDER BY _p0, {tie}"
             f"{by_key}) <= {spec.max_groups}")
     for n, m in enumerate(spec.measures):

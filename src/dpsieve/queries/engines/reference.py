@@ -142,7 +142,7 @@ class ReferenceEngine:
             if spec.unit is not None:
                 hu = encode(u[1])
                 a = mix(k0 ^ hu)
-                # ties of (p0, h(g)) broken by the key, nulls first (as the SQL engines)
+                # ties of (p0, h(g)) broken by the key, missing last (as every engine)
                 gids = sorted(gids, key=lambda g: (mix(a ^ hashes[g]), hashes[g],
                                                    _key_order(keys[g])))
                 gids = gids[: spec.max_groups]
@@ -211,5 +211,5 @@ def _canon(key: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def _key_order(key: tuple[KeyValue, ...]) -> tuple[tuple[bool, Any], ...]:
-    """A group key's place in the engines' tie-break order: by value, missing first."""
-    return tuple((v is not None, v) for v in key)
+    """A group key's place in the engines' tie-break order: by value, missing last."""
+    return tuple((v is None, 0 if v is None else v) for v in key)

@@ -367,7 +367,7 @@ class SparkEngine:
             cells = P.df.groupBy("_u", *gcols, "_hg", "_p0").agg(*aggs)
             order = Window.partitionBy("_u").orderBy(
                 sf.col("_p0").bitwiseXOR(sf.lit(-_SIGN)), sf.col("_hg").bitwiseXOR(
-                    sf.lit(-_SIGN)), *[sf.col(c).asc_nulls_first() for c in gcols])
+                    sf.lit(-_SIGN)), *[sf.col(c).asc_nulls_last() for c in gcols])
             kept = cells.withColumn("_r0", sf.row_number().over(order)).filter(
                 sf.col("_r0") <= spec.max_groups)
             nrows = sf.col("_n") if L is None else sf.least(sf.col("_n"), sf.lit(L))
@@ -379,7 +379,7 @@ class SparkEngine:
         # rows: L0 by the dense rank of the cell's (p0, h(g), key) within the unit
         order = Window.partitionBy("_u").orderBy(
             sf.col("_p0").bitwiseXOR(sf.lit(-_SIGN)), sf.col("_hg").bitwiseXOR(sf.lit(-_SIGN)),
-            *[sf.col(c).asc_nulls_first() for c in gcols])
+            *[sf.col(c).asc_nulls_last() for c in gcols])
         P.df = P.df.withColumn("_r0", sf.dense_rank().over(order)).filter(
             sf.col("_r0") <= spec.max_groups)
         # L-inf: rank a cell's rows by content (i), keep the L smallest p1(u, g, i)
