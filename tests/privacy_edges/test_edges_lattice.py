@@ -283,7 +283,7 @@ def test_query_layer_sum_and_mean_up_to_the_clipping_bound(engine: str, bound: f
             else:
                 path = tmp_path / "x.csv"
                 df.to_csv(path, index=False, float_format="%.17g")
-                eng = DuckDBEngine(path)
+                eng = DuckDBEngine(path, types={"x": "float"})  # a CSV: declared types
             schema = Schema(eng.columns())
             for t in ("sum", "mean"):
                 spec = {"type": t, "column": "x", "lower": -bound, "upper": bound,
