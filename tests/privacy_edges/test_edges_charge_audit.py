@@ -408,6 +408,6 @@ def test_the_audit_catches_defect_3_int64_lattice(where: str, tmp_path: Path,
         if getattr(mod, "laplace_release", None) is original:
             monkeypatch.setattr(mod, "laplace_release", old)
     case = next(c for c in CASES if c.name == "robust-median")
-    v = run_audit(where, case, tmp_path, samples=50, pilot=20)
+    v = run_audit(where, case, tmp_path, samples=80, pilot=20)
     assert calls, "the re-introduction did not reach the entry point: update the monkeypatch"
     assert not v.passed, str(v)
