@@ -88,7 +88,10 @@ def _ask(c: httpx.Client, ana: dict[str, str], n: int) -> list[Any]:
             body = r.json()
             assert body["error"] == "ledger_unavailable", r.text
             assert "cannot write" in body["message"]
-            assert set(body) == {"error", "message"}  # no path, no detail
+            # no path, no detail: what was charged and the key to retry with (issue 25)
+            assert set(body) == {"error", "message", "charged", "idempotency_key"}, r.text
+            assert body["charged"] in ("no", "unknown", "yes"), r.text
+            assert "/" not in body["message"], r.text
     return out
 
 

@@ -141,8 +141,9 @@ class SQLiteStore(SQLStore):
 
     def check_ready(self) -> None:
         """Readiness without writing: a read, then the write lock taken and released at
-        once (``BEGIN IMMEDIATE``, ``ROLLBACK``: refused on a read-only file or
-        connection), and at least 1 MiB free beside the file."""
+        once (``BEGIN IMMEDIATE``, ``ROLLBACK``: refused on a read-only connection), the
+        file writable for this process (``os.access``: an immutable or read-only file),
+        and at least 1 MiB free beside the file."""
         import os
         import shutil
 
@@ -150,6 +151,11 @@ class SQLiteStore(SQLStore):
         with self._write_lock:
             conn = self._begin(True)
             self._rollback(conn)
+        # a file SQLite fell back to opening read-only (immutable, or its mode changed)
+        # still takes BEGIN IMMEDIATE; the kernel's answer for a write decides
+        if os.path.exists(self.path) and not os.access(self.path, os.W_OK):
+            raise LedgerUnavailableError(f"The SQLite ledger {self.path!r} cannot take "
+                                         "writes (the file is read-only).", cannot_write=True)
         where = os.path.dirname(os.path.abspath(self.path))
         if shutil.disk_usage(where).free < 1 << 20:
             raise LedgerUnavailableError(f"The SQLite ledger {self.path!r} has less than "
