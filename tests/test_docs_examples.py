@@ -112,6 +112,14 @@ def _spark_missing(python: str) -> str | None:
     return None if r.returncode == 0 else "pyspark not installed (the spark extra)"
 
 
+def _train_missing(python: str) -> str | None:
+    """Why a block using torch/Opacus cannot run here (the ``train`` extra missing: the
+    fresh wheel's venv has the service and data extras only), or None."""
+    r = subprocess.run([python, "-c", "import torch, opacus"], capture_output=True,
+                       timeout=300)
+    return None if r.returncode == 0 else "torch/opacus not installed (the train extra)"
+
+
 def run_file(path: Path, cwd: Path, bindir: Path, python: str, *, slow: bool) -> list[str]:
     """Run every block of ``path``, each alone in a copy of ``cwd`` (the bundled data
     sets only); returns the commands run (for the report)."""
@@ -128,8 +136,10 @@ def run_file(path: Path, cwd: Path, bindir: Path, python: str, *, slow: bool) ->
         here = cwd.parent / f"{cwd.name}-{path.stem}-{line}"
         shutil.copytree(cwd, here)
         if lang == "python":
-            missing = _spark_missing(python) if "pyspark" in code else None
-            if missing is not None:  # docs/spark.md's local Spark: a package and a JVM
+            missing = (_spark_missing(python) if "pyspark" in code
+                       else _train_missing(python) if "torch" in code or "opacus" in code
+                       else None)
+            if missing is not None:  # Spark (a package and a JVM) or the train extra
                 ran.append(f"skipped ({where}): {missing}")
                 continue
             r = subprocess.run([python, "-c", code], cwd=here, env=env, capture_output=True,
