@@ -12,9 +12,22 @@ knapsack):
   *dominant share* first, the largest fraction of any one budget the request uses;
 * ``dpack`` -- efficiency (Tholoniat et al., EuroSys 2025): the largest
   ``weight / sum_j demand_j / available_j`` first, so requests that use little of what
-  is left, summed over their blocks, go before those that use much of it; with one
-  currency per block DPack's per-block choice of a Rényi order has one option;
+  is left, summed over their blocks, go before those that use much of it;
 * ``fcfs`` -- arrival order.
+
+**Several orders per budget.** A budget kept at several Rényi orders (an
+:class:`~dpsieve.filters.RDPFilter`) has one fraction per order: ``available`` is then
+an array of shape (dimensions, orders) and each request's ``demand`` one row per
+dimension. A request fits when it fits at *every* order (the filter's rule: it admits
+while the spent RDP stays within the budget at each listed order). DPF's dominant share
+is the largest fraction over dimensions and orders (as in DPack's own DPF). DPack
+measures each dimension at one order, chosen per dimension from the waiting requests
+(:func:`bottleneck_orders`): DPack picks the order at which the most requests fit one
+block alone (a one-block knapsack with unit profits, solved exactly by taking the
+smallest demands first) because its blocks may be spent at *any* order; ours must stay
+within *every* order, so the order that binds is the one at which the *fewest* fit, and
+that is the order measured. With one order (a 1-D ``available``) this is the one-currency
+rule above.
 
 Ties go to the earlier arrival. Everything here is a function of the demands, the
 available fractions, the arrival order and the weights: public numbers derived from
@@ -38,7 +51,8 @@ import numpy.typing as npt
 
 from dpsieve._validation import fail
 
-__all__ = ["Pending", "Policy", "Schedule", "dominant_share", "efficiency", "schedule"]
+__all__ = ["Pending", "Policy", "Schedule", "bottleneck_orders", "dominant_share", "efficiency",
+           "schedule"]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -55,8 +69,9 @@ class Policy(StrEnum):
 @dataclass(frozen=True, slots=True, eq=False)
 class Pending:
     """A pending request: the ``dims`` it is charged to (indices into the available
-    vector), its ``demand`` on each (a fraction of that budget as created, >= 0), its
-    ``arrival`` (any increasing number: time or sequence) and its ``weight`` (> 0)."""
+    vector), its ``demand`` on each (a fraction of that budget as created, >= 0; a row of
+    fractions, one per order, for budgets kept at several orders), its ``arrival`` (any
+    increasing number: time or sequence) and its ``weight`` (> 0)."""
 
     dims: IntArray
     demand: FloatArray
@@ -65,10 +80,12 @@ class Pending:
 
     def __post_init__(self) -> None:
         dims = np.asarray(self.dims, dtype=np.int64).reshape(-1)
-        dem = np.asarray(self.demand, dtype=np.float64).reshape(-1)
-        if dims.shape != dem.shape:
-            raise fail("demand", "Pending", f"one number per dimension ({dims.size})",
-                       dem.size)
+        dem = np.asarray(self.demand, dtype=np.float64)
+        if dem.ndim <= 1:
+            dem = dem.reshape(-1)
+        if dem.ndim > 2 or dem.shape[0] != dims.size or (dem.ndim == 2 and not dem.shape[1]):
+            raise fail("demand", "Pending", f"one number (or one row of orders) per "
+                       f"dimension ({dims.size})", dem.shape)
         if not bool(np.all(dem >= 0)):  # NaN fails too
             raise fail("demand", "Pending", "fractions >= 0", "a negative or NaN demand")
         if np.unique(dims).size != dims.size:
@@ -100,18 +117,56 @@ def dominant_share(p: Pending) -> float:
     return float(p.demand.max()) if p.demand.size else 0.0
 
 
-def efficiency(p: Pending, available: FloatArray) -> float:
+def efficiency(p: Pending, available: FloatArray, orders: IntArray | None = None
+               ) -> float:
     """``weight / sum_j demand_j / available_j`` (DPack's key; 0 when some demand meets
-    nothing available, infinite for a request that demands nothing)."""
+    nothing available, infinite for a request that demands nothing). With several
+    orders, ``orders[j]`` is the order (a column of ``available``) dimension j is
+    measured at (:func:`bottleneck_orders`)."""
     if not p.demand.size:
         return float("inf")
     avail = available[p.dims]
-    need = p.demand > 0
+    dem = p.demand
+    if dem.ndim == 2:
+        if orders is None:
+            raise fail("orders", "efficiency", "one order per dimension for a 2-D demand",
+                       None)
+        cols = orders[p.dims]
+        rows = np.arange(p.dims.size)
+        avail = avail[rows, cols]
+        dem = dem[rows, cols]
+    need = dem > 0
     if bool(np.any(need & (avail <= 0))):
         return 0.0
     with np.errstate(over="ignore"):  # a subnormal room: an infinite cost, efficiency 0
-        cost = float(np.sum(p.demand[need] / avail[need]))
+        cost = float(np.sum(dem[need] / avail[need]))
     return float("inf") if cost == 0 else p.weight / cost
+
+
+def bottleneck_orders(pending: Sequence[Pending], available: FloatArray) -> IntArray:
+    """For each dimension (a row of the 2-D ``available``), the order (a column) at
+    which the fewest waiting requests that name it would fit it alone: at each order,
+    the largest number of them whose demands sum within what is available there (the
+    smallest demands first, which is that one-dimension knapsack's optimum for unit
+    profits); ties go to the order with the least available. Dimensions no request
+    names get order 0."""
+    n, m = available.shape
+    if not pending:
+        return np.zeros(n, dtype=np.int64)
+    dims = np.concatenate([p.dims for p in pending])
+    dem = np.concatenate([p.demand for p in pending], axis=0)  # (entries, m)
+    counts = np.zeros((n, m), dtype=np.int64)
+    for a in range(m):
+        order = np.lexsort((dem[:, a], dims))  # by dimension, then demand
+        d_s, x_s = dims[order], dem[order, a]
+        csum = np.cumsum(x_s)
+        start = np.searchsorted(d_s, d_s, side="left")  # each entry's group start
+        before = np.where(start > 0, csum[np.maximum(start - 1, 0)], 0.0)
+        fits = (csum - before) <= available[d_s, a] + 1e-12
+        np.add.at(counts[:, a], d_s, fits.astype(np.int64))
+    key = counts.astype(np.float64) * (1.0 + available.max(initial=0.0) + 1.0) + available
+    out: IntArray = np.argmin(key, axis=1).astype(np.int64)
+    return out
 
 
 def schedule(policy: Policy | str, pending: Sequence[Pending], available: FloatArray, *,
@@ -119,13 +174,21 @@ def schedule(policy: Policy | str, pending: Sequence[Pending], available: FloatA
     """Order ``pending`` by ``policy`` and admit greedily within ``available`` (module
     docstring). ``available`` is not modified."""
     pol = Policy(policy)
-    avail = np.array(available, dtype=np.float64, copy=True).reshape(-1)
+    avail = np.array(available, dtype=np.float64, copy=True)
+    if avail.ndim <= 1:
+        avail = avail.reshape(-1)
     n = len(pending)
+    for p in pending:
+        if p.demand.ndim != avail.ndim or (avail.ndim == 2
+                                           and p.demand.shape[1] != avail.shape[1]):
+            raise fail("demand", "schedule", f"shaped like 'available' (orders: "
+                       f"{avail.shape[1:] or 'one'})", p.demand.shape)
     arrival = [p.arrival for p in pending]
     if pol == Policy.DPF:
         keys = [(dominant_share(p), arrival[i], i) for i, p in enumerate(pending)]
     elif pol == Policy.DPACK:
-        keys = [(-efficiency(p, avail), arrival[i], i) for i, p in enumerate(pending)]
+        cols = bottleneck_orders(pending, avail) if avail.ndim == 2 else None
+        keys = [(-efficiency(p, avail, cols), arrival[i], i) for i, p in enumerate(pending)]
     else:
         keys = [(0.0, arrival[i], i) for i in range(n)]
     order = [k[2] for k in sorted(keys)]
@@ -135,7 +198,9 @@ def schedule(policy: Policy | str, pending: Sequence[Pending], available: FloatA
     for i in order:
         p = pending[i]
         room = avail[p.dims]
-        short = p.demand > room + tolerance
+        short = np.asarray(p.demand > room + tolerance)
+        if short.ndim == 2:  # several orders: a dimension is short at any of them
+            short = np.asarray(short.any(axis=1))
         if bool(np.any(short)):
             position[i] = len(position) + 1
             blocked[i] = int(p.dims[int(np.argmax(short))])
