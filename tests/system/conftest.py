@@ -75,3 +75,22 @@ def make_store(backend: str, tmp_path: Path) -> Iterator[StoreFactory]:
         cleanup = PostgresStore(PG_URL, schema=schema)
         cleanup.drop_schema()
         cleanup.close()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """(database URL, schema) of a durable ledger: a SQLite file (the schema is not used
+    there), or a fresh schema on PostgreSQL, dropped afterwards (skipped without a server)."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'ledger.db'}", "dpsieve"
+        return
+    reason = pg_available()
+    if reason:
+        pytest.skip(reason)
+    schema = unique_schema()
+    yield PG_URL, schema
+    from dpsieve.ledger import PostgresStore
+
+    s = PostgresStore(PG_URL, schema=schema)
+    s.drop_schema()
+    s.close()

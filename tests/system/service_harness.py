@@ -1,19 +1,25 @@
-"""Helpers for the service tests: an example CSV, a uvicorn subprocess on a free port."""
+"""Helpers for the system tests that run processes: an example CSV, ``dpsieve serve`` in a
+subprocess on a free port (and killed between a durable spend and its answer), a script
+on the ledger in a subprocess that is SIGKILLed mid-burst."""
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 HERE = Path(__file__).parent
+SRC = str(HERE.parents[1] / "src")
 
 
 def write_csv(path: Path, n: int = 200) -> Path:
@@ -85,3 +91,66 @@ class Server:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+def crash_after_spend(url: str, owner: str, spent: Path, setup: Callable[[str], dict[str, str]],
+                      query: dict[str, Any], key: str = "crash-1") -> dict[str, str]:
+    """A server on ``url`` that pauses after each durable spend (it touches ``spent`` then):
+    ``setup(base)`` returns an analyst's headers, the analyst sends ``query`` with
+    Idempotency-Key ``key``, and the server is SIGKILLed between the spend and the answer.
+    Asserts that no answer was released; returns the headers (with the key) to retry with."""
+    env = {"DPSIEVE_TEST_SPEND_MARKER": str(spent), "DPSIEVE_TEST_PAUSE_AFTER_SPEND": "120"}
+    srv = Server(url, owner, env=env)
+    try:
+        hdr = {**setup(srv.base), "Idempotency-Key": key}
+        outcome: list[Any] = []
+
+        def send() -> None:
+            try:
+                outcome.append(httpx.post(srv.base + "/v1/datasets/d/queries", json=query,
+                                          headers=hdr, timeout=60))
+            except httpx.HTTPError as e:
+                outcome.append(e)
+
+        t = threading.Thread(target=send)
+        t.start()
+        deadline = time.monotonic() + 60
+        while not spent.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert spent.exists(), "the service never reached the spend"
+        srv.kill()  # SIGKILL between the durable spend and the answer
+        t.join(timeout=30)
+        assert isinstance(outcome[0], httpx.HTTPError)  # no answer was released
+    finally:
+        srv.stop()
+    return hdr
+
+
+def open_ledger(url: str, schema: str) -> Any:
+    """The ledger at ``url`` (``schema`` is used on PostgreSQL only)."""
+    from dpsieve.ledger import open_store
+
+    return open_store(url, schema=schema)
+
+
+def start_script(script: str, *args: str) -> subprocess.Popen[str]:
+    """``python -c script args`` with this checkout's src/ on PYTHONPATH; its output piped."""
+    env = {**os.environ, "PYTHONPATH": SRC}
+    return subprocess.Popen([sys.executable, "-c", script, *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def kill_when(proc: subprocess.Popen[str], enough: Callable[[list[str]], bool],
+              deadline: float) -> str:
+    """Hand each line ``proc`` prints, split into words, to ``enough`` until it says so, the
+    output ends or the ``deadline`` (time.monotonic) passes; then SIGKILL ``proc`` (a crash:
+    no handler runs) and reap it. Returns what it wrote to stderr (for failure messages)."""
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line or enough(line.split()):
+            break
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    return proc.stderr.read()

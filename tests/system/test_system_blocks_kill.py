@@ -8,20 +8,12 @@ chains verify, and retrying every key charges nothing twice."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from fractions import Fraction
-from pathlib import Path
 from typing import Any
 
-import pytest
-from conftest import PG_URL, pg_available, unique_schema
+from service_harness import kill_when, open_ledger, start_script
 
-SRC = str(Path(__file__).resolve().parents[2] / "src")
 COST = Fraction(0.03)
 
 SCRIPT = r"""
@@ -29,7 +21,7 @@ import random, sys
 from dpsieve.accounting.events import PureDP
 from dpsieve.ledger import open_store
 url, schema, me = sys.argv[1], sys.argv[2], sys.argv[3]
-s = open_store(url, schema=schema) if schema else open_store(url)
+s = open_store(url, schema=schema)
 rng = random.Random(me)
 blocks = [b.budget_id for b in s.blocks("d")]
 quotas = s.quota_budgets("d", me)
@@ -50,29 +42,6 @@ while True:
 """
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'ledger.db'}", ""
-        return
-    reason = pg_available()
-    if reason:
-        pytest.skip(reason)
-    schema = unique_schema()
-    yield PG_URL, schema
-    from dpsieve.ledger import PostgresStore
-
-    s = PostgresStore(PG_URL, schema=schema)
-    s.drop_schema()
-    s.close()
-
-
-def _open(url: str, schema: str) -> Any:
-    from dpsieve.ledger import open_store
-
-    return open_store(url, schema=schema) if schema else open_store(url)
-
-
 def _spent(s: Any, b: str) -> Fraction:
     init = Fraction(s.initial_filter(b).remaining().to_dict()["exact"])
     return init - Fraction(s.load_filter(b).remaining().to_dict()["exact"])
@@ -84,7 +53,7 @@ def test_blocks_and_quotas_survive_sigkill(ledger_url: tuple[str, str]) -> None:
     from dpsieve.filters import PureDPFilter
 
     url, schema = ledger_url
-    s = _open(url, schema)
+    s = open_ledger(url, schema)
     s.declare_blocks("d", {"column": "day", "budget": {"type": "pure", "eps": 1.0}})
     for v in range(4):
         unlock = unlock_from_dict({"type": "arrivals", "n": 3, "by": "request"}) \
@@ -93,31 +62,26 @@ def test_blocks_and_quotas_survive_sigkill(ledger_url: tuple[str, str]) -> None:
     for me in ("p", "q"):
         s.add_principal(me, "analyst", f"h-{me}")
         s.set_quota("d", "analyst", me, PureDPFilter(0.9))
-    env = {**os.environ, "PYTHONPATH": SRC}
-    procs = [subprocess.Popen([sys.executable, "-c", SCRIPT, url, schema, me], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for me in ("p", "q")]
+    procs = {me: start_script(SCRIPT, url, schema, me) for me in ("p", "q")}
     reported: dict[str, list[str]] = {}
     queued: list[str] = []
-    deadline = time.monotonic() + 120
-    for proc in procs:  # read each until it has reported 12 admissions, then kill it
-        assert proc.stdout is not None
-        n = 0
-        while n < 12 and time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            parts = line.split()
-            if parts[0] == "admitted":
-                reported[parts[1]] = parts[2:]
-                n += 1
-            else:
-                queued.append(parts[1])
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-        assert n == 12, proc.stderr.read() if proc.stderr else ""
 
-    s2 = _open(url, schema)
+    def admitted(me: str) -> int:
+        return sum(1 for key in reported if key.startswith(f"{me}/"))
+
+    def take(parts: list[str]) -> bool:  # a line of one process: enough of its admissions?
+        if parts[0] == "admitted":
+            reported[parts[1]] = parts[2:]
+        else:
+            queued.append(parts[1])
+        return admitted(parts[1].split("/")[0]) == 12
+
+    deadline = time.monotonic() + 120
+    for me, proc in procs.items():  # read each until it has reported 12 admissions, then kill it
+        stderr = kill_when(proc, take, deadline)
+        assert admitted(me) == 12, stderr
+
+    s2 = open_ledger(url, schema)
     budgets = [b.budget_id for b in s2.blocks("d")] + [q.budget_id for q in s2.quotas("d")]
     charged: dict[str, set[str]] = {}
     for b in budgets:

@@ -7,20 +7,10 @@ overspent, the audit chain verifies, and retrying the unconfirmed keys answers e
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from fractions import Fraction
-from pathlib import Path
-from typing import Any
 
-import pytest
-from conftest import PG_URL, pg_available, unique_schema
-
-SRC = str(Path(__file__).resolve().parents[2] / "src")
+from service_harness import kill_when, open_ledger, start_script
 
 SCRIPT = r"""
 import sys, numpy as np
@@ -29,7 +19,7 @@ from dpsieve.ledger import open_store
 from dpsieve.interactive import LaplaceSVT, SparseVector, ChildExhaustedError
 from dpsieve.interactive.store import open_child, ask_child
 url, schema = sys.argv[1], sys.argv[2]
-s = open_store(url, schema=schema) if schema else open_store(url)
+s = open_store(url, schema=schema)
 i = 0
 while True:
     c = f"sv{i % 8}"
@@ -45,55 +35,26 @@ while True:
 """
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'ledger.db'}", ""
-        return
-    reason = pg_available()
-    if reason:
-        pytest.skip(reason)
-    schema = unique_schema()
-    yield PG_URL, schema
-    from dpsieve.ledger import PostgresStore
-
-    s = PostgresStore(PG_URL, schema=schema)
-    s.drop_schema()
-    s.close()
-
-
-def _open(url: str, schema: str) -> Any:
-    from dpsieve.ledger import open_store
-
-    return open_store(url, schema=schema) if schema else open_store(url)
-
-
 def test_children_survive_sigkill(ledger_url: tuple[str, str]) -> None:
     from dpsieve.filters import PureDPFilter
     from dpsieve.interactive import ChildExhaustedError
     from dpsieve.interactive.store import ask_child
 
     url, schema = ledger_url
-    s = _open(url, schema)
+    s = open_ledger(url, schema)
     s.create_budget("b", PureDPFilter(2.0))
-    env = {**os.environ, "PYTHONPATH": SRC}
-    proc = subprocess.Popen([sys.executable, "-c", SCRIPT, url, schema], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = start_script(SCRIPT, url, schema)
     released: list[tuple[str, str, bool]] = []
-    deadline = time.monotonic() + 120
-    assert proc.stdout is not None
-    while len(released) < 25 and time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        parts = line.split()
+
+    def take(parts: list[str]) -> bool:
         if parts[0] == "released":
             released.append((parts[1], parts[2], parts[3] == "True"))
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
-    assert len(released) >= 25, proc.stderr.read() if proc.stderr else ""
+        return len(released) >= 25
 
-    s2 = _open(url, schema)
+    stderr = kill_when(proc, take, time.monotonic() + 120)
+    assert len(released) >= 25, stderr
+
+    s2 = open_ledger(url, schema)
     try:
         with s2._tx(write=False) as cur:
             stored = {str(r[0]): (str(r[1]), json.loads(r[2])) for r in cur.run(

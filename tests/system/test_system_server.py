@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from conftest import PG_URL, pg_available, unique_schema
-from service_harness import Server, write_csv
+from service_harness import Server, crash_after_spend, write_csv
 
 OWNER = "dps_test-owner-key_Sv7RmZ2vK9pLw4sN8bYc3FhJ6t"
 OWN = {"Authorization": f"Bearer {OWNER}"}
@@ -30,26 +28,10 @@ def _setup(base: str, csv: Path, budget: dict[str, Any]) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'ledger.db'}", "dpsieve"
-        return
-    reason = pg_available()
-    if reason:
-        pytest.skip(reason)
-    schema = unique_schema()
-    yield PG_URL, schema
-    from dpsieve.ledger import PostgresStore
-
-    s = PostgresStore(PG_URL, schema=schema)
-    s.drop_schema()
-    s.close()
-
-
-def test_fifty_concurrent_clients_never_overspend(db_url: tuple[str, str], tmp_path: Path) -> None:
+def test_fifty_concurrent_clients_never_overspend(ledger_url: tuple[str, str],
+                                                  tmp_path: Path) -> None:
     """150 requests of eps = 0.03 race for eps = 1: exactly 33 fit, and no more are admitted."""
-    url, schema = db_url
+    url, schema = ledger_url
     csv = write_csv(tmp_path / "d.csv")
     # 117 refusals by one analyst: past the default refusal cap (100 per 10 min), lifted
     with Server(url, OWNER, schema=schema, env={"DPSIEVE_REFUSALS_PER_WINDOW": "1000"}) as srv:
@@ -82,34 +64,9 @@ def test_fifty_concurrent_clients_never_overspend(db_url: tuple[str, str], tmp_p
 def test_crash_between_spend_and_answer_keeps_the_charge(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     csv = write_csv(tmp_path / "d.csv")
-    marker = tmp_path / "spent"
     q = {"type": "count", "privacy": {"type": "pure", "eps": 0.25}}
-    env = {"DPSIEVE_TEST_SPEND_MARKER": str(marker), "DPSIEVE_TEST_PAUSE_AFTER_SPEND": "120"}
-    srv = Server(url, OWNER, env=env)
-    try:
-        ana = _setup(srv.base, csv, {"type": "pure", "eps": 1.0})
-        hdr = {**ana, "Idempotency-Key": "crash-1"}
-        outcome: list[Any] = []
-
-        def send() -> None:
-            try:
-                outcome.append(httpx.post(srv.base + "/v1/datasets/d/queries", json=q,
-                                          headers=hdr, timeout=60))
-            except httpx.HTTPError as e:
-                outcome.append(e)
-
-        t = threading.Thread(target=send)
-        t.start()
-        deadline = time.monotonic() + 30
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert marker.exists(), "the service never reached the spend"
-        srv.kill()  # between the durable spend and the answer
-        t.join(timeout=30)
-        assert isinstance(outcome[0], httpx.HTTPError)  # no answer was released
-    finally:
-        srv.stop()
-
+    hdr = crash_after_spend(url, OWNER, tmp_path / "spent",
+                            lambda base: _setup(base, csv, {"type": "pure", "eps": 1.0}), q)
     with Server(url, OWNER) as srv2:
         own = httpx.get(srv2.base + "/v1/datasets/d/budget", headers=OWN).json()
         assert own["admitted"] == 1
@@ -218,14 +175,14 @@ def test_trickled_bodies_are_cut_off_and_nothing_is_charged(tmp_path: Path) -> N
 
 
 def test_two_servers_on_one_ledger_never_overspend_and_survive_a_kill(
-        db_url: tuple[str, str], tmp_path: Path) -> None:
+        ledger_url: tuple[str, str], tmp_path: Path) -> None:
     """Issue 11 ("keep the race and SIGKILL tests"): two servers on one database, clients
     spread over both, and one server SIGKILLed mid-burst; every request that failed is
     retried on the survivor with its idempotency key. 120 requests of eps = 0.03 race for
     eps = 1: exactly 33 are admitted (no overspend, nothing lost), each key is charged at
     most once (a retry of a key the killed server charged replays, never charges again),
     and the keys answered 200 are exactly the keys charged."""
-    url, schema = db_url
+    url, schema = ledger_url
     csv = write_csv(tmp_path / "d.csv")
     q = {"type": "count", "privacy": {"type": "pure", "eps": 0.03}}
     with Server(url, OWNER, schema=schema) as a, Server(url, OWNER, schema=schema) as b:

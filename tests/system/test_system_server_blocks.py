@@ -7,16 +7,13 @@ quotas never overspend a block or a quota, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from conftest import PG_URL, pg_available, unique_schema
-from service_harness import Server, write_csv
+from service_harness import Server, crash_after_spend, write_csv
 
 OWNER = "dps_test-owner-key_Sb7RmZ2vK9pLw4sN8bYc3FhJ6t"
 OWN = {"Authorization": f"Bearer {OWNER}"}
@@ -62,33 +59,9 @@ def _spent(view: dict[str, Any], quota: float = 1.0) -> dict[str, Fraction]:
 def test_crash_between_the_blocks_spend_and_the_answer(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'ledger.db'}"
     csv = write_csv(tmp_path / "d.csv")
-    marker = tmp_path / "spent"
-    env = {"DPSIEVE_TEST_SPEND_MARKER": str(marker), "DPSIEVE_TEST_PAUSE_AFTER_SPEND": "120"}
-    srv = Server(url, OWNER, env=env)
     q = _count(0.25)
-    try:
-        keys = _setup(srv.base, csv, 1.0)
-        hdr = {**keys["ana"], "Idempotency-Key": "crash-1"}
-        outcome: list[Any] = []
-
-        def send() -> None:
-            try:
-                outcome.append(httpx.post(srv.base + "/v1/datasets/d/queries", json=q,
-                                          headers=hdr, timeout=60))
-            except httpx.HTTPError as e:
-                outcome.append(e)
-
-        t = threading.Thread(target=send)
-        t.start()
-        deadline = time.monotonic() + 60
-        while not marker.exists() and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert marker.exists(), "the service never reached the spend"
-        srv.kill()  # SIGKILL between the durable spend and the answer
-        t.join(timeout=30)
-        assert isinstance(outcome[0], httpx.HTTPError)  # no answer was released
-    finally:
-        srv.stop()
+    hdr = crash_after_spend(url, OWNER, tmp_path / "spent",
+                            lambda base: _setup(base, csv, 1.0)["ana"], q)
     with Server(url, OWNER) as srv2:
         view = httpx.get(srv2.base + "/v1/datasets/d/blocks", headers=OWN, timeout=30).json()
         spent = _spent(view)
@@ -109,29 +82,12 @@ def test_crash_between_the_blocks_spend_and_the_answer(tmp_path: Path) -> None:
         assert after == {**spent, "block z": 0}
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'ledger.db'}", "dpsieve"
-        return
-    reason = pg_available()
-    if reason:
-        pytest.skip(reason)
-    schema = unique_schema()
-    yield PG_URL, schema
-    from dpsieve.ledger import PostgresStore
-
-    s = PostgresStore(PG_URL, schema=schema)
-    s.drop_schema()
-    s.close()
-
-
 @pytest.mark.slow
 def test_fifty_http_clients_never_overspend_blocks_or_quotas(
-        db_url: tuple[str, str], tmp_path: Path) -> None:
+        ledger_url: tuple[str, str], tmp_path: Path) -> None:
     """50 clients (25 per analyst) send 4 queries each of eps 0.03 on one city or on all:
     each block holds 33, each analyst's quota (eps 0.6) 20; no more are admitted."""
-    url, schema = db_url
+    url, schema = ledger_url
     csv = write_csv(tmp_path / "d.csv")
     env = {"DPSIEVE_REFUSALS_PER_WINDOW": "100000",
            "DPSIEVE_ANALYST_REQUESTS_PER_SECOND": "0"}
