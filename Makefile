@@ -15,22 +15,30 @@ SERVICE_REQS = import tomllib; p = tomllib.load(open("pyproject.toml", "rb"))["p
 
 .PHONY: run demo test test-slow lint typecheck bench venv clean
 
-# `make run` installs the requirements only (no build of dpsieve: it runs from src/), with
-# this Python's pip (a venv without its own pip is made in a second) and without compiling
-# every installed module up front: on a warm package cache most of the time left is pip's
-# index look-ups (benchmarks/RESULTS.md, "make run to a first answer").
+# The installer of `make run`: uv (its cache links a warm reinstall in seconds, where pip
+# takes 10-90 s: benchmarks/RESULTS.md, "make run to a first answer"): the one on PATH, else
+# one brought into the venv by pip (a 17 MiB wheel); `make run UV=no` installs with pip alone.
+UV ?= $(or $(shell command -v uv 2>/dev/null),$(BIN)/uv)
+PIP_INSTALL = $(PY) -m pip --python $(BIN)/python install -q --disable-pip-version-check \
+	--no-compile
+
+# `make run` installs the requirements only (no build of dpsieve: it runs from src/): with uv
+# if it can be had and it succeeds; else with this Python's pip (a venv without its own pip is
+# made in a second), or the venv's own pip when this Python has none; none compiles every
+# installed module up front.
 $(SERVICE_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv --without-pip $(VENV)
 	$(PY) -c '$(SERVICE_REQS)' > $(VENV)/requirements-service.txt
-	$(PY) -m pip --python $(BIN)/python install -q --disable-pip-version-check --no-compile \
-	    -r $(VENV)/requirements-service.txt \
-	  || ($(BIN)/python -m ensurepip -q && $(BIN)/python -m pip install -q --no-compile \
+	(test "$(UV)" != no && { command -v "$(UV)" > /dev/null || $(PIP_INSTALL) uv; } \
+	    && "$(UV)" pip install -q --python $(BIN)/python -r $(VENV)/requirements-service.txt) \
+	  || $(PIP_INSTALL) -r $(VENV)/requirements-service.txt \
+	  || ($(BIN)/python -m ensurepip > /dev/null && $(BIN)/python -m pip install -q --no-compile \
 	    -r $(VENV)/requirements-service.txt)
 	rm -f $(VENV)/.installed-service-* && touch $(SERVICE_STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
-	$(BIN)/python -m pip --version > /dev/null 2>&1 || $(BIN)/python -m ensurepip -q
+	$(BIN)/python -m pip --version > /dev/null 2>&1 || $(BIN)/python -m ensurepip > /dev/null
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test]'
 	rm -f $(VENV)/.installed-* && touch $(STAMP) $(SERVICE_STAMP)

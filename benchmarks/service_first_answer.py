@@ -1,14 +1,16 @@
 """``make run`` on a fresh clone to a first answer: seconds and the virtual environment's size.
 
-Run: ``python -m benchmarks.service_first_answer [--rounds N] [--no-write]``. Writes a
-section of results/system.md.
+Run: ``python -m benchmarks.service_first_answer [--rounds N] [--pip] [--no-write]``. Writes
+a section of results/system.md.
 
 The committed tree (``git clone`` of this checkout's HEAD, into a temporary directory) runs
 ``make run SERVE_ARGS="--port P"``: a new ``.venv`` with the ``service`` extra, then
 ``dpsieve serve --example``. The clock starts with ``make`` and stops when the first query
 the server prints (a private mean) is answered 200 over HTTP. A first, untimed round fills
-pip's cache (the goal is for a warm package cache: wheels already downloaded); each timed
-round removes ``.venv`` first, so the install is done again from the cache.
+the package caches (the goal is for a warm package cache: wheels already downloaded); each
+timed round removes ``.venv`` first, so the install is done again from the cache. The
+Makefile installs with uv (pip brings it into the venv when it is not on PATH); ``--pip``
+times the same rounds with ``make run UV=no`` (pip alone) after them, side by side.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ def _du(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
 
 
-def one_run(clone: Path, timeout: float = 900.0) -> dict[str, Any]:
+def one_run(clone: Path, timeout: float = 900.0, make_args: tuple[str, ...] = ()
+            ) -> dict[str, Any]:
     """``make run`` in ``clone`` (its .venv removed first) until the first answer."""
     import httpx
 
@@ -51,7 +54,7 @@ def one_run(clone: Path, timeout: float = 900.0) -> dict[str, Any]:
     log = clone / "make-run.log"
     t0 = time.perf_counter()
     with log.open("w") as out:
-        proc = subprocess.Popen(["make", "run", f"SERVE_ARGS=--port {port}"], cwd=clone,
+        proc = subprocess.Popen(["make", "run", f"SERVE_ARGS=--port {port}", *make_args], cwd=clone,
                                 env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
     try:
@@ -73,7 +76,8 @@ def one_run(clone: Path, timeout: float = 900.0) -> dict[str, Any]:
                                          "upper": 45, "privacy": {"type": "pure", "eps": 0.2}})
                     if r.status_code == 200:
                         return {"seconds": time.perf_counter() - t0, "printed": served,
-                                "venv_bytes": _du(clone / ".venv")}
+                                "venv_bytes": _du(clone / ".venv"),
+                                "load": os.getloadavg()[0]}
                 except httpx.HTTPError:
                     pass
             time.sleep(0.2)
@@ -90,35 +94,43 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--pip", action="store_true",
+                    help="also time the rounds with pip alone (make run UV=no)")
     ap.add_argument("--no-write", action="store_true")
     a = ap.parse_args(sys.argv[1:] if argv is None else argv)
     head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
                           capture_output=True, text=True, check=True).stdout.strip()
-    runs = []
+    installers = [("uv", ())] + ([("pip", ("UV=no",))] if a.pip else [])
+    runs: list[tuple[str, int, dict[str, Any]]] = []
+    warm: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="dpsieve-first-answer-") as tmp:
         clone = Path(tmp) / "dpsieve"
         subprocess.run(["git", "clone", "-q", str(ROOT), str(clone)], check=True)
-        warm = one_run(clone)  # fills pip's cache
-        print(f"warm-up (cache filled): {warm['seconds']:.1f} s", flush=True)
-        for i in range(a.rounds):
-            r = one_run(clone)
-            runs.append(r)
-            print(f"round {i + 1}: first answer after {r['seconds']:.1f} s (usage printed at "
-                  f"{r['printed']:.1f} s), .venv {r['venv_bytes'] / 2**20:,.0f} MiB "
-                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
-    secs = sorted(r["seconds"] for r in runs)
+        for name, make_args in installers:
+            warm[name] = one_run(clone, make_args=make_args)["seconds"]  # fills the cache
+            print(f"{name}: warm-up (cache filled): {warm[name]:.1f} s", flush=True)
+            for i in range(a.rounds):
+                r = one_run(clone, make_args=make_args)
+                runs.append((name, i + 1, r))
+                print(f"{name} round {i + 1}: first answer after {r['seconds']:.1f} s (usage "
+                      f"printed at {r['printed']:.1f} s), .venv "
+                      f"{r['venv_bytes'] / 2**20:,.0f} MiB (load {r['load']:.1f})", flush=True)
+    medians = []
+    for name, _ in installers:
+        secs = sorted(r["seconds"] for n, _, r in runs if n == name)
+        medians.append(f"{name} {secs[len(secs) // 2]:.1f} s")
     body = "\n".join([
         "### `make run` to a first answer (benchmarks/service_first_answer.py)", "",
         "Command: `" + " ".join(["python -m benchmarks.service_first_answer",
                                  *(sys.argv[1:] if argv is None else argv)]) + "`"
-        + f" on a clone of `{head}`; a fresh `.venv` each round, pip's cache warm (filled "
-        f"by an untimed round: {warm['seconds']:.0f} s); load "
-        f"{os.getloadavg()[0]:.1f} at the end.", "",
-        "| round | seconds to the first answer | of it until the usage was printed | "
-        ".venv MiB |", "|---|---:|---:|---:|",
-        *[f"| {i + 1} | {r['seconds']:.1f} | {r['printed']:.1f} | "
-          f"{r['venv_bytes'] / 2**20:,.0f} |" for i, r in enumerate(runs)], "",
-        f"Median {secs[len(secs) // 2]:.1f} s (goal <= 60 s).", ""])
+        + f" on a clone of `{head}`; a fresh `.venv` each round, the package cache warm "
+        "(filled by an untimed round: "
+        + ", ".join(f"{n} {s:.0f} s" for n, s in warm.items()) + ").", "",
+        "| installer | round | seconds to the first answer | of it until the usage was "
+        "printed | .venv MiB | load (1 min) |", "|---|---|---:|---:|---:|---:|",
+        *[f"| {n} | {i} | {r['seconds']:.1f} | {r['printed']:.1f} | "
+          f"{r['venv_bytes'] / 2**20:,.0f} | {r['load']:.1f} |" for n, i, r in runs], "",
+        f"Median: {'; '.join(medians)} (goal <= 60 s).", ""])
     print(body)
     if not a.no_write:
         from benchmarks.service_throughput import write_section
