@@ -11,6 +11,7 @@ from dpsieve.accounting.pld import PLD
 from dpsieve.errors import UnsupportedError, ValidationError
 from dpsieve.filters import (
     AdditiveProfileFilter,
+    AnyOrderRDPFilter,
     ApproxGDPResidueFilter,
     ApproxZCDPFilter,
     GDPResidueFilter,
@@ -36,6 +37,8 @@ def _filters():
         ZCDPFilter(0.5),
         ApproxZCDPFilter(0.5, 1e-5),
         RDPFilter((2.0, 8.0, 32.0), (1.0, 4.0, 9.0)),
+        AnyOrderRDPFilter((2.0, 8.0, 32.0), (1.0, 4.0, 9.0)),
+        AnyOrderRDPFilter.for_target(4.0, 1e-6, (2.0, 4.0, 8.0, 16.0, 32.0)),
         NaiveGDPFilter(1.0),
         GDPResidueFilter(1.0),
         GDPResidueFilter(eps=2.0, delta=1e-5),

@@ -34,6 +34,7 @@ from dpsieve.accounting.events import GDP, RDP, ZCDP, ApproxDP, ApproxZCDP, Pure
 from dpsieve.accounting.pld import PLD
 from dpsieve.filters import (
     AdditiveProfileFilter,
+    AnyOrderRDPFilter,
     ApproxGDPResidueFilter,
     ApproxZCDPFilter,
     GDPResidueFilter,
@@ -165,6 +166,21 @@ def _rdp_sums(orders: tuple[float, ...], budgets: tuple[float, ...]) -> Check:
     return check
 
 
+def _rdp_some_sum(orders: tuple[float, ...], budgets: tuple[float, ...]) -> Check:
+    """At one order at least, the exact RDP of what was admitted is within its budget
+    (AnyOrderRDPFilter's invariant; docs/proofs/filters.md §12)."""
+    def check(_f: Any, adm: list[Truth]) -> None:
+        with mpmath.workdps(oracle.DPS):
+            ok = []
+            for a, b in zip(orders, budgets, strict=True):
+                vals = [oracle.rdp(t, a) for t in adm]
+                assert all(v is not None for v in vals), adm
+                ok.append(mpmath.fsum(vals) <= oracle.mpq(b))
+            assert any(ok), adm
+
+    return check
+
+
 def _zcdp_sums(rho: float, delta: float | None) -> Check:
     """sum rho_i <= rho (each truth's exact zCDP bound), sum delta_i <= delta, and the
     Renyi form at a few orders: sum D_alpha(L_i) <= alpha rho."""
@@ -274,6 +290,11 @@ CASES: dict[str, list[Case]] = {
         for b in ((0.0, 0.0, 0.0), (1e-300, 1e-300, 1e-300), (1.0, 1.0, 1.0))
     ]
     + [Case(lambda: RDPFilter((1.01,), (1.0,)), _rdp_sums((1.01,), (1.0,)), GAUSS)],
+    "rdp_any": [
+        Case(lambda b=b: AnyOrderRDPFilter(ORDERS, b), _rdp_some_sum(ORDERS, b),
+             (*GAUSS, "zcdp", "rdp"))
+        for b in ((0.0, 0.0, 0.0), (1e-300, 1e-300, 1e-300), (1.0, 1.0, 1.0), (0.2, 1.0, 30.0))
+    ],
     "gdp_naive": [
         Case(lambda b=b: NaiveGDPFilter(b), _gdp_composition(b), GAUSS) for b in GDP_BUDGETS
     ],

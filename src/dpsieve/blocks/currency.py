@@ -13,13 +13,18 @@ filter kind            fraction used
 ``gdp_residue``        1 - mu'^2 / mu^2 (mu' the residue's; Gaussian charges add in mu^2)
 ``approx_zcdp``        the larger of spent rho / rho and spent delta / delta
 ``rdp``                the largest spent / budget over the orders
+``rdp_any``            the smallest spent / budget over the orders (capped at 1): the
+                       block is spent when every order is
 any other              1 - eps_left / eps_total at the budget's delta
                        (:func:`dpsieve.filters.summary.epsilon_left`)
 =====================  =============================================================
 
-The first five are exact fractions and additive for the charges those filters take
-exactly (pure eps on ``pure_dp``, rho on ``zcdp``, GDP on the GDP filters). The last is a
-monotone summary of budgets that have no additive currency (mixed (eps, delta) budgets).
+The first five rows are exact fractions and additive for the charges those filters take
+exactly (pure eps on ``pure_dp``, rho on ``zcdp``, GDP on the GDP filters); ``rdp_any``'s
+is exact but a one-number summary of a budget with one fraction per order (the
+scheduler can take those per order: :mod:`dpsieve.blocks.scheduler`, rule ``"any"``).
+The last is a monotone summary of budgets that have no additive currency (mixed
+(eps, delta) budgets).
 None of this decides privacy: the filter alone admits or refuses a charge; the fraction
 only ever refuses *more* (unlocking) or orders requests (scheduling).
 
@@ -78,6 +83,9 @@ def used_fraction_of_states(state: str, initial: str,
     if kind == "rdp":
         return max((_ratio(a, b) for a, b in zip(s["spent"], s["budgets"], strict=True)),
                    default=_ZERO)
+    if kind == "rdp_any":
+        return min((_ratio(a, b) for a, b in zip(s["spent"], s["budgets"], strict=True)),
+                   default=_ONE)
     if loads is None:
         from dpsieve.filters import filter_from_json
 
@@ -113,7 +121,7 @@ def used_fraction(current: PrivacyFilter, initial: PrivacyFilter) -> Fraction:
 
 
 #: the kinds measured exactly (module docstring); the others by eps
-_ADDITIVE = ("pure_dp", "zcdp", "gdp_naive", "gdp_residue", "approx_zcdp", "rdp")
+_ADDITIVE = ("pure_dp", "zcdp", "gdp_naive", "gdp_residue", "approx_zcdp", "rdp", "rdp_any")
 
 
 _DEMANDS: Memo[Fraction | None] = Memo(4096)

@@ -15,19 +15,22 @@ knapsack):
   is left, summed over their blocks, go before those that use much of it;
 * ``fcfs`` -- arrival order.
 
-**Several orders per budget.** A budget kept at several Rényi orders (an
-:class:`~dpsieve.filters.RDPFilter`) has one fraction per order: ``available`` is then
-an array of shape (dimensions, orders) and each request's ``demand`` one row per
-dimension. A request fits when it fits at *every* order (the filter's rule: it admits
-while the spent RDP stays within the budget at each listed order). DPF's dominant share
-is the largest fraction over dimensions and orders (as in DPack's own DPF). DPack
-measures each dimension at one order, chosen per dimension from the waiting requests
-(:func:`bottleneck_orders`): DPack picks the order at which the most requests fit one
-block alone (a one-block knapsack with unit profits, solved exactly by taking the
-smallest demands first) because its blocks may be spent at *any* order; ours must stay
-within *every* order, so the order that binds is the one at which the *fewest* fit, and
-that is the order measured. With one order (a 1-D ``available``) this is the one-currency
-rule above.
+**Several orders per budget.** A budget kept at several Rényi orders has one fraction
+per order: ``available`` is then an array of shape (dimensions, orders) and each
+request's ``demand`` one row per dimension. The ``rule`` says when a request fits a
+dimension: at **every** order (:class:`~dpsieve.filters.RDPFilter`: the spent RDP stays
+within the budget at each listed order), or at **any** order
+(:class:`~dpsieve.filters.AnyOrderRDPFilter`, DPack's and PrivateKube's blocks: an order
+whose budget is exceeded is dropped, the block is spent when every order is; what is
+available at a dropped order goes negative and stays so). DPF's dominant share is the
+largest fraction over dimensions and orders (as in DPack's own DPF). DPack measures each
+dimension at one order, chosen per dimension from the waiting requests
+(:func:`measured_orders`): at each order, how many of the requests that name the
+dimension would fit it alone (a one-dimension knapsack with unit profits, solved exactly
+by taking the smallest demands first); under ``any`` the order where the *most* fit
+(DPack's "best alpha": the block will be spent at that order), under ``every`` the order
+where the *fewest* fit (it binds). With one order (a 1-D ``available``) this is the
+one-currency rule above.
 
 Ties go to the earlier arrival. Everything here is a function of the demands, the
 available fractions, the arrival order and the weights: public numbers derived from
@@ -51,8 +54,15 @@ import numpy.typing as npt
 
 from dpsieve._validation import fail
 
-__all__ = ["Pending", "Policy", "Schedule", "bottleneck_orders", "dominant_share", "efficiency",
-           "schedule"]
+__all__ = [
+    "Pending",
+    "Policy",
+    "Schedule",
+    "dominant_share",
+    "efficiency",
+    "measured_orders",
+    "schedule",
+]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -122,7 +132,7 @@ def efficiency(p: Pending, available: FloatArray, orders: IntArray | None = None
     """``weight / sum_j demand_j / available_j`` (DPack's key; 0 when some demand meets
     nothing available, infinite for a request that demands nothing). With several
     orders, ``orders[j]`` is the order (a column of ``available``) dimension j is
-    measured at (:func:`bottleneck_orders`)."""
+    measured at (:func:`measured_orders`)."""
     if not p.demand.size:
         return float("inf")
     avail = available[p.dims]
@@ -143,16 +153,19 @@ def efficiency(p: Pending, available: FloatArray, orders: IntArray | None = None
     return float("inf") if cost == 0 else p.weight / cost
 
 
-def bottleneck_orders(pending: Sequence[Pending], available: FloatArray) -> IntArray:
-    """For each dimension (a row of the 2-D ``available``), the order (a column) at
-    which the fewest waiting requests that name it would fit it alone: at each order,
-    the largest number of them whose demands sum within what is available there (the
-    smallest demands first, which is that one-dimension knapsack's optimum for unit
-    profits); ties go to the order with the least available. Dimensions no request
-    names get order 0."""
+def measured_orders(pending: Sequence[Pending], available: FloatArray,
+                    rule: str = "every") -> IntArray:
+    """For each dimension (a row of the 2-D ``available``), the order (a column) DPack
+    measures it at (module docstring): at each order, the largest number of the waiting
+    requests that name the dimension whose demands there sum within what is available
+    there (the smallest demands first: that one-dimension knapsack's optimum for unit
+    profits); under ``rule="every"`` the order with the fewest (ties: the least
+    available), under ``"any"`` the order with the most (ties: the most available).
+    Dimensions no request names get the order of their count 0 under the same ties."""
+    rule = _rule(rule)
     n, m = available.shape
     if not pending:
-        return np.zeros(n, dtype=np.int64)
+        pending = [Pending(np.zeros(0, dtype=np.int64), np.zeros((0, m)))]
     dims = np.concatenate([p.dims for p in pending])
     dem = np.concatenate([p.demand for p in pending], axis=0)  # (entries, m)
     counts = np.zeros((n, m), dtype=np.int64)
@@ -164,16 +177,26 @@ def bottleneck_orders(pending: Sequence[Pending], available: FloatArray) -> IntA
         before = np.where(start > 0, csum[np.maximum(start - 1, 0)], 0.0)
         fits = (csum - before) <= available[d_s, a] + 1e-12
         np.add.at(counts[:, a], d_s, fits.astype(np.int64))
-    key = counts.astype(np.float64) * (1.0 + available.max(initial=0.0) + 1.0) + available
-    out: IntArray = np.argmin(key, axis=1).astype(np.int64)
+    span = float(np.max(np.abs(available), initial=0.0)) * 2.0 + 1.0
+    key = counts.astype(np.float64) * span + available
+    pick = np.argmin(key, axis=1) if rule == "every" else np.argmax(key, axis=1)
+    out: IntArray = pick.astype(np.int64)
     return out
 
 
+def _rule(rule: str) -> str:
+    if rule not in ("every", "any"):
+        raise fail("rule", "schedule", "'every' or 'any'", rule)
+    return rule
+
+
 def schedule(policy: Policy | str, pending: Sequence[Pending], available: FloatArray, *,
-             tolerance: float = 1e-12) -> Schedule:
+             tolerance: float = 1e-12, rule: str = "every") -> Schedule:
     """Order ``pending`` by ``policy`` and admit greedily within ``available`` (module
-    docstring). ``available`` is not modified."""
+    docstring; ``rule``: when a request fits a budget kept at several orders).
+    ``available`` is not modified."""
     pol = Policy(policy)
+    rule = _rule(rule)
     avail = np.array(available, dtype=np.float64, copy=True)
     if avail.ndim <= 1:
         avail = avail.reshape(-1)
@@ -187,7 +210,7 @@ def schedule(policy: Policy | str, pending: Sequence[Pending], available: FloatA
     if pol == Policy.DPF:
         keys = [(dominant_share(p), arrival[i], i) for i, p in enumerate(pending)]
     elif pol == Policy.DPACK:
-        cols = bottleneck_orders(pending, avail) if avail.ndim == 2 else None
+        cols = measured_orders(pending, avail, rule) if avail.ndim == 2 else None
         keys = [(-efficiency(p, avail, cols), arrival[i], i) for i, p in enumerate(pending)]
     else:
         keys = [(0.0, arrival[i], i) for i in range(n)]
@@ -199,8 +222,8 @@ def schedule(policy: Policy | str, pending: Sequence[Pending], available: FloatA
         p = pending[i]
         room = avail[p.dims]
         short = np.asarray(p.demand > room + tolerance)
-        if short.ndim == 2:  # several orders: a dimension is short at any of them
-            short = np.asarray(short.any(axis=1))
+        if short.ndim == 2:  # several orders: short at any of them, or at all of them
+            short = np.asarray(short.any(axis=1) if rule == "every" else short.all(axis=1))
         if bool(np.any(short)):
             position[i] = len(position) + 1
             blocked[i] = int(p.dims[int(np.argmax(short))])

@@ -30,12 +30,14 @@ from dpsieve.filters.mixed import MixedFilter, choose_split
 from dpsieve.filters.natural import NaturalApproxFilter, NaturalGDPFilter, NaturalZeroDeltaFilter
 from dpsieve.filters.per_record import PerRecordGDPFilter, PerRecordRDPFilter, RecordStep
 from dpsieve.filters.profile import AdditiveProfileFilter, discretized_profile
+from dpsieve.filters.rdp_any import AnyOrderRDPFilter
 from dpsieve.filters.residue import ResidueFilter, register_rule
 from dpsieve.filters.theorem9 import Theorem9, certified_epsilon, theorem9
 from dpsieve.filters.training import TrainingFilter
 
 __all__ = [
     "AdditiveProfileFilter",
+    "AnyOrderRDPFilter",
     "ApproxGDPResidueFilter",
     "ApproxZCDPFilter",
     "AuditResult",

@@ -77,6 +77,19 @@ def _rdp_eps(orders: list[Any], values: list[Any], delta: float) -> float:
     return max(0.0, best) * _WIDEN
 
 
+def _rdp_any_eps(orders: list[Any], values: list[Any], delta: float) -> float:
+    """What an any-order RDP budget left represents at ``delta``: the largest over the
+    orders still holding of left_a + log(n / delta) / (a - 1) (the inverse of
+    AnyOrderRDPFilter.for_target), 0 when none holds."""
+    n = len(orders)
+    best = 0.0
+    for a, r in zip(orders, values, strict=True):
+        a, r = float(a), _num(r)
+        if a > 1 and r > 0:
+            best = max(best, r + (math.log(n) - math.log(delta)) / (a - 1.0))
+    return best * _WIDEN
+
+
 def _mixed_eps(rem: BudgetLeft, delta: float) -> float:
     from dpsieve.filters._mixed_math import epsilon_upper
 
@@ -116,6 +129,7 @@ _EPS: dict[str, Callable[[BudgetLeft, float], float | None]] = {
     "zcdp": lambda r, d: _zcdp_eps(max(0.0, _num(r.get("exact", r["rho"]))), d),
     "approx_zcdp": _approx_zcdp_eps,
     "rdp": lambda r, d: _rdp_eps(list(r["orders"]), list(r["rdp"]), d),
+    "rdp_any": lambda r, d: _rdp_any_eps(list(r["orders"]), list(r["rdp"]), d),
     "approx_gdp_residue": _approx_gdp_eps,
 }
 
