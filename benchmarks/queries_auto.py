@@ -14,14 +14,14 @@ delta 1e-6, through dpsieve's query layer on pandas:
 * ``select``: inspections per ``NumberofLocations`` (DP key selection).
 
 For each query and eps: the **auto** plan (``contribution: "auto"``, and for the mean
-``lower`` / ``upper`` ``"auto"``; ``auto_share`` 0.15, its default) against every plan of a
-small grid of fixed bounds -- ``max_groups`` in {4, 8, 14} (1 for select, whose businesses
-each have one value) x ``max_rows`` in {4, 8, 16, 32} (for the mean {4, 8}, x the score
-bounds [0, 100] and [70, 100]) -- each with the whole privacy. The best fixed plan is
-picked on ``--select-runs`` runs of each, then run ``--runs`` times on fresh seeds (as
-auto is): error is RMSE against the unbounded truth (bias included) over every group and
-run (select: a group not released counts as 0), with its standard error; the ratio is
-auto's RMSE over the best fixed plan's, with its standard error (delta method,
+``lower`` / ``upper`` ``"auto"``; ``auto_share`` its default, or ``--auto-share``) against
+every plan of a small grid of fixed bounds -- ``max_groups`` in {4, 8, 14} (1 for select,
+whose businesses each have one value) x ``max_rows`` in {4, 8, 16, 32} (for the mean {4,
+8}, x the score bounds [0, 100] and [70, 100]) -- each with the whole privacy. The best
+fixed plan is picked on ``--select-runs`` runs of each, then run ``--runs`` times on fresh
+seeds (as auto is): error is RMSE against the unbounded truth (bias included) over every
+group and run (select: a group not released counts as 0), with its standard error; the
+ratio is auto's RMSE over the best fixed plan's, with its standard error (delta method,
 independent runs).
 """
 
@@ -49,10 +49,12 @@ SCORE_BOUNDS = ((0, 100), (70, 100))
 
 
 def _plan(query: str, eps: float, years: list[int], contribution: Any,
-          bounds: tuple[Any, Any]) -> dict[str, Any]:
+          bounds: tuple[Any, Any], share: float | None = None) -> dict[str, Any]:
     privacy = {"type": "pure", "eps": eps}
     base: dict[str, Any] = {"type": "query", "privacy": privacy,
                             "contribution": contribution}
+    if share is not None:
+        base["auto_share"] = share
     if query == "select":
         return {**base, "aggregations": [{"type": "count"}], "group_by": ["locations"],
                 "select": {"delta": DELTA}}
@@ -96,6 +98,12 @@ def runner(d: pd.DataFrame, plan: dict[str, Any]
     return run, used
 
 
+def _default_share() -> str:
+    from dpsieve.queries.plan import DEFAULT_AUTO_SHARE
+
+    return f"{DEFAULT_AUTO_SHARE:g} (the default)"
+
+
 def _ratio(a: dict[str, float], b: dict[str, float]) -> tuple[float, float]:
     r = a["rmse"] / b["rmse"]
     return r, r * math.hypot(a["se"] / a["rmse"], b["se"] / b["rmse"])
@@ -117,6 +125,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--select-runs", type=int, default=50)
     ap.add_argument("--eps", type=float, nargs="+", default=[1.0, 0.1])
     ap.add_argument("--queries", nargs="+", default=["count", "mean", "select"])
+    ap.add_argument("--auto-share", type=float, default=None,
+                    help="the auto plans' auto_share (default: the library's default)")
+    ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     d = load()
@@ -147,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
         fixed[best] = score([run(rng) for _ in range(args.runs)], tr[query],
                             query == "select")
         auto_b = ("auto", "auto") if query == "mean" else (None, None)
-        run, used = runner(d, _plan(query, eps, years, "auto", auto_b))
+        run, used = runner(d, _plan(query, eps, years, "auto", auto_b, args.auto_share))
         rng = np.random.default_rng(20261208)
         t = time.perf_counter()
         s = score([run(rng) for _ in range(args.runs)], tr[query], query == "select")
@@ -159,12 +170,14 @@ def main(argv: list[str] | None = None) -> None:
         print(line, flush=True)
         lines.append(line)
         if not args.no_write:
-            OUT.parent.mkdir(parents=True, exist_ok=True)
-            OUT.write_text("# Auto bounds against the best fixed bounds (partial)\n\n"
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text("# Auto bounds against the best fixed bounds (partial)\n\n"
                            + "\n".join(lines) + "\n")
     header = (f"Auto bounds on causaldata's restaurant_inspections ({len(d):,} rows, "
               f"{d['unit'].nunique():,} businesses), delta {DELTA:g}, {args.runs} runs per "
-              f"plan, load {os.getloadavg()[0]:.1f}; `python -m benchmarks.queries_auto`. "
+              f"plan, load {os.getloadavg()[0]:.1f}; auto_share "
+              f"{_default_share() if args.auto_share is None else args.auto_share}; "
+              "`python -m benchmarks.queries_auto`. "
               "RMSE against the unbounded truth (bias included) over every group; the best "
               f"fixed plan of {len(GROUPS)} x {len(ROWS)} contribution bounds (mean: "
               f"{len(GROUPS)} x {len(MEAN_ROWS)} x {len(SCORE_BOUNDS)} score bounds) at the same "
@@ -172,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
     text = "\n".join([header, "", *lines, ""])
     print(text)
     if not args.no_write:
-        OUT.write_text("# Auto bounds against the best fixed bounds\n\n" + text)
+        args.out.write_text("# Auto bounds against the best fixed bounds\n\n" + text)
 
 
 if __name__ == "__main__":

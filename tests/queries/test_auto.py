@@ -162,15 +162,21 @@ def test_preview_states_the_auto_stage_and_reads_no_data(monkeypatch: pytest.Mon
     assert p["noise"] is None
     auto = p["auto"]
     assert set(auto["each"]) == {"max_groups", "max_rows", "1.lower", "1.upper"}
-    assert auto["privacy"]["eps"] == pytest.approx(0.15)
-    assert auto["main_privacy"]["eps"] == pytest.approx(0.85)
+    assert auto["privacy"]["eps"] == pytest.approx(0.1)
+    assert auto["main_privacy"]["eps"] == pytest.approx(0.9)
+    # targets from public values: noise unit sqrt(2) 2 / 0.9 (two aggregations), 5 keys
+    unit = 2 ** 0.5 * 2 / 0.9
+    assert auto["each"]["max_groups"]["target"] == pytest.approx(unit * 5)
+    assert auto["each"]["max_rows"]["target"] == pytest.approx(unit * 5 / 2)
+    assert auto["each"]["1.upper"]["target"] == pytest.approx(unit * 5 / 2)
     assert "depends on the bounds" in auto["note"]
     assert s.remaining() == before
 
 
 def test_released_bounds_where_the_data_put_them() -> None:
-    """Every unit: 3 groups of 4 rows; scores uniform in [40, 90]: at a large eps the
-    scans stop at the first candidate holding the level's share."""
+    """Every unit: 3 groups of 4 rows; scores uniform in [40, 90]: at a large eps each
+    bound is the first candidate leaving no more units beyond it than its target (here
+    below 1: none)."""
     d = _frame(units=150)
     s = Session(d, budget=PureDP(1e3), privacy_unit="pid", rng=np.random.default_rng(3))
     r = s.query(_plan({"type": "pure", "eps": 400.0}))
@@ -178,21 +184,85 @@ def test_released_bounds_where_the_data_put_them() -> None:
     assert b is not None
     assert b["contribution"] == {"max_groups": 3, "max_rows": 4}
     agg = b["aggregations"][0]
-    assert agg["lower"] == 40.0  # the largest candidate with 90 % of the values above it
-    assert agg["upper"] == 100.0  # the first candidate with 90 % of the values below it
+    assert agg["lower"] == 40.0  # the largest candidate with no value below it
+    assert agg["upper"] == 100.0  # the smallest candidate with no value above it
     assert r.answer.groups[0].estimates[1].value is not None
 
 
-def test_choose_is_the_first_candidate_passing_the_level() -> None:
+def test_choose_is_the_first_candidate_within_its_target() -> None:
     rng = np.random.default_rng(0)
     v = np.arange(1, 101, dtype=np.float64)
     c = np.asarray(count_candidates(1000), dtype=np.float64)
-    assert c[choose(v, c, 0.9, 1e3, rng, n_hat=100)] == 100.0  # 90 of 100 values <= 100
-    assert c[choose(v, c, 0.45, 1e3, rng, n_hat=100)] == 50.0  # 50 >= 45 values; 40 < 45
-    assert c[choose(v, c, 0.045, 1e3, rng, n_hat=100, upper=False)] == 5.0  # 96 >= 5
-    assert c[choose(np.full(7, 3.0), c, 0.9, 1e3, rng, n_hat=7)] == 3.0
-    empty = choose(np.zeros(0), c, 0.9, 1.0, rng, n_hat=-3)  # total: some candidate
-    assert 0 <= empty < c.size
+    assert c[choose(v, c, 10, 1e3, rng)] == 100.0  # 80 leaves 20 above, 100 none
+    assert c[choose(v, c, 40, 1e3, rng)] == 60.0  # 60 leaves 40 above; 50 leaves 50
+    assert c[choose(v, c, None, 1e3, rng)] == 50.0  # the median: 50 <= 50, 50 above
+    assert c[choose(v, c, 4, 1e3, rng, upper=False)] == 5.0  # 4 below 5; 9 below 10
+    assert c[choose(np.full(7, 3.0), c, 0, 1e3, rng)] == 3.0
+    for nb in Neighbouring:
+        empty = choose(np.zeros(0), c, 0.5, 1.0, rng, nb=nb)  # total: some candidate
+        assert 0 <= empty < c.size
+        assert 0 <= choose(np.zeros(0), c, None, 1.0, rng, nb=nb) < c.size
+
+
+def _captured(monkeypatch: pytest.MonkeyPatch, values: np.ndarray, target: float | None,
+              upper: bool, nb: Neighbouring, prior: bool = True
+              ) -> tuple[list[float], float, bool]:
+    """The scores, sensitivity and monotonic flag :func:`choose` hands to permute-and-flip."""
+    import dpsieve.mechanisms.select as sel
+
+    got: list[Any] = []
+
+    def fake(scores: list[float], eps: float, sensitivity: float, rng: Any, *,
+             monotonic: bool) -> int:
+        got.append((list(scores), sensitivity, monotonic, eps))
+        return 0
+    monkeypatch.setattr(sel, "permute_and_flip", fake)
+    c = np.asarray(count_candidates(), dtype=np.float64)
+    choose(values, c, target, 0.37, None, upper=upper, nb=nb, prior=prior)
+    scores, sens, mono, eps = got[0]
+    assert eps == 0.37
+    return scores, sens, mono
+
+
+@pytest.mark.parametrize("target", [None, 0.0, 3.5, 40.0])
+@pytest.mark.parametrize("upper", [True, False])
+def test_neighbours_scores_move_within_the_sensitivity(monkeypatch: pytest.MonkeyPatch,
+                                                       target: float | None,
+                                                       upper: bool) -> None:
+    """The privacy of a choice is permute-and-flip's for scores of the stated sensitivity
+    (and monotonic when stated): for a unit added, removed or changed, every score moves
+    by at most the sensitivity, all one way when monotonic; the scores are integers (exact
+    in a double); the prior is the same on both sides."""
+    rng = np.random.default_rng(7)
+    for trial in range(60):
+        base = rng.geometric(0.2, int(rng.integers(0, 40))).astype(np.float64)
+        extra = float(rng.choice([0.5, 1, 3, 7, 50, 2e6]))
+        for nb in Neighbouring:
+            if nb == Neighbouring.ADD_REMOVE:
+                pairs = [(base, np.append(base, extra))]
+            else:
+                if base.size == 0:
+                    continue
+                changed = base.copy()
+                changed[int(rng.integers(0, base.size))] = extra
+                pairs = [(base, changed)]
+            for d0, d1 in pairs:
+                s0, sens, mono = _captured(monkeypatch, d0, target, upper, nb)
+                s1, sens1, mono1 = _captured(monkeypatch, d1, target, upper, nb)
+                assert (sens, mono) == (sens1, mono1)
+                assert mono == (target is not None and nb == Neighbouring.ADD_REMOVE)
+                diff = np.asarray(s1) - np.asarray(s0)
+                assert np.all(np.abs(diff) <= sens), (trial, nb, diff)
+                if mono:
+                    assert np.all(diff <= 0) or np.all(diff >= 0)
+                assert all(float(x).is_integer() and abs(x) < 2**53 for x in s0 + s1)
+    empty, sens, _ = _captured(monkeypatch, np.zeros(0), 5.0, True, Neighbouring.ADD_REMOVE)
+    steps = np.diff(empty)
+    assert np.all(steps == steps[0])  # the prior alone, one step each
+    assert steps[0] < 0
+    weak, _, _ = _captured(monkeypatch, np.zeros(0), 5.0, True, Neighbouring.ADD_REMOVE,
+                           prior=False)
+    assert 0 > weak[1] > empty[1]  # only the eps / 2 part: exp(-0.185) a step
 
 
 def test_candidates_follow_declarations_and_types() -> None:

@@ -1,56 +1,68 @@
-"""Bounds that fit the data: a plan's ``"auto"`` bounds chosen by DP quantiles, then the plan.
+"""Bounds that fit the data: a plan's ``"auto"`` bounds chosen privately, then the plan.
 
 A plan may leave its contribution bounds (``max_groups``, ``max_rows``) and a per-row
 numeric aggregation's clamping bounds (``lower``, ``upper``) to the data. Such a plan is
 run in two stages under **one** charge, fixed before the spend from public values only:
 
-1. **Quantiles** (``auto_share`` of the privacy, default
-   :data:`~dpsieve.queries.plan.DEFAULT_AUTO_SHARE`): a noisy count of the units
-   (:func:`noisy_count`), then one AboveThreshold scan (the sparse vector technique,
-   :func:`choose`) per auto bound over a public candidate lattice (:func:`count_candidates`,
-   :func:`value_candidates`) against the threshold ``level x noisy count``, each release
-   on an equal part ``eps_q`` of the stage's pure ``eps_a``. Each privacy unit
-   contributes exactly one value to each quantile: its number of groups, its largest
-   number of rows in one group, and the value of one of its rows (sampled by the keyed
-   mixer of contribution bounding: a function of the sampling key and the unit's own rows
-   only).
+1. **Choices** (``auto_share`` of the privacy, default
+   :data:`~dpsieve.queries.plan.DEFAULT_AUTO_SHARE`): one exponential-mechanism choice
+   (exact permute-and-flip, :func:`choose`) per auto bound over a public candidate
+   lattice (:func:`count_candidates`, :func:`value_candidates`), each on an equal part
+   ``eps_q`` of the stage's pure ``eps_a``. Each privacy unit contributes exactly one
+   value to each choice: its number of groups, its largest number of rows in one group,
+   and the value of one of its rows (sampled by the keyed mixer of contribution bounding:
+   a function of the sampling key and the unit's own rows only).
 2. **The plan** with the released bounds, on the rest of the privacy: an ordinary plan
    (:func:`~dpsieve.queries.prepare.prepare`), its bounds a post-processing of stage 1.
 
 The charge is the plan's own privacy (``PureDP(eps)`` / ``ZCDP(rho)``, or with DP key
 selection ``ApproxDP(eps, delta)`` / ``ApproxZCDP(rho, delta)``): it dominates the
 composition, checked in exact rationals before the spend (pure: ``k eps_q + eps_main <=
-eps``; zCDP: each scan is ``eps_q``-DP, so ``eps_q^2 / 2``-zCDP, and ``k eps_q^2 / 2 +
+eps``; zCDP: each choice is ``eps_q``-DP, so ``eps_q^2 / 2``-zCDP, and ``k eps_q^2 / 2 +
 rho_main <= rho``). docs/proofs/queries.md §7 proves it.
 
-**Why a scan, not the exponential mechanism.** The lattices are wide (an integer column's
-candidates span its storage type's range: 379 for a BIGINT). With the exponential
-mechanism every candidate above the data's maximum scores the same (``-(1 - q) n``), and
-at ``eps_q n`` of a few dozen their number outweighs the few good ones: on 1,618 units
-at ``eps_q = 0.0375`` the 0.98-quantile of a score in [66, 100] came out at 2e10 in the
-median of 300 draws. The scan stops at the first candidate that passes, so candidates far
-from the quantile on the far side are never reached; it released 100 (the 10-90 %
-range 100-200) on the same data. A premature stop is the scan's failure, so the scans
-start where one does least harm: an upper bound from the column's first non-negative
-candidate upward, a lower bound downward from below the upper bound (released first when
-both are auto) -- never from the far end of a 37-decade lattice.
+**Targets: the bias / noise trade-off, not a fixed quantile.** A bound ``c`` costs noise
+in proportion to ``c`` and bias in proportion to what it cuts: raising it one unit saves
+one row (or one unit of value) for every unit beyond it and adds ``s`` (the noise std per
+unit of sensitivity) to every released number's std. The sum of bias and std (an upper
+bound on the RMSE within a factor ``sqrt 2``) is therefore least where the units beyond
+``c`` number ``s G`` (``G`` the public keys; Amin, Kulesza, Munoz Medina & Vassilvitskii
+2019 for one total). So each bound has a *target* -- the units it may leave beyond it --
+fixed from public values (:func:`_targets`): ``s G`` for ``max_groups``; ``s G L0 / 2``
+for ``max_rows`` (each unit beyond it counted as :data:`CELLS_PER_UNIT` cells beyond);
+``s G / 2`` for a column bound (a centred sum's sensitivity is half the range); a plan of
+means, variances and quantiles only takes its contribution bounds at the median
+(truncation at random barely biases a ratio). The target grows as eps falls, so the bounds
+shrink with it: a count per group at eps 0.1 wants fewer rows per unit than at eps 1.
 
-**Which way each choice errs.** The levels (:data:`LEVELS`, :data:`RATIO_LEVELS`): a
-bound at the 0.9 quantile of a unit's groups or largest group errs toward more groups and
-rows (more noise, less truncation) than one at its median -- right for totals, which
-truncation biases down; a plan of means only takes the median (truncation at random
-barely biases a ratio). The scan's candidate noise makes it stop early (below the
-quantile for an upper bound, above it for a lower bound: more clamping, less noise), its
-shared threshold noise run on past it (:data:`THRESHOLD_SHARE`); with too little privacy
-for the units there are (``eps_q n`` below ~``8 ln m``, ``m`` candidates) the bounds may
-land far from the data, never unsoundly: privacy does not depend on them.
+**Why the exponential mechanism with a prior, not a scan or a plain quantile.** A choice
+scores each candidate by its *excess*, the units beyond it over the target (a count:
+sensitivity 1, monotonic under add/remove, so ``exp(eps_q q)``), so every candidate
+within target scores the same -- and above the data's maximum the lattices run on for
+decades (1e6 rows; 9e18 for a BIGINT), where a plain exponential mechanism would spread
+evenly. A data-independent prior ``exp(-beta i)`` on the ``i``-th candidate of the walk
+(upward from the smallest count or the first non-negative value, downward from below the
+upper bound for a lower bound) keeps the first candidate within target likely
+(:data:`PRIOR_STEP`). The AboveThreshold scan this replaces spent a third of each
+release on its comparisons and needed a noisy unit count for its threshold; at eps 0.1 on
+1,618 units its shared threshold noise ran past the data (to 1e6 rows) in a few percent
+of runs.
+
+**Which way each choice errs.** The prior prefers a candidate ``i`` steps short of the
+target unless its excess is above ``beta i / eps_q`` units: an upper bound errs low and
+a lower bound high (more clamping, less noise); ``max_groups`` capped by the public keys
+has only the ``eps_q / 2`` part of the prior (its empty tail ends at the keys' count) and
+errs high within target. With too little privacy for the units there are (``eps_q``
+times the units below a few) the bounds may land far from the data, never unsoundly:
+privacy does not depend on them.
 
 **Totality.** After the spend nothing can fail on a row's value: the stage-1 aggregates
 come from the engines' total specs (one sampled row per unit, unit-keyed cells), an empty
-data set gives ``n = 0`` (every candidate scores 0: a uniform choice), and if the plan
-cannot be prepared at the released bounds (a public fact of those bounds, e.g. noise past
-the samplers' range) it runs at the *fallback* bounds checked before the spend (the
-smallest candidates), which the answer states.
+data set gives no values (the prior alone chooses), and if the plan cannot be prepared at
+the released bounds (a public fact of those bounds, e.g. noise past the samplers' range)
+it runs at the *fallback* bounds checked before the spend (the smallest candidates),
+which the answer states. Permute-and-flip's running time depends on the scores (the
+stage's aggregation already depends on the data's size).
 """
 
 from __future__ import annotations
@@ -74,8 +86,7 @@ from dpsieve.accounting.events import (
     PureDP,
 )
 from dpsieve.errors import UnsupportedError, ValidationError
-from dpsieve.mechanisms import as_source, discrete_laplace
-from dpsieve.mechanisms.noise import MAX_DISCRETE_SCALE
+from dpsieve.mechanisms import as_source
 from dpsieve.queries.engine import (
     BoundingSpec,
     Engine,
@@ -101,7 +112,7 @@ from dpsieve.queries.prepare import Prepared, contribution_of, prepare
 from dpsieve.queries.schema import Column, ColumnType, KeyValue, Schema, integer_range
 
 __all__ = [
-    "LEVELS",
+    "PRIOR_STEP",
     "AutoPlan",
     "choose",
     "count_candidates",
@@ -111,11 +122,8 @@ __all__ = [
 
 F64 = npt.NDArray[np.float64]
 
-#: The quantile level of each auto bound (module docstring: which way each errs).
-LEVELS: dict[str, float] = {"max_groups": 0.9, "max_rows": 0.9, "lower": 0.1,
-                            "upper": 0.9}
-#: The contribution levels of a plan of means, variances and quantiles only.
-RATIO_LEVELS: dict[str, float] = {"max_groups": 0.5, "max_rows": 0.5}
+#: Cells beyond ``max_rows`` per unit beyond it, assumed in its target (module docstring).
+CELLS_PER_UNIT = 2
 #: Mantissas of the candidate lattices: ``m 10^d``, 10 a decade (ratio <= 1.33).
 MANTISSAS = (1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0)
 #: Decades of a float column's candidates without declared bounds: 1e-6 .. 8e15.
@@ -172,75 +180,77 @@ def value_candidates(col: Column, side: str, other: float | None) -> list[float]
     return cands
 
 
-def noisy_count(n: int, eps: float, rng: np.random.Generator | None) -> int:
-    """``n`` plus exact discrete Laplace noise of scale ``1 / eps`` (rounded up): the
-    number of values, ``eps``-DP (one unit changes it by at most 1)."""
-    return n + discrete_laplace(round_up(1 / Fraction(eps)), None, rng)
+#: The prior of each choice: candidate ``i`` (counted from where the walk starts) is
+#: weighted ``exp(-beta i)``, ``beta = max(PRIOR_STEP, eps / 2)``, before the data's
+#: score (a data-independent base measure). Above the data every candidate scores the
+#: same, so without it the choice would spread evenly over a lattice's empty tail (to 1e6
+#: rows or 9e18 of a BIGINT); at 3/2 the first candidate within target keeps ~78 % of the
+#: tail's mass (``eps / 2``: nearly all of it at a large eps). The price: a candidate
+#: ``i`` steps short of the target is preferred unless its excess is above
+#: ``beta i / eps`` units (the choice errs low: more clamping, less noise).
+PRIOR_STEP = Fraction(3, 2)
+#: Each score is an integer (exact in a double): ``-SCORE_UNIT x excess - B i``.
+SCORE_UNIT = 2**16
+#: The smallest eps of one choice (refused naming ``auto_share`` below it, before the
+#: spend): its prior's integer scores stay below 2^51 on any lattice, and below it a
+#: choice says nothing of fewer than ~1e9 units.
+MIN_EACH_EPS = 1e-9
 
 
-def choose(values: F64, candidates: F64, level: float, eps: float,
-           rng: np.random.Generator | None, *, n_hat: float, upper: bool = True) -> int:
-    """The index of the candidate released for the ``level`` quantile of ``values`` (one
-    value per unit): AboveThreshold (:func:`~dpsieve.mechanisms.select.above_threshold`,
-    ``eps``-DP, exact discrete Laplace noise) over the candidates in increasing order with
-    the queries ``N(c_j)`` (the values ``<= c_j``) and the public threshold
-    ``level n_hat`` (``n_hat``: a released noisy count of the values) -- the first
-    candidate holding a share ``level`` of the values, as noise sees it; none: the last.
-    ``upper=False`` (a lower bound) scans downward with ``#{v >= c_j}`` and threshold
-    ``(1 - level) n_hat``. The queries are counts: one unit added, removed or changed
-    moves every one of them by at most 1, all in the same direction (monotonic), under
-    both relations. Total: empty ``values`` give the first candidate that noise passes."""
+def _excesses(values: F64, candidates: F64, target: float | None, upper: bool
+              ) -> npt.NDArray[np.int64]:
+    """Per candidate (in walk order), how far it is from what it should hold: with a
+    ``target`` the units beyond it over the target, ``max(0, A(c) - floor(target))``
+    (``A(c)`` the values above ``c`` for an upper bound, below it for a lower one); with
+    ``target=None`` its distance from the median, ``|#{v <= c} - #{v > c}|``."""
     v = np.sort(np.asarray(values, dtype=np.float64))
-    c = np.asarray(candidates, dtype=np.float64)
     n = v.size
-    if upper:
-        f = np.searchsorted(v, c, side="right").astype(np.float64)
-        t = level * n_hat
-    else:
-        c = c[::-1]
-        f = (n - np.searchsorted(v, c, side="left")).astype(np.float64)
-        t = (1.0 - level) * n_hat
-    i = _above_threshold(f.astype(np.int64), t, eps, rng)
-    j = c.size - 1 if i is None else i
-    return int(j if upper else c.size - 1 - j)
+    le = np.searchsorted(v, candidates, side="right")
+    if target is None:
+        return np.abs(2 * le - n).astype(np.int64)
+    a = n - le if upper else np.searchsorted(v, candidates, side="left")
+    return np.maximum(0, a - math.floor(target)).astype(np.int64)
 
 
-#: The share of a scan's eps on its threshold's noise (Lyu, Su & Li 2017 allow any split
-#: eps_1 + eps_2 = eps). The threshold's noise is shared by every candidate: a large draw
-#: makes the scan run far past the quantile (probability ~ exp(-eps_1 (1 - q) n) / 2); the
-#: candidates' own noise makes it stop early (~ exp(-eps_2 d) for each candidate ``d``
-#: values short). 2/3 balanced the two on the benchmark's data (1,618 units at eps_q 0.05:
-#: 0.2 % and 0.3 % of 2,000 scans; an even split ran away in 0.9 %).
-THRESHOLD_SHARE = Fraction(2, 3)
+def choose(values: F64, candidates: F64, target: float | None, eps: float,
+           rng: np.random.Generator | None, *, upper: bool = True,
+           nb: Neighbouring = Neighbouring.ADD_REMOVE, prior: bool = True) -> int:
+    """The index (into ``candidates``, increasing) of the candidate released for one bound
+    from one value per unit: the exponential mechanism, by exact permute-and-flip
+    (:func:`~dpsieve.mechanisms.select.permute_and_flip`), over the candidates walked
+    upward (``upper``) or downward, scoring each ``-excess`` (:func:`_excesses`: the
+    units beyond it over ``target``, or its distance from the median) with the prior
+    ``-PRIOR_STEP i`` per step of the walk. ``eps``-DP: an excess moves by at most 1
+    when one unit is added, removed or changed (a tail count moves by 1; the median's
+    ``|2 #{v <= c} - n|`` by 1 when one is added or removed, by 2 when one is changed:
+    its sensitivity then is 2), and with ``nb`` add/remove a tail count's excesses all
+    move the same way (monotonic: ``exp(eps q)``, not ``exp(eps q / 2)``). The prior is
+    data-independent (``prior=False``: only its ``eps / 2`` part, for a walk whose empty
+    tail is short: ``max_groups`` capped by the public keys' count). Total: empty
+    ``values`` score every candidate by the prior alone."""
+    from dpsieve.mechanisms.select import permute_and_flip
 
-
-def _scales(eps: float) -> float:
-    """The largest noise scale stage 1 draws at ``eps`` per release (checked before the
-    spend against the exact sampler's range)."""
-    e = Fraction(eps)
-    return max(round_up(1 / e), round_up(1 / (e * THRESHOLD_SHARE)),
-               round_up(1 / (e - e * THRESHOLD_SHARE))) if e > 0 else math.inf
-
-
-def _above_threshold(counts: npt.NDArray[np.int64], t: float, eps: float,
-                     rng: np.random.Generator | None) -> int | None:
-    """AboveThreshold for monotonic integer queries of sensitivity 1 (Lyu, Su & Li 2017,
-    Alg. 1 with c = 1; monotonic: the query noise at ``1 / eps_2``): threshold noise
-    ``rho ~ DLap(1 / eps_1)``, query noise ``nu_i ~ DLap(1 / eps_2)`` (exact discrete
-    Laplace on the integers, scales rounded up, all drawn before any comparison), the
-    first ``i`` with ``q_i + nu_i >= t + rho`` -- for integers ``q_i + nu_i - rho >=
-    ceil(t)``, an exact integer comparison. ``eps``-DP with ``eps_1 = THRESHOLD_SHARE
-    eps``, ``eps_2 = eps - eps_1`` (the proof on Z is the real one with sums for integrals:
-    the shifts are by the integer sensitivity 1; docs/proofs/mechanisms.md)."""
-    e = Fraction(eps)
-    e1 = e * THRESHOLD_SHARE
-    rho = discrete_laplace(round_up(1 / e1), None, rng)
-    nu = discrete_laplace(round_up(1 / (e - e1)), max(1, counts.size), rng)
-    bar = math.ceil(t) + int(rho)
-    for i, (q, z) in enumerate(zip(counts.tolist(), nu.tolist(), strict=False)):
-        if q + z >= bar:
-            return i
-    return None
+    c = np.asarray(candidates, dtype=np.float64)
+    walk = c if upper else c[::-1]
+    exc = _excesses(values, walk, target, upper).tolist()
+    monotonic = target is not None and nb == Neighbouring.ADD_REMOVE
+    sens = 2 if target is None and nb == Neighbouring.REPLACE_ONE else 1
+    # exp(coef q), coef = eps / (M sens (1 or 2)); the prior exp(-PRIOR_STEP i) is
+    # B i = PRIOR_STEP i / coef in score units, rounded (data-independent either way)
+    half = 1 if monotonic else 2
+    limit = 2**52
+    m = SCORE_UNIT
+    while True:
+        beta = max(PRIOR_STEP if prior else Fraction(0), Fraction(eps) / 2)
+        b = round(beta * m * sens * half / Fraction(eps))
+        if b * walk.size < limit // 2 or m == 1:
+            break
+        m //= 2
+    b = min(b, (limit // 2) // max(1, walk.size))
+    cap = (limit // 2) // m  # excesses above it are equally bad: clamped (1-Lipschitz)
+    scores = [-float(min(e, cap) * m + b * i) for i, e in enumerate(exc)]
+    j = permute_and_flip(scores, eps, m * sens, rng, monotonic=monotonic)
+    return j if upper else c.size - 1 - j
 
 
 def _split(total: PureDP | ZCDP, share: float, k: int, nb: Neighbouring
@@ -273,21 +283,44 @@ def _split(total: PureDP | ZCDP, share: float, k: int, nb: Neighbouring
 @dataclass(frozen=True, slots=True)
 class _Bound:
     """One auto bound: ``field`` (``max_groups``, ``max_rows``, ``<i>.lower``,
-    ``<i>.upper``), its candidates and level."""
+    ``<i>.upper``), its candidates and target: the units it should leave beyond it
+    (``max_rows``: per group a unit keeps; :func:`_targets`), or ``None``: the median."""
 
     field: str
     candidates: tuple[float, ...]
-    level: float
+    target: float | None
     column: str | None = None  # value bounds: the column
 
 
-def _contribution_level(q: Query, field: str) -> float:
-    """:data:`LEVELS` for a plan with a count, sum, histogram or linear aggregation (a
-    total: every group or row a unit loses biases it down); :data:`RATIO_LEVELS` for a
-    plan of means, variances and quantiles only (dropping a unit's groups or rows at
-    random leaves a ratio nearly unbiased, and smaller bounds mean less noise)."""
-    totals = any(not isinstance(a, Mean | Variance | Quantile) for a in q.aggregations)
-    return (LEVELS if totals else RATIO_LEVELS)[field]
+def _is_total(q: Query) -> bool:
+    """A plan with a count, sum, histogram or linear aggregation (a total: every group or
+    row a unit loses biases it down), not only means, variances and quantiles (dropping a
+    unit's groups or rows at random leaves a ratio nearly unbiased)."""
+    return any(not isinstance(a, Mean | Variance | Quantile) for a in q.aggregations)
+
+
+def _noise_unit(main: PureDP | ZCDP, q: Query) -> float:
+    """The noise std of one released number per unit of its sensitivity in the main stage,
+    the privacy split evenly over the aggregations: Laplace ``sqrt(2) A / eps``, Gaussian
+    ``sqrt(A / (2 rho))`` (an approximation of each kind's calibration: it sets targets
+    only, never privacy)."""
+    k = max(1, len(q.aggregations))
+    if isinstance(main, PureDP):
+        return math.sqrt(2) * k / main.eps
+    return math.sqrt(k / (2 * main.rho))
+
+
+def _targets(q: Query, main: PureDP | ZCDP) -> dict[str, float | None]:
+    """Each bound's target (module docstring, "Targets"): with ``s`` the noise unit and
+    ``G`` the public keys (1 without), ``max_groups`` ``s G`` units beyond it, ``max_rows``
+    ``s G L0 / CELLS_PER_UNIT`` units (``L0`` the released or given ``max_groups``), a
+    column bound ``s G / 2``; for a plan of ratios only, the contribution bounds' median."""
+    s = _noise_unit(main, q)
+    g = len(q.keys) if q.keys is not None else 1
+    total = _is_total(q)
+    return {"max_groups": s * g if total else None,
+            "max_rows": s * g / CELLS_PER_UNIT if total else None,
+            "value": s * g / 2}
 
 
 def _needs_rows(q: Query) -> bool:
@@ -328,9 +361,10 @@ class AutoPlan:
     unit: str
     where: tuple[Predicate, ...]
     public_keys: frozenset[tuple[KeyValue, ...]] | None
+    l0: float = 1.0  # the given max_groups (max_rows' target when max_groups is not auto)
 
     def figures(self) -> dict[str, Any]:
-        """The public figures of the auto stage (preview): its charge, share, levels and
+        """The public figures of the auto stage (preview): its charge, share, targets and
         each bound's candidate range; the plan's noise depends on the bounds it releases,
         so none is stated."""
         return {
@@ -342,7 +376,7 @@ class AutoPlan:
             "auto": {
                 "share": self.query.share_for_auto,
                 "privacy": PureDP(self.auto_eps, self.charge.neighbouring).to_dict(),
-                "each": {b.field: {"eps": self.each_eps, "level": b.level,
+                "each": {b.field: {"eps": self.each_eps, "target": b.target,
                                    "candidates": [b.candidates[0], b.candidates[-1]],
                                    "count": len(b.candidates)} for b in self.bounds},
                 "main_privacy": self.main_privacy.to_dict(),
@@ -368,36 +402,40 @@ class AutoPlan:
         return {"contribution": contrib, "aggregations": aggs, "fallback": fell_back,
                 "released": dict(released),
                 "privacy": PureDP(self.auto_eps, self.charge.neighbouring).to_dict(),
-                "levels": {b.field: b.level for b in self.bounds}}
+                "targets": {b.field: b.target for b in self.bounds}}
 
     def release(self, engine: Engine, rng: np.random.Generator | None) -> dict[str, float]:
-        """Stage 1: the released bounds (after the spend; total)."""
+        """Stage 1: the released bounds (after the spend; total). ``max_groups`` first (its
+        value sets ``max_rows``' target), a column's upper bound before its lower."""
         out: dict[str, float] = dict(self.fixed)
         contrib = [b for b in self.bounds if b.column is None]
         values = [b for b in self.bounds if b.column is not None]
+        nb = self.charge.neighbouring
         if contrib:
             per_unit = self._cells(engine)
-            n_hat = noisy_count(per_unit[0].size, self.each_eps, rng)
-            for b in contrib:
+            for b in contrib:  # max_groups before max_rows (plan_auto's order)
                 v = per_unit[0] if b.field == "max_groups" else per_unit[1]
-                j = choose(v, np.asarray(b.candidates), b.level, self.each_eps, rng,
-                           n_hat=n_hat)
+                t = b.target
+                if b.field == "max_rows" and t is not None:
+                    t *= out.get("max_groups", self.l0)
+                capped = b.field == "max_groups" and self.query.keys is not None
+                j = choose(v, np.asarray(b.candidates), t, self.each_eps, rng, nb=nb,
+                           prior=not capped)
                 out[b.field] = b.candidates[j]
         if values:
             cols = sorted({b.column for b in values if b.column is not None})
             got = self._values(engine, cols, rng)
-            n_hat = noisy_count(got[cols[0]].size, self.each_eps, rng)
             for b in sorted(values, key=lambda b: b.field.endswith("lower")):  # upper first
                 assert b.column is not None
                 j, cands = 0, b.candidates
-                if b.field.endswith("upper"):  # ascending from 0 (or the first candidate)
+                if b.field.endswith("upper"):  # upward from 0 (or the first candidate)
                     j = next((i for i, x in enumerate(cands) if x >= 0), 0)
-                else:  # descending from below the released upper bound
+                else:  # downward from below the released upper bound
                     top = out.get(b.field.replace(".lower", ".upper"))
                     if top is not None:
                         cands = tuple(x for x in cands if x < top) or cands
-                i = choose(got[b.column], np.asarray(cands[j:]), b.level, self.each_eps,
-                           rng, n_hat=n_hat, upper=b.field.endswith("upper"))
+                i = choose(got[b.column], np.asarray(cands[j:]), b.target, self.each_eps,
+                           rng, upper=b.field.endswith("upper"), nb=nb)
                 out[b.field] = cands[j + i]
         return out
 
@@ -529,7 +567,7 @@ def plan_auto(q: Query, schema: Schema, nb: Neighbouring) -> AutoPlan:
                                "or boolean group_by columns)", name)
             cap = MAX_CONTRIBUTION if q.keys is None else min(MAX_CONTRIBUTION, len(q.keys))
             bounds.append(_Bound("max_groups", tuple(float(x) for x in count_candidates(cap)),
-                                 _contribution_level(q, "max_groups")))
+                                 None))
             fallback["max_groups"] = 1.0
     if is_auto(c.max_rows) and _needs_rows(q):
         for name in q.group_by:
@@ -538,7 +576,7 @@ def plan_auto(q: Query, schema: Schema, nb: Neighbouring) -> AutoPlan:
                            "column ('auto' counts each unit's rows per group: integer, "
                            "string or boolean group_by columns)", name)
         bounds.append(_Bound("max_rows", tuple(float(x) for x in count_candidates()),
-                             _contribution_level(q, "max_rows")))
+                             None))
         fallback["max_rows"] = 1.0
     for i, a in enumerate(q.aggregations):
         for side in ("lower", "upper"):
@@ -558,21 +596,21 @@ def plan_auto(q: Query, schema: Schema, nb: Neighbouring) -> AutoPlan:
                 raise fail(side, a.kind, "'auto' with room for candidates beyond the other "
                            "bound", other_fixed)
             f = f"{i}.{side}"
-            bounds.append(_Bound(f, tuple(cands), LEVELS[side], col.name))
+            bounds.append(_Bound(f, tuple(cands), None, col.name))
             fallback[f] = _fallback_value(cands, side, other_fixed, col)
     fallback = _ordered(fallback, tuple(bounds))
-    # one release per bound, and a noisy count of the values of each stage that runs
-    k = len(bounds) + any(b.column is None for b in bounds) + any(
-        b.column is not None for b in bounds)
+    k = len(bounds)  # one release per bound
     if k:
         main_privacy, each = _split(total, q.share_for_auto, k, nb)
     else:  # nothing to choose from the data: the whole privacy goes to the plan
         main_privacy, each = total, 0.0
     eps_a = round_up(k * Fraction(each))  # stated: rounded up (k eps_q exactly is charged)
-    if k and not _scales(each) <= MAX_DISCRETE_SCALE:  # the noise in the samplers' range
-        raise fail("auto_share", "query", "large enough for the scans' noise to stay in "
-                   f"the exact samplers' range (each of {k} releases would get eps "
-                   f"{each!r})", q.share_for_auto)
+    if k and each < MIN_EACH_EPS:
+        raise fail("auto_share", "query", f"large enough for each of the {k} choices to "
+                   f"get eps >= {MIN_EACH_EPS:g} (it would get {each!r})", q.share_for_auto)
+    targets = _targets(q, main_privacy)
+    bounds = [replace(b, target=targets[b.field if b.column is None else "value"])
+              for b in bounds]
     fb = prepare(_resolved(q, fallback, main_privacy), schema, nb)  # every other check
     if q.selection is None:
         charge: PrivacyDescription = total
@@ -582,8 +620,9 @@ def plan_auto(q: Query, schema: Schema, nb: Neighbouring) -> AutoPlan:
     where = (*(_check_predicate(schema, p) for p in q.where),
              Predicate(unit, Op.NOT_NULL), *_key_filter(q, schema))
     keys = None if fb.spec.keys is None else frozenset(fb.spec.keys)
+    l0 = float(c.max_groups) if isinstance(c.max_groups, int) else 1.0
     return AutoPlan(q, charge, eps_a, each, tuple(bounds), main_privacy, fb, fallback, fixed,
-                    unit, tuple(where), keys)
+                    unit, tuple(where), keys, l0)
 
 
 def _fallback_value(cands: list[float], side: str, fixed: float | None, col: Column) -> float:

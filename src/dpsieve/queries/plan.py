@@ -77,7 +77,7 @@ def _level(v: Any, owner: str) -> Level:
 AUTO: Literal["auto"] = "auto"
 #: The share of a plan's privacy spent on its ``"auto"`` bounds unless ``auto_share``
 #: says otherwise (docs/queries.md "Bounds that fit the data").
-DEFAULT_AUTO_SHARE = 0.15
+DEFAULT_AUTO_SHARE = 0.1
 
 
 def _opt_float(v: Any, name: str, owner: str) -> float | None:
