@@ -199,6 +199,12 @@ def _constant_outcome(p: Predicate, col: Column, present: str) -> str:
     return "FALSE"
 
 
+def _int32(lo: int, hi: int) -> bool:
+    """Whether every integer of ``[lo, hi]`` fits DuckDB's INTEGER (a narrower sort key
+    and row than BIGINT; sums of INTEGER are HUGEINT, exact)."""
+    return lo >= -(2**31) and hi < 2**31
+
+
 def _lattice(col: str, ctype: ColumnType, g: float, lo: float, hi: float, rlo: int, rhi: int,
              prm: _Params) -> str:
     """The clamped lattice integer of one row, as BIGINT SQL (``engine.snap``)."""
@@ -218,8 +224,8 @@ def _row_expr(m: ValueSum | BucketCount, cols: dict[str, Column], prm: _Params,
     if isinstance(m, ValueSum):
         r = _lattice(col, t, m.granularity, m.lower, m.upper, m.row_lower, m.row_upper, prm)
         s = m.square_shift
-        if s is None:
-            return r
+        if s is None:  # narrowed when its range allows: the rows are sorted and held
+            return f"CAST({r} AS INTEGER)" if _int32(m.row_lower, m.row_upper) else r
         return f"(({r}) * ({r}) + {1 << (s - 1)}) >> {s}" if s > 0 else f"({r}) * ({r})"
     if m.categories is not None:
         alias = f"_dps_cat{n}"
@@ -275,8 +281,10 @@ def compile_sql(spec: BoundingSpec, columns: Sequence[Column], source: str, *,
         where.append(test)
         # the key's index, read only inside the range (which fits BIGINT): never a failing
         # cast, whatever the order DuckDB evaluates the filter and the projection in
-        sel.append(f"(CASE WHEN {test} THEN CAST({c} AS BIGINT) - "
-                   f"{prm.add(lo, 'BIGINT')} END) AS _g")
+        # (an INTEGER when the keys' indices fit it: cells are grouped and sorted on it)
+        gtype = "INTEGER" if _int32(0, len(spec.keys) - 1) else "BIGINT"
+        sel.append(f"(CASE WHEN {test} THEN CAST(CAST({c} AS BIGINT) - "
+                   f"{prm.add(lo, 'BIGINT')} AS {gtype}) END) AS _g")
         gcols = ["_g"]
     elif public and spec.group_by:
         assert spec.keys is not None
