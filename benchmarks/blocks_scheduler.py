@@ -225,7 +225,6 @@ def capacity() -> list[tuple[str, int, int, int]]:
     """Tasks of one kind a fresh block admits: GDP residue, zCDP (CKS), zCDP (B-S)."""
     from dpsieve.accounting.events import GDP, ZCDP
     from dpsieve.accounting.pld import PLD
-
     from dpsieve.filters import filter_from_json
 
     def count(flt: Any, ch: Any) -> int:

@@ -97,3 +97,16 @@ def test_eps_left_summary_is_monotone_and_zero_when_spent() -> None:
         left.append(epsilon_left(f, 1e-7)[0])
     assert left[0] == pytest.approx(10.0, rel=1e-9)
     assert all(a >= b for a, b in itertools.pairwise(left))
+
+
+def test_capacity_closed_form_agrees_with_running_the_filter() -> None:
+    from dpsieve.filters.capacity import count_admitted
+
+    for q in (GDP(0.3), RDP(ORDERS, tuple(0.01 * a for a in ORDERS)), PureDP(0.5)):
+        f = AnyOrderRDPFilter.for_target(10.0, 1e-7, ORDERS)
+        f.try_spend(RDP(ORDERS, tuple(2.0 if a < 8 else 0.1 for a in ORDERS)))
+        closed = count_admitted(f, q)
+        n = 0
+        while f.try_spend(q).admitted:
+            n += 1
+        assert closed.count == n

@@ -167,6 +167,15 @@ def _rdp(st: dict[str, Any], cost: dict[str, Any]) -> int | None:
     return min(ks) if ks else None
 
 
+def _rdp_any(st: dict[str, Any], cost: dict[str, Any]) -> int | None:
+    """AnyOrderRDPFilter: the same query fits while one order holds: the most over the
+    orders (an order already exceeded counts 0; a free order: count by running)."""
+    exact = cost.get("exact", cost["rdp"])
+    vals = [_floor_div(_f(b) - _f(s), _f(c))
+            for b, s, c in zip(st["budgets"], st["spent"], exact, strict=True)]
+    return None if any(v is None for v in vals) else max(v for v in vals if v is not None)
+
+
 def _naive_gdp(st: dict[str, Any], cost: dict[str, Any]) -> int | None:
     return _floor_div(_f(st["mu2"]) - _f(st["spent2"]), _f(cost["mu"]) ** 2)
 
@@ -176,5 +185,6 @@ _RULES: dict[str, Callable[[dict[str, Any], dict[str, Any]], int | None]] = {
     "zcdp": _scalar("rho"),
     "approx_zcdp": _approx_zcdp,
     "rdp": _rdp,
+    "rdp_any": _rdp_any,
     "gdp_naive": _naive_gdp,
 }
