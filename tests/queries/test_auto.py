@@ -303,3 +303,38 @@ def test_total_after_the_spend_and_one_outcome_class(case: str) -> None:
         shapes.append((a.labels, [g.key for g in a.groups], sorted(a.bounds),
                        sorted(a.bounds["contribution"])))
     assert shapes[0] == shapes[1]
+
+
+def test_bounds_shrink_with_the_privacy_as_their_targets_say() -> None:
+    """The trade-off, not a fixed quantile: a count per group at a smaller eps has a
+    larger target (more units may lie beyond ``max_rows``), so it releases fewer rows per
+    unit; and each release is the first candidate within its target when eps is large
+    enough for the choice to be sharp (units: 3 groups of 1-40 rows, geometric)."""
+    from dpsieve.queries.engines.frames import PandasEngine
+
+    rng = np.random.default_rng(4)
+    rows = []
+    for u in range(3000):
+        for g in rng.choice(5, 3, replace=False):
+            rows += [(u, int(g))] * int(min(40, rng.geometric(0.2)))
+    d = pd.DataFrame(rows, columns=["pid", "g"])
+    schema = Schema.of([("pid", "integer"), ("g", "integer")], "pid")
+    engine = PandasEngine(d)
+    largest = d.groupby(["pid", "g"]).size().groupby(level=0).max().to_numpy()
+    got = {}
+    for eps in (400.0, 0.5):
+        q = from_spec({"type": "query", "privacy": {"type": "pure", "eps": eps},
+                       "aggregations": [{"type": "count"}], "group_by": ["g"],
+                       "keys": [[i] for i in range(5)], "contribution": "auto"}, "add_remove")
+        auto = plan_auto(q, schema, AR)
+        t = {b.field: b.target for b in auto.bounds}
+        assert t["max_groups"] == pytest.approx(2 ** 0.5 / (eps * 0.9) * 5)
+        runs = [auto.release(engine, np.random.default_rng(s)) for s in range(5)]
+        got[eps] = sorted(r["max_rows"] for r in runs)
+        if eps == 400.0:  # sharp: the first candidate leaving <= floor(target x L0) beyond
+            for r in runs:
+                allowed = int(t["max_rows"] * r["max_groups"])
+                first = next(c for c in count_candidates() if (largest > c).sum() <= allowed)
+                assert r["max_rows"] == first
+                assert r["max_groups"] == 3
+    assert got[0.5][2] < got[400.0][2], got
