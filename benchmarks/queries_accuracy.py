@@ -70,8 +70,21 @@ def truth(d: pd.DataFrame) -> dict[str, Estimates]:
 
 
 # -- dpsieve -------------------------------------------------------------------------------
+#: dpsieve's privacy: ``pure`` (eps, Laplace noise) or ``zcdp`` (``--dpsieve-privacy``: the
+#: largest rho whose zCDP implies (eps, DELTA)-DP, Gaussian noise: :func:`rho_for`).
+PRIVACY = "pure"
+
+
+def rho_for(eps: float, delta: float) -> float:
+    """The rho with ``rho + 2 sqrt(rho ln(1/delta)) = eps``: rho-zCDP implies (eps, delta)-DP
+    (Bun & Steinke 2016, Prop. 1.3), rounded down (a slightly smaller budget: safe)."""
+    lg = math.log(1.0 / delta)
+    return float(math.nextafter((math.sqrt(lg + eps) - math.sqrt(lg)) ** 2, 0.0))
+
+
 def _plan(query: str, eps: float, years: list[int]) -> dict[str, Any]:
-    privacy = {"type": "pure", "eps": eps}
+    privacy: dict[str, Any] = ({"type": "pure", "eps": eps} if PRIVACY == "pure" else
+                               {"type": "zcdp", "rho": rho_for(eps, DELTA)})
     if query == "select":
         return {"type": "query", "privacy": privacy, "aggregations": [{"type": "count"}],
                 "group_by": ["locations"], "select": {"delta": DELTA},
@@ -215,7 +228,7 @@ def utility_lines(d: pd.DataFrame, years: list[int], eps_list: list[float]) -> l
 
 
 def main(argv: list[str] | None = None) -> None:
-    global L0, LINF  # --bounds: the runners read the bounds at call time
+    global L0, LINF, PRIVACY  # --bounds, --dpsieve-privacy: read at call time
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--eps", type=float, nargs="+", default=[1.0, 0.1])
@@ -226,6 +239,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--bounds", type=int, nargs=2, metavar=("L0", "LINF"),
                     help=f"the count's and mean's (max_groups, max_rows) (default {L0} {LINF})")
+    ap.add_argument("--dpsieve-privacy", choices=["pure", "zcdp"], default="pure",
+                    help="dpsieve's plans: pure eps (Laplace) or the rho-zCDP that implies "
+                    "(eps, delta)-DP (Gaussian noise)")
     ap.add_argument("--libraries", nargs="+", default=["dpsieve", "pipelinedp", "opendp"])
     ap.add_argument("--utility", action="store_true",
                     help="print the owner's utility analysis of the count and mean plans "
@@ -233,6 +249,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     if args.bounds is not None:
         L0, LINF = args.bounds
+    PRIVACY = args.dpsieve_privacy
     if args.utility:
         d = load()
         print("\n".join(utility_lines(d, sorted(d["year"].unique().tolist()), args.eps)))
@@ -247,7 +264,9 @@ def main(argv: list[str] | None = None) -> None:
     for query in args.queries:
         for eps in args.eps:
             libs = set(args.libraries)
-            runners = {**({"dpsieve": dpsieve_runner(d, query, eps, years)}
+            me = "dpsieve" if PRIVACY == "pure" else \
+                f"dpsieve (zCDP rho {rho_for(eps, DELTA):.5g}, Gaussian)"
+            runners = {**({me: dpsieve_runner(d, query, eps, years)}
                           if "dpsieve" in libs else {}),
                        **{f"PipelineDP ({k})": pipelinedp_runner(d, query, eps, years, k)
                           for k in args.pipelinedp_noise if "pipelinedp" in libs},
@@ -259,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
                 got = [run(rng) for _ in range(args.runs)]
                 took = (time.perf_counter() - t) / args.runs
                 variants = [(name, got)]
-                if query == "mean" and name != "dpsieve":  # dpsieve's means are clamped
+                if query == "mean" and not name.startswith("dpsieve"):  # dpsieve's are
                     variants.append((f"{name}, clamped to [0, 100]",
                                      [{k: _clamp(v) for k, v in r.items()} for r in got]))
                 for label, runs in variants:
