@@ -201,3 +201,33 @@ def test_any_order_rule_drops_exceeded_orders() -> None:
     assert schedule("fcfs", [r1, r2], avail, rule="every").admitted == [0]
     with pytest.raises(ValidationError):
         schedule("fcfs", [r1], avail, rule="some")
+
+
+_req2 = st.tuples(st.lists(st.integers(0, 4), min_size=1, max_size=3, unique=True),
+                  st.lists(st.floats(0, 0.6), min_size=3, max_size=3), st.floats(0, 100))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_req2, max_size=10),
+       st.lists(st.floats(-0.2, 1), min_size=15, max_size=15),
+       st.sampled_from(["dpf", "dpack", "fcfs"]), st.sampled_from(["every", "any"]))
+def test_a_pass_at_several_orders_keeps_the_rule_and_is_maximal(
+        reqs: list[tuple[list[int], list[float], float]], avail: list[float], policy: str,
+        rule: str) -> None:
+    a = np.array(avail).reshape(5, 3)
+    pend = [Pending(np.array(d), np.tile(x, (len(d), 1)), t) for d, x, t in reqs]
+    s = schedule(policy, pend, a, rule=rule)
+    left = a.copy()
+    for i in s.admitted:  # each admission fits what was left when its turn came
+        p = pend[i]
+        ok = p.demand <= left[p.dims] + 1e-12
+        assert np.all(ok.all(axis=1) if rule == "every" else ok.any(axis=1))
+        left[p.dims] -= p.demand
+    assert s.left is not None
+    assert np.allclose(s.left, left)
+    for i, j in s.blocked_on.items():  # nothing left waiting would fit what is left
+        p = pend[i]
+        row = list(p.dims).index(j)
+        short = p.demand[row] > left[j] + 1e-12
+        assert np.any(short) if rule == "every" else np.all(short)
+    assert sorted(s.admitted + list(s.position)) == list(range(len(pend)))
