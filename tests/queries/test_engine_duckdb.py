@@ -282,3 +282,31 @@ def test_row_level_sums_run_for_any_max_rows(max_rows: int) -> None:
     want = ReferenceEngine(rows, cols).aggregate(spec)
     assert got.same_as(want)
     assert int(got.values["n"].sum()) == min(max_rows, 750) * 6
+
+
+@pytest.mark.parametrize(("row_lower", "row_upper"),
+                         [(-(2**31), 2**31 - 1), (-(2**31) - 1, 2**31), (0, 2**40)])
+def test_row_integers_at_the_int32_edge_match_the_reference(row_lower: int,
+                                                            row_upper: int) -> None:
+    """Row integers whose range fits INTEGER are held as INTEGER (a narrower sort and
+    spill), the others as BIGINT; both, at the range's ends and beyond them, give the
+    reference's aggregates on both SQLs (public keys and observed keys)."""
+    rng = np.random.default_rng(3)
+    rows = random_table(rng, 60)
+    edge = [float(row_lower), float(row_upper), float(row_lower) - 5.0, float(row_upper) + 5.0,
+            3e12, -3e12]
+    for i, r in enumerate(rows):
+        if i % 3 == 0:
+            r["x"] = edge[i % len(edge)]
+    g = 1.0
+    for keys in ((("a",), ("b",), ("c",), ("é",)), None):
+        spec = BoundingSpec(
+            (RowCount("n"), ValueSum("s", "x", g, float(row_lower) - 10, float(row_upper) + 10,
+                                     row_lower, row_upper)),
+            ("city",), keys, unit="pid", max_groups=2, max_rows=2, seed=5)
+        ref = ReferenceEngine(rows, COLUMNS).aggregate(spec)
+        for eng in (DuckDBEngine, _RankTwice):
+            got = eng(connection=duckdb_table(rows, COLUMNS), table="t").aggregate(spec)
+            assert got.same_as(ref)
+        sql, _ = DuckDBEngine(connection=duckdb_table([], COLUMNS), table="t").sql(spec)
+        assert ("AS INTEGER) AS _m1" in sql) == (row_lower >= -(2**31) and row_upper < 2**31)
