@@ -25,9 +25,12 @@ Peers as their documentation recommends, at their best: OpenDP 0.16's Polars Con
 per run), PipelineDP 0.3.1 (LocalBackend, Laplace and Gaussian noise: the better is shown,
 NaiveBudgetAccountant, public partitions where public, its default truncated geometric
 selection otherwise). dpsieve runs the same plans through the query layer on pandas
-(seeded simulations: ``rng``). dpsieve's means are clamped into their bounds by default
-(post-processing); the peers' are not, so each peer's mean is also scored clamped into
-[0, 100] (a NaN, from a noisy count of 0, as 50): the strongest simple baseline.
+(seeded simulations: ``rng``) at pure eps, or with ``--dpsieve-privacy zcdp`` at the
+largest rho whose zCDP implies (eps, delta)-DP (Gaussian noise; beside PipelineDP's
+``--pipelinedp-noise gaussian`` at (eps, delta)). dpsieve's means are clamped into their
+bounds by default (post-processing); the peers' are not, so each peer's mean is also
+scored clamped into [0, 100] (a NaN, from a noisy count of 0, as 50): the strongest
+simple baseline.
 """
 
 from __future__ import annotations
@@ -234,8 +237,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--eps", type=float, nargs="+", default=[1.0, 0.1])
     ap.add_argument("--queries", nargs="+", default=["count", "mean", "select"])
     ap.add_argument("--pipelinedp-noise", nargs="+", default=["laplace"],
-                    help="PipelineDP's noise kinds (Gaussian was worse in a 5-run pilot at "
-                    "these bounds for every query)")
+                    help="PipelineDP's noise kinds (Gaussian: worse for the counts in a "
+                    "5-run pilot, better for the mean at eps 1 over 200 runs, RESULTS.md)")
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--bounds", type=int, nargs=2, metavar=("L0", "LINF"),
                     help=f"the count's and mean's (max_groups, max_rows) (default {L0} {LINF})")
