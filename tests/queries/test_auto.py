@@ -232,30 +232,49 @@ def test_neighbours_scores_move_within_the_sensitivity(monkeypatch: pytest.Monke
     """The privacy of a choice is permute-and-flip's for scores of the stated sensitivity
     (and monotonic when stated): for a unit added, removed or changed, every score moves
     by at most the sensitivity, all one way when monotonic; the scores are integers (exact
-    in a double); the prior is the same on both sides."""
+    in a double); the prior is the same on both sides. A target's scores are monotonic
+    with sensitivity 1 under replace-one too (docs/proofs/queries.md §7): one value
+    ``v`` changed to ``v' > v`` raises the counts above (an upper walk's scores all fall)
+    and lowers the counts below (a lower walk's all rise); the median's are not (s 2)."""
     rng = np.random.default_rng(7)
+    sens_of: dict[Neighbouring, set[float]] = {nb: set() for nb in Neighbouring}
+    moved = {True: 0, False: 0}
     for trial in range(60):
-        base = rng.geometric(0.2, int(rng.integers(0, 40))).astype(np.float64)
+        base = rng.geometric(0.2, int(rng.integers(0, 80))).astype(np.float64)
         extra = float(rng.choice([0.5, 1, 3, 7, 50, 2e6]))
         for nb in Neighbouring:
             if nb == Neighbouring.ADD_REMOVE:
-                pairs = [(base, np.append(base, extra))]
+                pairs = [(base, np.append(base, extra), 0.0)]
             else:
                 if base.size == 0:
                     continue
                 changed = base.copy()
-                changed[int(rng.integers(0, base.size))] = extra
-                pairs = [(base, changed)]
-            for d0, d1 in pairs:
+                at = int(rng.integers(0, base.size))
+                changed[at] = extra
+                pairs = [(base, changed, extra - base[at])]  # the sign of v' - v
+            for d0, d1, up in pairs:
                 s0, sens, mono = _captured(monkeypatch, d0, target, upper, nb)
                 s1, sens1, mono1 = _captured(monkeypatch, d1, target, upper, nb)
                 assert (sens, mono) == (sens1, mono1)
-                assert mono == (target is not None and nb == Neighbouring.ADD_REMOVE)
+                assert mono == (target is not None)  # under either neighbouring
+                sens_of[nb].add(sens)
                 diff = np.asarray(s1) - np.asarray(s0)
                 assert np.all(np.abs(diff) <= sens), (trial, nb, diff)
                 if mono:
                     assert np.all(diff <= 0) or np.all(diff >= 0)
+                if mono and nb == Neighbouring.REPLACE_ONE:
+                    # the direction is the proof's: v' > v, upper: the excesses grow
+                    falls = (up > 0) == upper
+                    assert np.all(diff <= 0) if falls else np.all(diff >= 0), (up, diff)
+                    moved[falls] += bool(np.any(diff != 0))
                 assert all(float(x).is_integer() and abs(x) < 2**53 for x in s0 + s1)
+    ar, ro = sens_of[Neighbouring.ADD_REMOVE], sens_of[Neighbouring.REPLACE_ONE]
+    assert len(ar) == len(ro) == 1
+    # replace-one: a target's sensitivity is add/remove's (s = 1), the median's twice it
+    assert ro == ({2 * x for x in ar} if target is None else ar)
+    if target is not None:  # both directions were exercised with scores that moved
+        assert moved[True] > 0
+        assert moved[False] > 0
     empty, sens, _ = _captured(monkeypatch, np.zeros(0), 5.0, True, Neighbouring.ADD_REMOVE)
     steps = np.diff(empty)
     assert np.all(steps == steps[0])  # the prior alone, one step each

@@ -37,13 +37,13 @@ shrink with it: a count per group at eps 0.1 wants fewer rows per unit than at e
 
 **Why the exponential mechanism with a prior, not a scan or a plain quantile.** A choice
 scores each candidate by its *excess*, the units beyond it over the target (a count:
-sensitivity 1, monotonic under add/remove, so ``exp(eps_q q)``), so every candidate
-within target scores the same -- and above the data's maximum the lattices run on for
-decades (1e6 rows; 9e18 for a BIGINT), where a plain exponential mechanism would spread
-evenly. A data-independent prior ``exp(-beta i)`` on the ``i``-th candidate of the walk
-(upward from the smallest count or the first non-negative value, downward from below the
-upper bound for a lower bound) keeps the first candidate within target likely
-(:data:`PRIOR_STEP`). The AboveThreshold scan this replaces spent a third of each
+sensitivity 1, monotonic under add/remove and replace-one alike, so ``exp(eps_q q)``),
+so every candidate within target scores the same -- and above the data's maximum the
+lattices run on for decades (1e6 rows; 9e18 for a BIGINT), where a plain exponential
+mechanism would spread evenly. A data-independent prior ``exp(-beta i)`` on the ``i``-th
+candidate of the walk (upward from the smallest count or the first non-negative value,
+downward from below the upper bound for a lower bound) keeps the first candidate within
+target likely (:data:`PRIOR_STEP`). The AboveThreshold scan this replaces spent a third of each
 release on its comparisons and needed a noisy unit count for its threshold; at eps 0.1 on
 1,618 units its shared threshold noise ran past the data (to 1e6 rows) in a few percent
 of runs.
@@ -220,20 +220,24 @@ def choose(values: F64, candidates: F64, target: float | None, eps: float,
     (:func:`~dpsieve.mechanisms.select.permute_and_flip`), over the candidates walked
     upward (``upper``) or downward, scoring each ``-excess`` (:func:`_excesses`: the
     units beyond it over ``target``, or its distance from the median) with the prior
-    ``-PRIOR_STEP i`` per step of the walk. ``eps``-DP: an excess moves by at most 1
-    when one unit is added, removed or changed (a tail count moves by 1; the median's
-    ``|2 #{v <= c} - n|`` by 1 when one is added or removed, by 2 when one is changed:
-    its sensitivity then is 2), and with ``nb`` add/remove a tail count's excesses all
-    move the same way (monotonic: ``exp(eps q)``, not ``exp(eps q / 2)``). The prior is
-    data-independent (``prior=False``: only its ``eps / 2`` part, for a walk whose empty
-    tail is short: ``max_groups`` capped by the public keys' count). Total: empty
-    ``values`` score every candidate by the prior alone."""
+    ``-PRIOR_STEP i`` per step of the walk. ``eps``-DP: a tail count moves by at most 1
+    when one unit is added, removed or changed, all the tail counts the same way (one
+    value ``v`` changed to ``v' > v`` adds 1 to the counts above ``c`` for ``c`` in
+    ``[v, v')`` and takes 1 from the counts below ``c`` for ``c`` in ``(v, v']``), and
+    ``x -> min(max(0, x - floor(t)), cap)`` is non-decreasing and 1-Lipschitz: a target's
+    excesses are monotonic with sensitivity 1 under either ``nb`` (``exp(eps q)``, not
+    ``exp(eps q / 2)``). The median's ``|2 #{v <= c} - n|`` moves by 1 when one is added
+    or removed, by 2 when one is changed (its sensitivity then is 2), and not all one
+    way (the absolute value): never monotonic. The prior is data-independent
+    (``prior=False``: only its ``eps / 2`` part, for a walk whose empty tail is short:
+    ``max_groups`` capped by the public keys' count). Total: empty ``values`` score every
+    candidate by the prior alone."""
     from dpsieve.mechanisms.select import permute_and_flip
 
     c = np.asarray(candidates, dtype=np.float64)
     walk = c if upper else c[::-1]
     exc = _excesses(values, walk, target, upper).tolist()
-    monotonic = target is not None and nb == Neighbouring.ADD_REMOVE
+    monotonic = target is not None  # under either neighbouring (docstring)
     sens = 2 if target is None and nb == Neighbouring.REPLACE_ONE else 1
     # exp(coef q), coef = eps / (M sens (1 or 2)); the prior exp(-PRIOR_STEP i) is
     # B i = PRIOR_STEP i / coef in score units, rounded (data-independent either way)
