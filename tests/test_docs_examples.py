@@ -9,8 +9,9 @@ commands are started on a free port and stopped once ``/healthz`` answers (a Pos
 one only when a server is up).
 
 The default test runs them with this environment's ``dpsieve``, except the commands in
-:data:`SLOW` (long reproductions); the slow test builds a wheel, installs it in a fresh
-virtual environment and runs everything, and the reproduction commands, from there.
+:data:`SLOW` (long reproductions) and docs/spark.md (its slow parameter); the slow test
+builds a wheel, installs it in a fresh virtual environment and runs everything, and the
+reproduction commands, from there.
 """
 
 from __future__ import annotations
@@ -179,7 +180,15 @@ def test_every_block_is_tagged_and_blocks_exist() -> None:
     assert all(lang for _, lang in langs), [x for x in langs if not x[1]]
 
 
-@pytest.mark.parametrize("path", DOCS, ids=lambda p: p.name)
+#: The docs run by the default test; docs/spark.md's one block (a JVM started and a Spark job
+#: run in a fresh process: 30-40 s, the default test's slowest) in the slow suite, with this
+#: environment's pyspark (the fresh wheel's has none). The default suite keeps a Session on a
+#: Spark DataFrame: tests/queries/test_session_spark.py.
+_DEFAULT_DOCS = [pytest.param(p, marks=pytest.mark.slow) if p.name == "spark.md" else p
+                 for p in DOCS]
+
+
+@pytest.mark.parametrize("path", _DEFAULT_DOCS, ids=lambda p: p.name)
 def test_docs_examples_run(path: Path, tmp_path: Path) -> None:
     bindir = Path(sys.executable).parent
     run_file(path, _scratch(tmp_path, bindir), bindir, sys.executable, slow=False)
