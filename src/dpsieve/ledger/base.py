@@ -63,6 +63,9 @@ __all__ = [
 
 FilterLoader = Callable[[str], PrivacyFilter]
 
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_c_encode_str: Any = getattr(json.encoder, "c_encode_basestring_ascii", None)
+
 
 class IdempotencyKeyReuseError(LedgerError):
     """An idempotency key was sent again with a different request; nothing was spent."""
@@ -298,8 +301,20 @@ def load_filters(store: BudgetStore, budget_id: str) -> tuple[PrivacyFilter, Pri
 
 
 def canonical_json(obj: Any) -> str:
-    """Deterministic JSON (sorted keys, no whitespace); NaN and infinities are refused."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    """Deterministic JSON (sorted keys, no whitespace); NaN and infinities are refused.
+
+    ``json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)``, the same
+    text, made by the C encoder directly (``dumps`` with options builds a
+    ``JSONEncoder`` in Python on every call; several texts are made per spend). A fresh
+    ``markers`` dict per call keeps the circular-reference check exact."""
+    if _c_make_encoder is None or _c_encode_str is None:  # pragma: no cover - CPython
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return "".join(_c_make_encoder({}, _not_json, _c_encode_str, None, ":", ",", True,
+                                   False, False)(obj, 0))
+
+
+def _not_json(o: Any) -> Any:
+    raise TypeError(f"Object of type {o.__class__.__name__} is not JSON serializable")
 
 
 #: A refused request's record keeps at most this many characters of its canonical JSON.

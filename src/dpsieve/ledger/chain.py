@@ -26,12 +26,13 @@ held at the migration (trusted as of then; every change after it is replayed).
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -40,6 +41,11 @@ from dpsieve.blocks.unlock import unlock_from_dict
 from dpsieve.errors import DPError
 from dpsieve.filters.base import PrivacyFilter
 from dpsieve.filters.charge import Charge, charge_from_dict
+
+if TYPE_CHECKING:
+    from dpsieve.accounting.pld import PLD
+    from dpsieve.filters.per_record import RecordStep
+    from dpsieve.mechanisms.subsampled import DPSGDStep
 
 __all__ = ["GENESIS", "ChainBroken", "ChainRow", "Checkpoint", "Replay", "decode_charge",
            "encode_charge", "legacy_step", "row_hash", "state_sha"]
@@ -89,18 +95,26 @@ def state_sha(state: str) -> str:
     return _sha(state)
 
 
-def encode_charge(q: Charge) -> dict[str, Any]:
-    """A charge in full, as JSON (a PLD's probabilities, a record step's norms): what a
-    replay needs to charge it again."""
+@functools.cache
+def _charge_kinds() -> tuple[type[PLD], type[DPSGDStep], type[RecordStep]]:
+    """The charge classes stored specially, imported on first use (not with the ledger),
+    then kept (not imported again on every spend)."""
     from dpsieve.accounting.pld import PLD
     from dpsieve.filters.per_record import RecordStep
     from dpsieve.mechanisms.subsampled import DPSGDStep
 
-    if isinstance(q, PLD):
+    return PLD, DPSGDStep, RecordStep
+
+
+def encode_charge(q: Charge) -> dict[str, Any]:
+    """A charge in full, as JSON (a PLD's probabilities, a record step's norms): what a
+    replay needs to charge it again."""
+    pld, sgd, rec = _charge_kinds()
+    if isinstance(q, pld):
         return q.to_dict()
-    if isinstance(q, DPSGDStep):
+    if isinstance(q, sgd):
         return {"type": "dpsgd_step", "sigma": q.sigma, "rate": q.rate, "sampling": q.sampling}
-    if isinstance(q, RecordStep):
+    if isinstance(q, rec):
         norms = np.asarray(q.norms, dtype="<f8").tobytes()
         return {"type": "record_step", "noise_std": q.noise_std,
                 "norms": base64.b64encode(norms).decode("ascii"),

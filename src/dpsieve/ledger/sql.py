@@ -151,6 +151,16 @@ class SQLStore(SQLChildren, SQLBlocks, SQLQueue, SQLRegistry):
             raise BudgetNotFoundError(f"No budget named {budget_id!r}.")
         return row
 
+    def _budget_head_spend(self, cur: Cursor, budget_id: str, key: str, cols: str
+                           ) -> tuple[tuple[Any, ...], Head, tuple[Any, ...] | None]:
+        """The budget's row (state, initial, n_spends), locked; then, under that lock, the
+        chain's head and the columns ``cols`` of the key's spend (None: no spend), read
+        in one statement."""
+        row = self._locked_budget(cur, budget_id)
+        head, spend = self._head_and(cur, budget_id, f"SELECT {cols} FROM spends WHERE"
+                                     " budget_id = ? AND key = ?", (budget_id, key))
+        return row, head, spend
+
     # -- budgets ------------------------------------------------------------------------
     def create_budget(self, budget_id: str, flt: PrivacyFilter, *, replace: bool = False) -> None:
         state = flt.to_json()
@@ -258,7 +268,9 @@ class SQLStore(SQLChildren, SQLBlocks, SQLQueue, SQLRegistry):
         fp = hashlib.sha256(req_text.encode()).hexdigest()
         new_state: str | None = None
         with self._tx(write=True) as cur:
-            row = self._locked_budget(cur, budget_id)
+            # the budget (locked), the chain's head and the key's earlier spend
+            row, head, old = self._budget_head_spend(cur, budget_id, key,
+                                                     "fingerprint, decision, answer")
             kh = spend_key.get()
             # PostgreSQL: FOR SHARE makes a concurrent revocation (DELETE) wait for this
             # spend to commit, and this check wait for a pending revocation: a spend never
@@ -266,10 +278,6 @@ class SQLStore(SQLChildren, SQLBlocks, SQLQueue, SQLRegistry):
             if kh is not None and cur.run("SELECT 1 FROM api_keys WHERE key_hash = ?"
                                           + self._share_suffix, (kh,)).one() is None:
                 raise KeyRevokedError("The API key was revoked; nothing was spent.")
-            # the chain's head and the key's earlier spend, in one statement
-            head, old = self._head_and(
-                cur, budget_id, "SELECT fingerprint, decision, answer FROM spends WHERE"
-                " budget_id = ? AND key = ?", (budget_id, key))
             head = self._check(cur, budget_id, row, head)
             before = Head(head.seq, head.n, head.hash)
             if old is not None:
@@ -317,10 +325,7 @@ class SQLStore(SQLChildren, SQLBlocks, SQLQueue, SQLRegistry):
     def record_answer(self, budget_id: str, key: str, answer: dict[str, Any]) -> dict[str, Any]:
         self._guard(budget_id)
         with self._tx(write=True) as cur:
-            self._locked_budget(cur, budget_id)
-            head, row = self._head_and(  # the spend and the chain's head, one statement
-                cur, budget_id, "SELECT answer, principal FROM spends WHERE budget_id = ?"
-                " AND key = ?", (budget_id, key))
+            _, head, row = self._budget_head_spend(cur, budget_id, key, "answer, principal")
             if row is None:
                 raise BudgetNotFoundError(f"No admitted spend with key {key!r} on {budget_id!r}.")
             if row[0] is not None:

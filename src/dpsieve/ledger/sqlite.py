@@ -15,13 +15,18 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 from dpsieve.errors import ConcurrencyError
-from dpsieve.ledger.base import FilterLoader, LedgerUnavailableError
+from dpsieve.ledger.base import BudgetNotFoundError, FilterLoader, LedgerUnavailableError
 from dpsieve.ledger.cursor import Cursor
 from dpsieve.ledger.sql import SQLStore
+from dpsieve.ledger.sql_registry import Head
 
 __all__ = ["SQLiteStore"]
+
+#: :meth:`SQLiteStore._budget_head_spend`'s statement, by the spend columns it reads.
+_BUDGET_HEAD_SPEND: dict[str, str] = {}
 
 _APPEND_ONLY = (
     "CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit"
@@ -53,6 +58,22 @@ class SQLiteStore(SQLStore):
         self._write_lock = threading.Lock()
         with self._tx(write=True) as cur:
             self._migrate(cur)
+
+    def _budget_head_spend(self, cur: Cursor, budget_id: str, key: str, cols: str
+                           ) -> tuple[tuple[Any, ...], Head, tuple[Any, ...] | None]:
+        # one statement: SQLite's write lock (BEGIN IMMEDIATE) is held before it runs
+        sql = _BUDGET_HEAD_SPEND.get(cols)
+        if sql is None:
+            sql = _BUDGET_HEAD_SPEND[cols] = (
+                "SELECT b.state, b.initial, b.n_spends, a.seq, a.chain_n, a.chain_hash,"
+                " s.budget_id, " + ", ".join("s." + c.strip() for c in cols.split(","))
+                + " FROM budgets b LEFT JOIN audit a ON a.seq = (SELECT max(seq) FROM audit"
+                " WHERE budget_id = ?1) LEFT JOIN spends s ON s.budget_id = b.budget_id"
+                " AND s.key = ?2 WHERE b.budget_id = ?1")
+        r = cur.run(sql, (budget_id, key)).one()
+        if r is None:
+            raise BudgetNotFoundError(f"No budget named {budget_id!r}.")
+        return r[:3], self._head_of(budget_id, r[3:6]), None if r[6] is None else r[7:]
 
     def _dialect(self) -> dict[str, str]:
         return {"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "append_only": _APPEND_ONLY}
