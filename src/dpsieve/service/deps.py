@@ -26,7 +26,7 @@ from dpsieve.ledger.base import BudgetNotFoundError, BudgetStore, Principal
 from dpsieve.queries.release_sizing import ReleaseLimits
 from dpsieve.service.auth import hash_key
 from dpsieve.service.errors import Limited, redact_quoted
-from dpsieve.service.gate import GATE_PRINCIPAL
+from dpsieve.service.gate import GATE_KEY_HASH, GATE_PRINCIPAL
 from dpsieve.service.limits import FailureLimiter, ReadyCache, TokenBuckets, WindowCounter
 from dpsieve.service.settings import Settings
 from dpsieve.session.data import FileEngines, Frames, file_columns
@@ -139,12 +139,18 @@ class ServiceState:
 
 
 def service_state(request: Request) -> ServiceState:
-    """The app's :class:`ServiceState` (a dependency)."""
+    """The app's :class:`ServiceState`."""
     state: ServiceState = request.app.state.service
     return state
 
 
-Svc = Annotated[ServiceState, Depends(service_state)]
+async def _service_state(request: Request) -> ServiceState:
+    # the dependency: a coroutine, so FastAPI runs it on the event loop (a plain function
+    # dependency is sent to the thread pool and back, a hop on every request)
+    return service_state(request)
+
+
+Svc = Annotated[ServiceState, Depends(_service_state)]
 
 
 def principal(
@@ -161,7 +167,9 @@ def principal(
     key = x_api_key
     if authorization and authorization.lower().startswith("bearer "):
         key = authorization[7:].strip()
-    h = hash_key(key) if key else None
+    hashed = getattr(request.state, GATE_KEY_HASH, None)  # the gate hashed it already
+    h = (hashed[1] if hashed is not None and hashed[0] == key else hash_key(key)) if key \
+        else None
     # the owner's hash is compared in constant time; analysts' hashes are looked up
     # by an index in the ledger (no secret is compared byte by byte in Python)
     if h is not None and svc.owner_hash is not None and hmac.compare_digest(h, svc.owner_hash):
@@ -194,7 +202,7 @@ def principal(
 Who = Annotated[Principal, Depends(principal)]
 
 
-def owner(p: Who) -> Principal:
+async def owner(p: Who) -> Principal:
     """The principal, if it is the data owner (403 otherwise)."""
     if p.role != "owner":
         raise HTTPException(403, "Only the data owner may do this.")

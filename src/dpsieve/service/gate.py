@@ -30,7 +30,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dpsieve.service.auth import hash_key
 
-__all__ = ["GATE_PRINCIPAL", "Gate"]
+__all__ = ["GATE_KEY_HASH", "GATE_PRINCIPAL", "Gate"]
 
 
 class Gate:
@@ -76,6 +76,8 @@ def _key(scope: Scope) -> str | None:
 #: Where the gate leaves a valid key's principal for the routes (``request.state``):
 #: ``(key hash, principal)``, read by :func:`dpsieve.service.deps.principal`.
 GATE_PRINCIPAL = "gate_principal"
+#: Where the gate leaves the presented key and its hash (``request.state``).
+GATE_KEY_HASH = "gate_key_hash"
 
 
 async def _refused_key(svc: Any, scope: Scope) -> float | None:
@@ -84,6 +86,7 @@ async def _refused_key(svc: Any, scope: Scope) -> float | None:
     if key is None or len(key) > 512:
         return None  # the routes answer: 401, or 422 for an oversized header
     h = hash_key(key)
+    scope.setdefault("state", {})[GATE_KEY_HASH] = (key, h)  # not hashed again by the routes
     blocked = svc.failures.key_blocked(h)  # never the owner's: it does not fail
     if blocked is not None:  # failed too often: not looked up again
         svc.failures.failed(h, _addr(scope))

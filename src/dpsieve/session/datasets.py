@@ -87,13 +87,14 @@ def unit_warnings(path: str, types: Mapping[str, Any] | None, unit: str | None
     return []
 
 
-def source_types(src: dict[str, Any]) -> dict[str, ColumnType]:
+def source_types(src: dict[str, Any], schema: Schema | None = None) -> dict[str, ColumnType]:
     """A registered data set's declared column types (its stored schema's; older
-    registrations: the stored column types): its file is read as these."""
+    registrations: the stored column types): its file is read as these. ``schema``:
+    ``stored_schema(src)``, if the caller has it already."""
     from dpsieve.session.schema import declared_types
 
     if isinstance(src.get("schema"), dict):
-        return declared_types(stored_schema(src))
+        return declared_types(schema if schema is not None else stored_schema(src))
     return declared_types(None, src.get("column_types") or {})
 
 
@@ -134,25 +135,28 @@ def unit_conflict(st: BudgetStore, name: str, old: dict[str, Any],
 def session_for(src: dict[str, Any], data: Any, st: BudgetStore, name: str, principal: str,
                 after_spend: Callable[[str], None] | None,
                 frame_of: Callable[..., Any], release_limits: Any = None,
-                engine: Any = None) -> Session:
+                engine: Any = None, schema: Schema | None = None) -> Session:
     """The session one query runs in, on ``data`` (the file's path, or a Spark engine):
     plans and the one-aggregation shapes run inside the engine (``engine``, e.g. the
     file's from :class:`FileEngines`; default: one opened for the query); release and the
     robust estimators load the file through ``frame_of(path, types)`` after the spend.
     The session is a registered data set's (``dataset=``): its public schema is the
     stored one, and a source that cannot be read as registered is refused naming the
-    data set only."""
+    data set only. ``schema``: ``stored_schema(src)``, if the caller has it already."""
     from dpsieve.session.core import Session
     from dpsieve.session.data import data_row_count
 
     path = src.get("path")
     has_schema = isinstance(src.get("schema"), dict)
+    if has_schema and schema is None:
+        schema = stored_schema(src)
     return Session(
         data, store=st, budget_id=name, principal=principal, after_spend=after_spend,
         columns=src.get("columns"),
         column_types=None if has_schema else src.get("column_types"),
-        schema=stored_schema(src) if has_schema else None,
+        schema=schema if has_schema else None,
         row_count=None if path is None else (lambda: data_row_count(str(path))),
-        loader=None if path is None else (lambda: frame_of(str(path), source_types(src))),
+        loader=None if path is None else (lambda: frame_of(str(path),
+                                                           source_types(src, schema))),
         release_limits=release_limits, engine=engine, dataset=name,
         neighbouring=Neighbouring(src.get("neighbouring", "add_remove")))

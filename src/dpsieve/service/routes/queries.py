@@ -29,7 +29,7 @@ from dpsieve.service.errors import QueryLedgerError
 from dpsieve.service.routes.blocks import block_session, has_blocks
 from dpsieve.service.schemas import QueryBody
 from dpsieve.session.core import Session
-from dpsieve.session.datasets import session_for, source_types
+from dpsieve.session.datasets import session_for, source_types, stored_schema
 
 __all__ = ["QUERY_PATH", "router"]
 
@@ -45,6 +45,9 @@ def _session(svc: ServiceState, src: dict[str, Any], name: str, who: str,
     this is its block session, :mod:`dpsieve.service.routes.blocks`)."""
     if blocks:
         return block_session(svc, src, name, who)
+    # the stored schema is looked up once per query (its memo's key, the schema's repr,
+    # costs about as much as a spend's row hashes)
+    schema = stored_schema(src) if isinstance(src.get("schema"), dict) else None
     # plans and the one-aggregation shapes run inside the engine (DuckDB for a file,
     # Spark for a catalog table, whose rows never leave it); release and the robust
     # estimators load a file's frame after the spend
@@ -52,9 +55,9 @@ def _session(svc: ServiceState, src: dict[str, Any], name: str, who: str,
         data, engine = svc.spark_engine(str(src["spark_table"])), None
     else:  # the file's engine, kept open across queries (the file's stamp checked)
         data, engine = str(src["path"]), svc.engines.get(str(src["path"]),
-                                                         source_types(src))
+                                                         source_types(src, schema))
     return session_for(src, data, svc.store, name, who, svc.after_spend, svc.frames.get,
-                       svc.limits, engine=engine)
+                       svc.limits, engine=engine, schema=schema)
 
 
 @router.post(QUERY_PATH, tags=["analysts"])
