@@ -70,14 +70,16 @@ def _answer(sock: Any, buf: bytes) -> bytes:
     return rest[length:]
 
 
-def _flood(base: str, kind: str, threads: int, stop: Any, sent: Any, ready: Any) -> None:
+def _flood(base: str, kind: str, threads: int, stop: Any, sent: Any, ready: Any,
+           rate: float = 0.0) -> None:
     """The flooding process: ``threads`` keep-alive connections, each sending its next
     request when the last is answered, as fast as they go. Raw sockets and prepared
     bytes (a few tens of microseconds of client CPU per request, not httpx's
     ~1 ms): on 2 shared cores the flood's client would otherwise take the CPU the
     server needs and the ratio would measure the client. ``ready`` is set once every
     connection has had its first answer (the process's start-up, slow on a loaded
-    machine, is not part of any window)."""
+    machine, is not part of any window). ``rate`` > 0: at most that many requests a
+    second in all (each connection paced to ``rate / threads``)."""
     import socket
     from urllib.parse import urlsplit
 
@@ -90,7 +92,11 @@ def _flood(base: str, kind: str, threads: int, stop: Any, sent: Any, ready: Any)
         with socket.create_connection((host, port), timeout=30) as sock:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             buf, first = b"", True
+            gap, due = (threads / rate if rate > 0 else 0.0), time.monotonic()
             while not stop.is_set():
+                if gap:
+                    due += gap
+                    time.sleep(max(0.0, due - time.monotonic()))
                 sock.sendall(_request(kind, host))
                 buf = _answer(sock, buf)
                 if first:
@@ -111,7 +117,7 @@ def _flood(base: str, kind: str, threads: int, stop: Any, sent: Any, ready: Any)
 
 
 def measure(base: str, hdr: dict[str, str], kind: str | None, clients: int,
-            seconds: float, flooders: int, pid: int) -> dict[str, float]:
+            seconds: float, flooders: int, pid: int, rate: float = 0.0) -> dict[str, float]:
     """One cell: valid req/s, valid requests sent, flood req/s, and the server process's
     CPU time (user + system, ms) over the valid clients' window."""
     import psutil
@@ -127,7 +133,8 @@ def measure(base: str, hdr: dict[str, str], kind: str | None, clients: int,
         return {"rps": r["rps"], "sent": r["sent"], "flood": 0.0, "cpu": cpu() - c0}
     ctx = mp.get_context("spawn")
     stop, sent, ready = ctx.Event(), ctx.Value("q", 0), ctx.Event()
-    proc_f = ctx.Process(target=_flood, args=(base, kind, flooders, stop, sent, ready))
+    proc_f = ctx.Process(target=_flood, args=(base, kind, flooders, stop, sent, ready,
+                                                        rate))
     proc_f.start()
     try:
         # the flood under way before the window opens (was: a fixed 1 s, shorter than the
@@ -158,6 +165,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--clients", type=int, default=10)
     ap.add_argument("--flooders", type=int, default=10)
+    ap.add_argument("--flood-rate", type=float, default=0.0,
+                    help="flood requests a second in all (0: as fast as they go)")
     args = ap.parse_args()
     load0 = os.getloadavg()
     rows = []
@@ -178,7 +187,7 @@ def main() -> None:
                     order: list[str | None] = [None, *KINDS]
                     for kind in order if i % 2 == 0 else order[::-1]:
                         m = measure(srv.base, hdr, kind, args.clients, args.seconds,
-                                    args.flooders, srv.proc.pid)
+                                    args.flooders, srv.proc.pid, args.flood_rate)
                         cells[kind].append(m)
                         print(name, kind, {k: round(v, 1) for k, v in m.items()}, flush=True)
                 quiet = statistics.median(m["rps"] for m in cells[None])
@@ -187,6 +196,9 @@ def main() -> None:
                 per_q = statistics.median(m["cpu"] / max(m["sent"], 1) for m in cells[None])
                 for kind in KINDS:
                     med = statistics.median(m["rps"] for m in cells[kind])
+                    # the server's CPU per valid query in the flooded windows (the flood's
+                    # cost included): does the flood raise the server's work per query?
+                    per_qf = statistics.median(m["cpu"] / max(m["sent"], 1) for m in cells[kind])
                     per_f = statistics.median(
                         max(0.0, m["cpu"] - m["sent"] * per_q) / max(m["flood"] * m["window"], 1)
                         for m in cells[kind])
@@ -194,6 +206,7 @@ def main() -> None:
                         f"| {name} | {kind} | "
                         f"{statistics.median(m['flood'] for m in cells[kind]):.0f} | "
                         f"{quiet:.0f} | {med:.0f} | {med / quiet:.2f} | {per_q:.2f} | "
+                        f"{per_qf:.2f} | {per_q / per_qf:.2f} | "
                         f"{per_f:.3f} | {per_f / per_q:.3f} | "
                         f"{_rps(cells[None])} / {_rps(cells[kind])} |")
                     print(rows[-1], flush=True)
@@ -209,22 +222,28 @@ def main() -> None:
              f"clients of one analyst, {args.seconds:g} s per cell, {args.rounds} cells per "
              f"condition, conditions interleaved; beside them, {args.flooders} connections "
              "of another process send wrong keys (each new: each is looked up), `/readyz` "
-             "or `/healthz` as fast as they can. Median valid req/s against the quiet "
+             "or `/healthz` "
+             + (f"at {args.flood_rate:g} requests a second in all" if args.flood_rate > 0
+                else "as fast as they can") + ". Median valid req/s against the quiet "
              "cells of the same server, then every cell (quiet / flooded). The flood's "
              "client process shares the 2 cores with the server, so req/s measures the "
              "contention for the machine as much as the server's work; the CPU columns "
              "are the server process's own (psutil, user + system): ms per valid query in "
              "the quiet cells, and ms per flood request (a flooded window's CPU less its "
              "valid queries at the quiet cost, over the flood requests in it; the "
-             "PostgreSQL backends' CPU is not in it).", "",
+             "PostgreSQL backends' CPU is not in it); and the server's CPU per valid "
+             "query in the flooded windows (flood included), and quiet / flooded of it "
+             "(the valid throughput the server's own work allows, beside the flood).", "",
              "| ledger | flood | flood req/s | quiet req/s | flooded req/s | ratio | "
-             "server CPU ms / query | server CPU ms / flood request | flood request / "
-             "query | req/s cells (quiet / flooded) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---|", *rows, "",
+             "server CPU ms / query | flooded: server CPU ms / query | CPU ratio | "
+             "server CPU ms / flood request | flood request / query | req/s cells "
+             "(quiet / flooded) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|", *rows, "",
              "Load average (1, 5, 15 min) before: " + ", ".join(f"{x:.1f}" for x in load0)
              + "; after: " + ", ".join(f"{x:.1f}" for x in load1) + ".",
              f"Command: `python -m benchmarks.service_flood --seconds {args.seconds:g} "
-             f"--rounds {args.rounds} --clients {args.clients} --flooders {args.flooders}`."]
+             f"--rounds {args.rounds} --clients {args.clients} --flooders {args.flooders}"
+             + (f" --flood-rate {args.flood_rate:g}" if args.flood_rate > 0 else "") + "`."]
     _write("service_flood", "\n".join(lines))
     print("\n".join(lines))
 
