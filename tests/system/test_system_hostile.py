@@ -74,7 +74,78 @@ def test_a_key_that_failed_too_often_is_not_looked_up_again(env: dict[str, Any],
              for _ in range(40)]
     assert codes[:30] == [401] * 30
     assert codes[30:] == [429] * 10
+    assert looked == []  # no ledger key has its hash: refused from memory (KnownKeys)
+    with_ttl0 = c.app.state.service  # type: ignore[attr-defined]
+    with_ttl0.keys.ttl = 0.0  # every key looked up: the failure limit alone
+    with_ttl0.failures.by_addr.limit = 10_000
+    codes = [c.get("/v1/me", headers={"X-API-Key": "other-wrong"}).status_code
+             for _ in range(40)]
+    assert codes[:30] == [401] * 30
+    assert codes[30:] == [429] * 10
     assert len(looked) == 30  # refused from memory after its limit
+
+
+def test_a_wrong_key_is_refused_without_a_ledger_lookup(env: dict[str, Any],
+                                                       monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    """A flood of wrong keys (each new) costs no ledger lookup: the held set of key
+    hashes answers them, read at most once per second; valid keys are still looked up
+    every time."""
+    c, store = env["client"], env["store"]
+    looked: list[str] = []
+    reads: list[int] = []
+    real, real_hashes = store.principal_for_key, store.key_hashes
+    monkeypatch.setattr(store, "principal_for_key", lambda h: looked.append(h) or real(h))
+    monkeypatch.setattr(store, "key_hashes", lambda: reads.append(1) or real_hashes())
+    codes = [c.get("/v1/me", headers={"X-API-Key": f"new-wrong-{i}"}).status_code
+             for i in range(60)]
+    assert codes[:30] == [401] * 30
+    assert set(codes[30:]) == {429}
+    assert looked == []
+    assert len(reads) <= 2  # within a second or two of test time
+    assert c.get("/v1/me", headers=env["ana"]).status_code == 200  # busy address, valid key
+    assert c.get("/v1/me", headers=env["bob"]).status_code == 200
+    assert len(looked) == 2
+
+
+def test_a_key_made_elsewhere_works_within_the_bound(env: dict[str, Any]) -> None:
+    """A key committed by another process (the CLI, another worker) after a wrong key
+    filled the held set is refused at most ``known_keys_seconds``; a key made through
+    this process's routes works at once; a revoked key is refused at once."""
+    from dpsieve.service.auth import hash_key, new_key
+
+    c, store = env["client"], env["store"]
+    svc = c.app.state.service  # type: ignore[attr-defined]
+    now = [1000.0]
+    svc.keys._clock = lambda: now[0]
+    svc.keys._at = None
+    assert c.get("/v1/me", headers={"X-API-Key": "wrong-first"}).status_code == 401
+    key = new_key()
+    store.add_principal("ana", "analyst", hash_key(key))  # as `dpsieve keys add` would
+    assert c.get("/v1/me", headers={"X-API-Key": key}).status_code == 401  # within 1 s
+    now[0] += svc.settings.known_keys_seconds
+    r = c.get("/v1/me", headers={"X-API-Key": key})
+    assert r.status_code == 200
+    assert r.json()["name"] == "ana"
+    made = c.post("/v1/analysts/bob/keys", headers=OWN).json()
+    assert c.get("/v1/me", headers={"X-API-Key": made["api_key"]}).status_code == 200
+    assert c.delete(f"/v1/analysts/bob/keys/{made['key_id']}", headers=OWN
+                    ).status_code == 204
+    assert c.get("/v1/me", headers={"X-API-Key": made["api_key"]}).status_code == 401
+    assert hash_key(made["api_key"]) in svc.keys._hashes  # held, yet refused: looked up
+
+
+def test_known_keys_off_looks_every_key_up(tmp_path: Path) -> None:
+    from dpsieve.service.auth import hash_key, new_key
+
+    gen = _env(tmp_path, Settings(owner_key=OWNER, known_keys_seconds=0))
+    e = next(gen)
+    c, store = e["client"], e["store"]
+    assert c.get("/v1/me", headers={"X-API-Key": "wrong"}).status_code == 401
+    key = new_key()
+    store.add_principal("ana", "analyst", hash_key(key))
+    assert c.get("/v1/me", headers={"X-API-Key": key}).status_code == 200  # at once
+    gen.close()
 
 
 def test_failure_table_is_bounded(tmp_path: Path) -> None:
@@ -367,6 +438,8 @@ def test_the_gate_answers_floods_before_the_routes(env: dict[str, Any],
 
     monkeypatch.setattr(store, "principal_for_key", down)
     r = c.get("/v1/me", headers={"X-API-Key": "w-during-outage"})
+    assert r.status_code == 429, r.text  # known to be no key: refused without the ledger
+    r = c.get("/v1/me", headers=env["ana"])  # a key: looked up, and the ledger is down
     assert r.status_code == 503, r.text
     assert r.json()["error"] == "ledger_unavailable"
 

@@ -228,6 +228,11 @@ class MemoryStore(MemoryChildren, MemoryBlocks):
             self._log("", name, "key_revoked", "", {"key_id": key_id})
             return True
 
+    def key_hashes(self) -> list[str]:
+        """Every API-key hash."""
+        with self._lock:
+            return list(self._keys)
+
     def principal_for_key(self, key_hash: str) -> Principal | None:
         with self._lock:
             name = self._keys.get(key_hash)

@@ -140,6 +140,11 @@ class SQLRegistry(ABC):
                         canonical_json({"key_id": key_id}))
         return True
 
+    def key_hashes(self) -> list[str]:
+        """Every API-key hash (the service keeps them to refuse a wrong key unread)."""
+        with self._tx(write=False) as cur:
+            return [str(r[0]) for r in cur.run("SELECT key_hash FROM api_keys").all()]
+
     def principal_for_key(self, key_hash: str) -> Principal | None:
         with self._tx(write=False) as cur:
             row = cur.run(

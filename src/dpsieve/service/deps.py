@@ -27,6 +27,7 @@ from dpsieve.queries.release_sizing import ReleaseLimits
 from dpsieve.service.auth import hash_key
 from dpsieve.service.errors import Limited, redact_quoted
 from dpsieve.service.gate import GATE_KEY_HASH, GATE_PRINCIPAL
+from dpsieve.service.known_keys import KnownKeys
 from dpsieve.service.limits import FailureLimiter, ReadyCache, TokenBuckets, WindowCounter
 from dpsieve.service.settings import Settings
 from dpsieve.session.data import FileEngines, Frames, file_columns
@@ -73,6 +74,7 @@ class ServiceState:
         self.queued = WindowCounter(settings.queued_per_window, settings.refusal_window,
                                     settings.auth_table_size)
         self.ready = ReadyCache(store)
+        self.keys = KnownKeys(store, settings.known_keys_seconds)
         self.limits = ReleaseLimits(settings.release_max_cost, settings.release_max_group_work)
         self._spark_lock = threading.Lock()
         self._spark: list[Any] = []
@@ -178,8 +180,8 @@ def principal(
     blocked = svc.failures.key_blocked(h)  # failed too often: not looked up again
     seen = getattr(request.state, GATE_PRINCIPAL, None)  # the gate looked it up already
     p = None if blocked is not None or h is None else (
-        seen[1] if seen is not None and seen[0] == h else svc.store.principal_for_key(h))
-    request.state.key_hash = h
+        seen[1] if seen is not None and seen[0] == h else svc.keys.principal_for_key(h))
+    request.state.key_hash = h  # a wrong key: refused without a lookup (KnownKeys)
     if p is None or p.role == "owner":
         addr = request.client.host if request.client else "unknown"
         wait = svc.failures.failed(h, addr)

@@ -96,8 +96,9 @@ async def _refused_key(svc: Any, scope: Scope) -> float | None:
         return None  # the routes look the key up and answer
     if svc.owner_hash is not None and hmac.compare_digest(h, svc.owner_hash):
         return None
-    try:
-        p = await anyio.to_thread.run_sync(svc.store.principal_for_key, h)
+    try:  # known to be no key: no lookup, no thread
+        p = None if svc.keys.absent(h) else await anyio.to_thread.run_sync(
+            svc.keys.principal_for_key, h)
     except Exception:  # the ledger's fault: the routes answer it (503)
         return None
     if p is not None and p.role != "owner":  # a valid key from a busy address: admitted

@@ -40,6 +40,10 @@ class Settings:
     auth_failures_per_minute: int = 30
     #: Keys and addresses the failure table keeps (least recently seen dropped first).
     auth_table_size: int = 10_000
+    #: How long a set of the ledger's key hashes is kept to refuse wrong keys without a
+    #: lookup: a key made by another process may be refused this long (0: every key is
+    #: looked up; :mod:`dpsieve.service.known_keys`).
+    known_keys_seconds: float = 1.0
     #: Each analyst's request quota: a token bucket of this rate (per second; 0: none) ...
     analyst_requests_per_second: float = 100.0
     #: ... and this many requests at once (then 429 with Retry-After).
@@ -78,6 +82,7 @@ class Settings:
             "max_body_bytes": int(env.get("DPSIEVE_MAX_BODY_BYTES", "1000000")),
             "auth_failures_per_minute": int(env.get("DPSIEVE_AUTH_FAILURES_PER_MINUTE", "30")),
             "auth_table_size": int(env.get("DPSIEVE_AUTH_TABLE_SIZE", "10000")),
+            "known_keys_seconds": float(env.get("DPSIEVE_KNOWN_KEYS_SECONDS", "1")),
             "analyst_requests_per_second": float(env.get(
                 "DPSIEVE_ANALYST_REQUESTS_PER_SECOND", "100")),
             "analyst_request_burst": int(env.get("DPSIEVE_ANALYST_REQUEST_BURST", "200")),

@@ -31,6 +31,7 @@ def create_analyst(body: AnalystIn, _: Owner, svc: Svc) -> dict[str, Any]:
         raise HTTPException(422, "'name' must not be 'owner' (reserved for the data owner).")
     key = new_key()
     svc.store.add_principal(body.name, "analyst", hash_key(key))
+    svc.keys.added(hash_key(key))  # works at once on this worker
     return {"name": body.name, "api_key": key, "key_id": key_id(hash_key(key))}
 
 
@@ -53,6 +54,7 @@ def add_key(name: DatasetName, _: Owner, svc: Svc) -> dict[str, str]:
     analyst_keys(svc.store, name)
     key = new_key()
     svc.store.add_principal(name, "analyst", hash_key(key))
+    svc.keys.added(hash_key(key))  # works at once on this worker
     return {"name": name, "api_key": key, "key_id": key_id(hash_key(key))}
 
 
