@@ -1,5 +1,6 @@
 """Valid-query throughput of the HTTP service with a flood beside it: wrong keys (each
-one new, so each is looked up), ``/readyz`` or ``/healthz`` sent as fast as a separate
+one new, so the failure limiter has not seen it; the worker's set of key hashes refuses
+it without a ledger lookup), ``/readyz`` or ``/healthz`` sent as fast as a separate
 process's connections can, against the same server's quiet runs, interleaved.
 
 Run: ``python -m benchmarks.service_flood [--seconds S] [--rounds R] [--flooders N]
@@ -221,7 +222,8 @@ def main() -> None:
              f"Admitted `count` queries (eps = 1e-4, pure budget) from {args.clients} "
              f"clients of one analyst, {args.seconds:g} s per cell, {args.rounds} cells per "
              f"condition, conditions interleaved; beside them, {args.flooders} connections "
-             "of another process send wrong keys (each new: each is looked up), `/readyz` "
+             "of another process send wrong keys (each new: refused by the worker's set of "
+             "key hashes, without a ledger lookup), `/readyz` "
              "or `/healthz` "
              + (f"at {args.flood_rate:g} requests a second in all" if args.flood_rate > 0
                 else "as fast as they can") + ". Median valid req/s against the quiet "
