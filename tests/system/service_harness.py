@@ -154,3 +154,24 @@ def kill_when(proc: subprocess.Popen[str], enough: Callable[[list[str]], bool],
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     return proc.stderr.read()
+
+
+def race(client: Callable[[int, Callable[[], object]], None], n: int) -> None:
+    """Run ``client(i, start)`` for i in 0..n-1, each in its own thread; every client calls
+    ``start()`` once it is ready, and none goes past it until all have (a barrier), so the
+    work after it races for real. Raises if any client raised (the first three named)."""
+    barrier = threading.Barrier(n)
+    errors: list[BaseException] = []
+
+    def run(i: int) -> None:
+        try:
+            client(i, barrier.wait)
+        except BaseException as e:  # surfaced below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [], errors[:3]

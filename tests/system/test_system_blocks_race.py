@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 import pytest
+from service_harness import race
 
 from dpsieve.accounting.events import PureDP
 from dpsieve.blocks import Unlock, unlock_from_dict
@@ -57,40 +59,30 @@ def _race(make_store: Any, per_client: int) -> None:
     s0 = make_store()
     ids = _setup(s0)
     stores = [make_store() for _ in range(N_CLIENTS)]
-    barrier = threading.Barrier(N_CLIENTS)
     admitted: dict[str, tuple[str, ...]] = {}
     queued: list[str] = []
     lock = threading.Lock()
-    errors: list[BaseException] = []
 
-    def client(i: int) -> None:
+    def client(i: int, start: Callable[[], object]) -> None:
         st, me = stores[i], f"c{i}"
-        try:
-            quotas = st.quota_budgets("d", me)
-            barrier.wait()
-            for j in range(per_client):
-                blocks = [ids["e"]] if j % 2 == 0 else [ids["a"], ids["bcd"[(i + j) % 3]]]
-                key = f"{me}/{j}"
-                out = st.spend_all("d", [*blocks, *quotas], PureDP(float(COST)), key=key,
-                                   principal=me)
-                if out.admitted:
-                    with lock:
-                        admitted[key] = out.budgets
-            key = f"{me}/queued"
-            st.enqueue("d", key, PureDP(float(COST)), [ids["a"], *quotas],
-                       [float(COST / GATE)] + [0.0] * len(quotas), principal=me, wait=600)
-            with lock:
-                queued.append(key)
-            st.schedule_pass("d")
-        except BaseException as e:  # surfaced below
-            errors.append(e)
+        quotas = st.quota_budgets("d", me)
+        start()
+        for j in range(per_client):
+            blocks = [ids["e"]] if j % 2 == 0 else [ids["a"], ids["bcd"[(i + j) % 3]]]
+            key = f"{me}/{j}"
+            out = st.spend_all("d", [*blocks, *quotas], PureDP(float(COST)), key=key,
+                               principal=me)
+            if out.admitted:
+                with lock:
+                    admitted[key] = out.budgets
+        key = f"{me}/queued"
+        st.enqueue("d", key, PureDP(float(COST)), [ids["a"], *quotas],
+                   [float(COST / GATE)] + [0.0] * len(quotas), principal=me, wait=600)
+        with lock:
+            queued.append(key)
+        st.schedule_pass("d")
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(N_CLIENTS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == [], errors[:3]
+    race(client, N_CLIENTS)
     s0.schedule_pass("d")
     for key in queued:  # admitted by a pass: charged like a direct spend
         rec = s0.pending("d", key)

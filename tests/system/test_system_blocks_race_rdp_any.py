@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
+
+from service_harness import race
 
 from dpsieve.accounting.events import RDP
 from dpsieve.blocks import Unlock
@@ -36,30 +39,20 @@ def test_rdp_any_blocks_are_never_overspent_and_charges_are_all_or_nothing(
     ids = {v: s0.add_block("d", v, AnyOrderRDPFilter.for_target(3.0, 1e-6, ORDERS),
                            Unlock()).budget_id for v in ("x", "y", "z")}
     stores = [make_store() for _ in range(N_CLIENTS)]
-    barrier = threading.Barrier(N_CLIENTS)
     admitted: dict[str, tuple[tuple[str, ...], int]] = {}
     lock = threading.Lock()
-    errors: list[BaseException] = []
 
-    def client(i: int) -> None:
-        try:
-            barrier.wait()
-            for j in range(6):
-                blocks = [ids["x"], ids["yz"[(i + j) % 2]]]
-                key, c = f"c{i}/{j}", (i + j) % 2
-                out = stores[i].spend_all("d", blocks, CURVES[c], key=key, principal=f"c{i}")
-                if out.admitted:
-                    with lock:
-                        admitted[key] = (tuple(blocks), c)
-        except BaseException as e:  # surfaced below
-            errors.append(e)
+    def client(i: int, start: Callable[[], object]) -> None:
+        start()
+        for j in range(6):
+            blocks = [ids["x"], ids["yz"[(i + j) % 2]]]
+            key, c = f"c{i}/{j}", (i + j) % 2
+            out = stores[i].spend_all("d", blocks, CURVES[c], key=key, principal=f"c{i}")
+            if out.admitted:
+                with lock:
+                    admitted[key] = (tuple(blocks), c)
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(N_CLIENTS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == [], errors[:3]
+    race(client, N_CLIENTS)
     charged: dict[str, set[str]] = {}
     for name, b in ids.items():
         st = _state(s0, b)
