@@ -336,7 +336,12 @@ class Pair:
         from dpsieve.service import Settings, create_app
 
         self.store = SQLiteStore(self.dir / "ledger.db")
-        app = create_app(Settings(owner_key=OWNER, max_body_bytes=5_000_000), store=self.store)
+        # hundreds of queries and refusals as one analyst, as fast as the machine allows:
+        # the request quota and the refusal and queue caps are lifted (a 429 depends on
+        # timing, not on the data; the limits are tested in tests/system)
+        app = create_app(Settings(owner_key=OWNER, max_body_bytes=5_000_000,
+                                  analyst_requests_per_second=0, refusals_per_window=0,
+                                  queued_per_window=0), store=self.store)
         self._ctx = TestClient(app, raise_server_exceptions=False)
         self.client = self._ctx.__enter__()
         own = {"Authorization": f"Bearer {OWNER}"}

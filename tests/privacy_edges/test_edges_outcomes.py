@@ -60,7 +60,9 @@ class Service:
         from dpsieve.service import Settings, create_app
 
         self.store = SQLiteStore(tmp / "ledger.db")
-        self.ctx = TestClient(create_app(Settings(owner_key=OWNER), store=self.store),
+        settings = Settings(owner_key=OWNER, analyst_requests_per_second=0,  # limits: tests/system
+                            refusals_per_window=0, queued_per_window=0)
+        self.ctx = TestClient(create_app(settings, store=self.store),
                               raise_server_exceptions=False)
         self.c = self.ctx.__enter__()
         self.own = {"Authorization": f"Bearer {OWNER}"}
