@@ -261,3 +261,52 @@ def test_a_preview_on_blocks_is_free_and_says_which_budget_refuses(
     r = c.post(url, json=q, headers=env["ana"])
     assert r.status_code == 200, r.text
     assert r.json()["budget"]["blocks"] == DAYS[:2]
+
+
+def test_the_list_and_the_budget_name_the_blocks(env: dict[str, Any]) -> None:
+    c = env["client"]
+
+    def listed(who: dict[str, str]) -> dict[str, Any]:
+        r = c.get("/v1/datasets", headers=who)
+        assert r.status_code == 200, r.text
+        (d,) = [x for x in r.json() if x["dataset"] == "d"]
+        return dict(d)
+
+    before = listed(env["ana"])
+    assert before["remaining"] == {}
+    b = before["blocks"]
+    assert (b["column"], b["n_blocks"], b["budget_kind"]) == ("day", 3, "pure")
+    assert b["block_budget"] == {"type": "pure", "eps": 1.0, "neighbouring": "add_remove"}
+    assert before["budget_left"] == b["text"]
+    assert "3 blocks by 'day'" in b["text"]
+    assert "pure eps 1" in b["text"]
+    assert listed(env["own"]) == before  # public metadata: the same for every key
+    r = c.post("/v1/datasets/d/queries", headers={**env["ana"], "Idempotency-Key": "a1"},
+               json=_count(0.25, [{"column": "day", "op": ">=", "value": 20240102}]))
+    assert r.status_code == 200, r.text
+    r = c.post("/v1/datasets/d/queries", json=_count(0.125), headers=env["bob"])
+    assert r.status_code == 200, r.text
+    assert listed(env["ana"]) == before  # the list states no block's use
+    # the budget's history names each query's blocks; another analyst's query unnamed
+    r = c.get("/v1/datasets/d/budget", headers=env["ana"])
+    assert r.status_code == 200, r.text
+    v = r.json()
+    assert (v["summary"], v["remaining"]) == (None, {})  # the page turns to GET .../blocks
+    assert v["blocks"] == b
+    assert v["admitted"] == 2
+    mine, other = v["history"]
+    assert mine["blocks"] == [20240102, 20240103]
+    assert mine["key"] == "a1"
+    assert mine["charged"] == "pure eps 0.25"
+    assert "count" in mine["description"]
+    assert other["blocks"] == DAYS
+    assert other["key"] is None
+    assert other["description"] == "a query by another analyst"
+    assert other["principal"] is None
+    assert other["charged"] == "pure eps 0.125"
+    r = c.get("/v1/datasets/d/budget", headers=env["own"])
+    assert [h["principal"] for h in r.json()["history"]] == ["ana", "bob"]
+    assert r.json()["history"][0]["key"] == "ana/a1"
+    r = c.get("/v1/datasets/d/curves", headers=env["ana"])
+    assert r.status_code == 409
+    assert "budget per block" in r.json()["message"]

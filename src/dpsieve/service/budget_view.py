@@ -18,7 +18,8 @@ from dpsieve.filters.base import BudgetLeft, Cost
 from dpsieve.filters.summary import budget_summary, describe_query, display_delta, eps_of
 from dpsieve.ledger.base import BudgetStore, Principal
 
-__all__ = ["PAGE_CAP", "budget_text", "budget_view", "like_privacy", "split_of", "step_eps"]
+__all__ = ["PAGE_CAP", "blocks_summary_of", "budget_text", "budget_view", "like_privacy",
+           "split_of", "step_eps"]
 
 def step_eps(kind: str, remaining: BudgetLeft) -> tuple[float | None, float]:
     """(eps left at the display delta, rounded up, or None; that delta) of a budget left."""
@@ -93,6 +94,20 @@ def budget_text(st: BudgetStore, name: str) -> str | None:
     except BudgetNotFoundError:
         return None
     return budget_summary(current, initial).text
+
+
+def blocks_summary_of(st: BudgetStore, name: str) -> dict[str, Any] | None:
+    """A data set's blocks in a few public facts (column, number of blocks, each block's
+    budget: :func:`dpsieve.session.blocks_view.blocks_summary`), or None if it declares
+    none."""
+    stored = getattr(st, "block_spec", None)
+    spec = None if stored is None else stored(name)
+    if spec is None:
+        return None
+    from dpsieve.blocks.spec import block_spec_from_dict
+    from dpsieve.session.blocks_view import blocks_summary
+
+    return blocks_summary(st, name, block_spec_from_dict(spec))
 
 
 def split_of(flt: Any) -> dict[str, Any] | None:

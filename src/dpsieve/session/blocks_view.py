@@ -19,7 +19,7 @@ from dpsieve.blocks.spec import BlockSpec
 from dpsieve.filters.summary import describe_query
 from dpsieve.ledger.passes import label
 
-__all__ = ["blocks_view", "guarantee"]
+__all__ = ["block_history", "blocks_summary", "blocks_view", "guarantee"]
 
 #: The most recent blocks listed (the others are counted).
 MAX_LISTED = 200
@@ -85,6 +85,56 @@ def blocks_view(store: Any, dataset: str, spec: BlockSpec, *, analyst: str | Non
             "guarantee": guarantee(spec), "block_budget": spec.budget,
             "n_blocks": len(recs), "blocks": blocks, "quotas": quotas,
             "groups": store.groups() if analyst is None else None, "queue": queue}
+
+
+def blocks_summary(store: Any, dataset: str, spec: BlockSpec) -> dict[str, Any]:
+    """A data set with blocks in a list of data sets (``GET /v1/datasets``): public
+    metadata only -- the block column, the number of blocks declared, the budget each
+    block arrives with (its kind and its description), unlocking and the scheduler; no
+    block's use (that is ``GET .../blocks``)."""
+    from dpsieve.session.block_budgets import budget_of_spec
+
+    n = len(store.blocks(dataset))
+    desc, _ = budget_of_spec(spec)
+    each = describe_query(desc)
+    plural = "block" if n == 1 else "blocks"
+    return {"column": spec.column, "n_blocks": n, "budget_kind": str(spec.budget["type"]),
+            "block_budget": spec.budget, "unlock": spec.unlock.describe(),
+            "scheduler": spec.scheduler.value, "unit_in_one_block": spec.unit_in_one_block,
+            "text": f"A budget per block: {n} {plural} by {spec.column!r}, each with its "
+                    f"own budget of {each} ({spec.unlock.describe()})."}
+
+
+def block_history(store: Any, dataset: str, *, analyst: str | None = None,
+                  limit: int = 100) -> list[dict[str, Any]]:
+    """The admitted queries of a data set with blocks, oldest first, each naming the
+    blocks it was charged to (one multi-budget transaction per query: its rows in the
+    blocks' chains share its key). Of the most recent :data:`MAX_LISTED` blocks, the last
+    ``limit`` queries. The request and its key are shown to the owner (``analyst`` None)
+    and to the analyst who asked; others see "a query by another analyst" and its cost."""
+    from dpsieve._budget_view import describe_request
+
+    by_key: dict[str, dict[str, Any]] = {}
+    for r in store.blocks(dataset)[-MAX_LISTED:]:
+        for h in store.history(r.budget_id):
+            row = by_key.get(h.key)
+            if row is None:
+                sees = analyst is None or h.principal == analyst
+                row = {"key": _own_key(h.key, h.principal, analyst),
+                       "principal": h.principal if analyst is None else None,
+                       "description": describe_request(h.request) if sees
+                       else "a query by another analyst",
+                       "cost": h.cost.to_dict(), "charged": _charged(h.cost),
+                       "at": h.created_at, "blocks": []}
+                by_key[h.key] = row
+            row["blocks"].append(r.value)
+    rows = sorted(by_key.values(), key=lambda q: str(q["at"]))
+    return rows[-limit:]
+
+
+def _charged(cost: Any) -> str | None:
+    q = cost.charged()
+    return None if q is None else describe_query(q)
 
 
 def _own_key(key: str, principal: str, analyst: str | None) -> str | None:

@@ -9,9 +9,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 
 from dpsieve.filters.base import BudgetLeft
-from dpsieve.service.budget_view import budget_view, like_privacy, step_eps
+from dpsieve.service.budget_view import (
+    blocks_summary_of,
+    budget_view,
+    like_privacy,
+    step_eps,
+)
 from dpsieve.service.curves import ALPHAS, description_of, tradeoff_curve
 from dpsieve.service.deps import DatasetName, Owner, Svc, Who
+from dpsieve.session.blocks_view import block_history
 
 __all__ = ["router"]
 
@@ -27,9 +33,16 @@ def get_budget(
 ) -> dict[str, Any]:
     src = svc.visible(p, name)
     if not svc.budget_of(name):
-        return {"dataset": name, "budget": src.get("budget"), "remaining": {},
-                "admitted": 0, "history": [], "refusals": [], "summary": None,
-                "split": None}
+        blocks = blocks_summary_of(svc.store, name)
+        history = [] if blocks is None else block_history(
+            svc.store, name, analyst=None if p.role == "owner" else p.name)
+        out: dict[str, Any] = {
+            "dataset": name, "budget": src.get("budget"), "remaining": {},
+            "admitted": len(history), "history": history, "refusals": [], "summary": None,
+            "split": None}
+        if blocks is not None:  # a budget per block: GET .../blocks has each one's
+            out["blocks"] = blocks
+        return out
     asked = None if like is None else like_privacy(
         like, src.get("neighbouring", "add_remove"))
     return {"dataset": name, "budget": src.get("budget"),
@@ -41,7 +54,10 @@ def curves(name: DatasetName, p: Who, svc: Svc) -> dict[str, Any]:
     st = svc.store
     src = svc.visible(p, name)
     if not svc.budget_of(name):
-        raise HTTPException(409, f"The data set {name!r} has no budget yet.")
+        raise HTTPException(409, f"The data set {name!r} has no budget yet." if
+                            blocks_summary_of(st, name) is None else
+                            f"The data set {name!r} has a budget per block: each block's "
+                            f"is at GET /v1/datasets/{name}/blocks.")
     initial = st.initial_filter(name)
     lefts: list[tuple[dict[str, Any] | None, BudgetLeft]] = [
         (None, initial.remaining())]  # typed; the JSON is made per step below

@@ -13,7 +13,7 @@ from dpsieve._validation import fail
 from dpsieve.accounting.events import PrivacyDescription
 from dpsieve.errors import DPError
 from dpsieve.filters.base import PrivacyFilter
-from dpsieve.service.budget_view import budget_text
+from dpsieve.service.budget_view import blocks_summary_of, budget_text
 from dpsieve.service.deps import DatasetName, Owner, ServiceState, Svc, Who
 from dpsieve.service.errors import redact_quoted
 from dpsieve.service.registration import column_count, resolve_path, with_deadline
@@ -194,9 +194,23 @@ def grant(name: DatasetName, body: GrantIn, _: Owner, svc: Svc) -> dict[str, Any
     return {"dataset": name, "analyst": body.analyst}
 
 
+def _listed(svc: ServiceState, name: str) -> dict[str, Any]:
+    """One data set in the list: its budget left; a data set with blocks (no budget of its
+    own) names its block column, how many blocks and the budget each has (public
+    metadata: :func:`dpsieve.session.blocks_view.blocks_summary`)."""
+    st = svc.store
+    remaining = svc.budget_of(name)
+    if remaining:
+        return {"dataset": name, "remaining": remaining, "budget_left": budget_text(st, name)}
+    summary = blocks_summary_of(st, name)
+    if summary is None:
+        return {"dataset": name, "remaining": {}, "budget_left": None}
+    return {"dataset": name, "remaining": {}, "budget_left": summary["text"],
+            "blocks": summary}
+
+
 @router.get("/v1/datasets", tags=["analysts"])
 def list_datasets(p: Who, svc: Svc) -> list[dict[str, Any]]:
     st = svc.store
     names = st.datasets() if p.role == "owner" else st.grants(p.name)
-    return [{"dataset": n, "remaining": svc.budget_of(n), "budget_left": budget_text(st, n)}
-            for n in names]
+    return [_listed(svc, n) for n in names]
