@@ -310,3 +310,21 @@ def test_the_list_and_the_budget_name_the_blocks(env: dict[str, Any]) -> None:
     r = c.get("/v1/datasets/d/curves", headers=env["ana"])
     assert r.status_code == 409
     assert "budget per block" in r.json()["message"]
+
+
+def test_a_query_on_blocks_reads_the_stored_schema_once(env: dict[str, Any],
+                                                         monkeypatch: Any) -> None:
+    from dpsieve.session import datasets
+
+    memo = datasets._SCHEMAS
+    calls: list[str] = []
+
+    class Counting:
+        def get(self, key: str, make: Any) -> Any:
+            calls.append(key)
+            return memo.get(key, make)
+
+    monkeypatch.setattr(datasets, "_SCHEMAS", Counting())
+    r = env["client"].post("/v1/datasets/d/queries", json=_count(0.1), headers=env["ana"])
+    assert r.status_code == 200, r.text
+    assert len(calls) == 1  # the engine's column types and the session's schema share it

@@ -62,7 +62,7 @@ from dpsieve.session.source import SessionData
 
 if TYPE_CHECKING:
     from dpsieve.ledger.base import BudgetStore
-    from dpsieve.queries.schema import Column, KeyValue
+    from dpsieve.queries.schema import Column, KeyValue, Schema
 
 __all__ = ["BlockSession", "block_session_for", "has_blocks"]
 
@@ -318,18 +318,22 @@ def has_blocks(store: Any, dataset: str) -> bool:
 
 def block_session_for(src: dict[str, Any], data: Any, store: Any, name: str, principal: str,
                       after_spend: Callable[[str], None] | None = None, *,
-                      engine: Any = None, release_limits: Any = None) -> BlockSession:
+                      engine: Any = None, release_limits: Any = None,
+                      schema: Schema | None = None) -> BlockSession:
     """The block session one query of a registered data set runs in (as
     :func:`dpsieve.session.datasets.session_for`): on ``data`` (the file's path, or a Spark
-    engine), its public schema the stored one."""
+    engine), its public schema the stored one (``schema``: ``stored_schema(src)``, if the
+    caller has it already)."""
     from dpsieve.session.datasets import stored_schema
 
     has_schema = isinstance(src.get("schema"), dict)
+    if has_schema and schema is None:
+        schema = stored_schema(src)
     return BlockSession(
         data, dataset=name, store=store, principal=principal, after_spend=after_spend,
         registered=True, columns=src.get("columns"),
         column_types=None if has_schema else src.get("column_types"),
-        schema=stored_schema(src) if has_schema else None, engine=engine,
+        schema=schema if has_schema else None, engine=engine,
         release_limits=release_limits)
 
 

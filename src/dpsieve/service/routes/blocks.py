@@ -75,14 +75,17 @@ class GroupIn(_Strict):
 
 def block_session(svc: ServiceState, src: dict[str, Any], name: str, who: str
                   ) -> BlockSession:
-    """The block session one request runs in, on the registered source."""
+    """The block session one request runs in, on the registered source (its stored schema
+    looked up once: the engine's column types and the session's schema are both read
+    from it)."""
+    schema = stored_schema(src) if isinstance(src.get("schema"), dict) else None
     if src.get("spark_table"):
         data, engine = svc.spark_engine(str(src["spark_table"])), None
     else:
         data = str(src["path"])
-        engine = svc.engines.get(data, source_types(src))
+        engine = svc.engines.get(data, source_types(src, schema))
     return block_session_for(src, data, svc.store, name, who, svc.after_spend,
-                             engine=engine, release_limits=svc.limits)
+                             engine=engine, release_limits=svc.limits, schema=schema)
 
 
 def check_blocks(svc: ServiceState, name: str, schema: Schema, body: BlocksIn
