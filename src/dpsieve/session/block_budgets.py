@@ -16,7 +16,8 @@ from dpsieve.session.budgets import filter_for_budget
 if TYPE_CHECKING:
     from dpsieve.filters.base import PrivacyFilter
 
-__all__ = ["block_budget_filter", "budget_of_spec", "parse_block_value", "rebuilt"]
+__all__ = ["block_budget_filter", "budget_of_spec", "parse_block_value", "rebuilt",
+           "used_of"]
 
 
 def budget_of_spec(spec: BlockSpec) -> tuple[PrivacyDescription, list[PrivacyDescription] | None]:
@@ -67,3 +68,11 @@ def rebuilt(public: dict[str, Any], nb: Neighbouring) -> Request:
         raise fail("key", "queue", "a queued request whose record reads back as itself",
                    "a record that does not")
     return req
+
+
+def used_of(store: Any, budget_id: str) -> float:
+    """The fraction of a block's or quota's budget used (a float: it only names the
+    binding budget of an answer)."""
+    from dpsieve.blocks.currency import used_fraction
+
+    return float(used_fraction(store.load_filter(budget_id), store.initial_filter(budget_id)))

@@ -53,6 +53,7 @@ from dpsieve.session.block_budgets import (
     budget_of_spec,
     parse_block_value,
     rebuilt,
+    used_of,
 )
 from dpsieve.session.budgets import filter_for_budget
 from dpsieve.session.core import Session
@@ -212,7 +213,7 @@ class BlockSession(Session):
                            details=dict(stored.get("details") or {}))
 
     def _charged(self, out: MultiOutcome) -> dict[str, Any]:
-        binding = max(out.budgets, key=lambda b: _used(self.store, b)) if out.budgets else None
+        binding = max(out.budgets, key=lambda b: used_of(self.store, b)) if out.budgets else None
         return {"blocks": [parse_block_value(b) for b in out.budgets if "/block:" in b],
                 "quotas": [label(b) for b in out.budgets if "/quota:" in b],
                 "binding": None if binding is None else label(binding)}
@@ -252,14 +253,14 @@ class BlockSession(Session):
         for b in budgets:
             share = demand(ready.charge, self.store.initial_filter(b))
             if share is None:
-                        raise BudgetExceededError(
+                raise BudgetExceededError(
                     f"Refused: {label(b)} could not pay for this query even unused (its "
                     "whole budget is less than the query's cost); nothing was queued or "
                     "spent.", requested=ready.requested)
             demands.append(float(share))
-        led = self._ledger()
-        led.enqueue(self.dataset, key, ready.charge, budgets, demands,
-                    principal=self.principal, request=req.public, wait=float(wait))
+        self._ledger().enqueue(self.dataset, key, ready.charge, budgets, demands,
+                               principal=self.principal, request=req.public,
+                               wait=float(wait))
         return self.status(key)
 
     def status(self, key: str) -> QueryResult | PendingRecord:
@@ -327,20 +328,12 @@ def block_session_for(src: dict[str, Any], data: Any, store: Any, name: str, pri
     from dpsieve.session.datasets import stored_schema
 
     has_schema = isinstance(src.get("schema"), dict)
-    if has_schema and schema is None:
-        schema = stored_schema(src)
     return BlockSession(
         data, dataset=name, store=store, principal=principal, after_spend=after_spend,
         registered=True, columns=src.get("columns"),
-        column_types=None if has_schema else src.get("column_types"),
-        schema=schema if has_schema else None, engine=engine,
+        column_types=None if has_schema else src.get("column_types"), engine=engine,
+        schema=(schema or stored_schema(src)) if has_schema else None,
         release_limits=release_limits)
-
-
-def _used(store: Any, budget_id: str) -> float:
-    from dpsieve.blocks.currency import used_fraction
-
-    return float(used_fraction(store.load_filter(budget_id), store.initial_filter(budget_id)))
 
 
 _SOURCE_KEYS = ("columns", "column_types", "row_count", "schema", "privacy_unit", "table",
