@@ -5,7 +5,9 @@ block its ``where`` may read and to the analyst's quota, refusals charging nothi
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner
 
@@ -89,3 +91,103 @@ def test_blocks_queue_and_status(tmp_path: Path) -> None:
     assert out["budget"]["blocks"] == [1]
     r = runner.invoke(app, ["blocks", "status", "d", "nope", *db])
     assert r.exit_code == 2
+
+
+class _Via:
+    """The CLI's client, on an in-process app (TestClient) with the key given."""
+
+    def __init__(self, client: Any, api_key: str) -> None:
+        self.c, self.auth = client, {"Authorization": f"Bearer {api_key}"}
+
+    def __enter__(self) -> _Via:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def request(self, method: str, path: str, **kw: Any) -> Any:
+        return self.c.request(method, path, **{**kw, "headers": {**(kw.get("headers") or {}),
+                                                                **self.auth}})
+
+
+def test_blocks_through_a_service_with_url(tmp_path: Path, monkeypatch: Any) -> None:
+    from fastapi.testclient import TestClient
+
+    from dpsieve.cli import blocks_remote
+    from dpsieve.ledger import SQLiteStore
+    from dpsieve.service import Settings, create_app
+
+    owner = "dps_owner-key-for-the-blocks-cli_Vb8Tq2Lm4Wx"
+    store = SQLiteStore(tmp_path / "s.db")
+    monkeypatch.delenv("DPSIEVE_API_KEY", raising=False)
+    with TestClient(create_app(Settings(owner_key=owner), store=store),
+                    raise_server_exceptions=False) as c:
+        monkeypatch.setattr(blocks_remote, "_client", lambda url, key: _Via(c, key))
+
+        def cli(key: str, *args: str) -> Any:
+            return runner.invoke(app, ["blocks", *args, "--url", "http://testserver",
+                                       "--api-key", key])
+
+        r = cli(owner, "declare", "d", "--path", DATA, "--column", "sex", "--columns",
+                '[{"name": "sex", "type": "integer"}]', "--budget",
+                '{"type": "pure", "eps": 1}', "--scheduler", "dpack")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.output)["blocks"]["scheduler"] == "dpack"
+        assert store.block_spec("d")["column"] == "sex"  # type: ignore[attr-defined]
+        r = cli(owner, "add", "d", "1", "2")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.output) == {"dataset": "d", "added": [1, 2]}
+        r = cli(owner, "add", "d", "male")
+        assert r.exit_code == 2
+        assert "integer" in r.output
+        r = cli(owner, "add", "d", "1")  # the service's refusal: its status and message
+        assert r.exit_code == 2
+        assert "409" in r.output
+        own = {"Authorization": f"Bearer {owner}"}
+        ana = c.post("/v1/analysts", headers=own, json={"name": "ana"}).json()["api_key"]
+        assert c.post("/v1/datasets/d/grants", headers=own,
+                      json={"analyst": "ana"}).status_code == 201
+        r = cli(owner, "quota", "d", "--analyst", "ana", "--budget",
+                '{"type": "pure", "eps": 0.5}')
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.output)["name"] == "ana"
+        r = cli(owner, "group", "team", "ana")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.output) == {"group": "team", "members": ["ana"]}
+        # the analyst's side: queued as the key's analyst, answered at once if it fits
+        r = cli(ana, "queue", "d", _q(0.3, [{"column": "sex", "op": "==", "value": 1}]),
+                "--key", "q1")
+        assert r.exit_code == 0, r.output
+        out = json.loads(r.output)
+        assert (out["status"], out["key"]) == ("admitted", "q1")
+        assert out["budget"]["blocks"] == [1]
+        assert out["budget"]["quotas"] == ["the quota of analyst 'ana'"]
+        r = cli(ana, "status", "d", "q1")
+        assert r.exit_code == 0, r.output
+        again = json.loads(r.output)
+        assert again["status"] == "admitted"
+        assert again["value"] == out["value"]
+        r = cli(ana, "status", "d", "nope")
+        assert r.exit_code == 2
+        assert "404" in r.output
+        r = cli(ana, "show", "d", "--json")
+        assert r.exit_code == 0, r.output
+        view = json.loads(r.output)
+        assert [b["admitted"] for b in view["blocks"]] == [1, 0]
+        assert [q["name"] for q in view["quotas"]] == ["ana"]
+        assert view["groups"] is None  # an analyst's view
+        r = cli(owner, "show", "d")
+        assert r.exit_code == 0, r.output
+        assert "block 1: eps 0.7 of 1 left" in r.output
+        r = cli(ana, "schedule", "d")  # the owner's route
+        assert r.exit_code == 2
+        assert "403" in r.output
+        r = cli(owner, "schedule", "d")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.output) == {"dataset": "d", "changed": {}}
+        # the ledger behind the service holds what the CLI was told
+        left = store.load_filter("d/block:1").remaining().to_dict()
+        assert Fraction(left["exact"]) == 1 - Fraction(0.3)
+        r = runner.invoke(app, ["blocks", "show", "d", "--url", "http://testserver"])
+        assert r.exit_code == 2
+        assert "--api-key" in r.output

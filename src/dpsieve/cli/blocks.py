@@ -10,7 +10,8 @@ fresh budget); ``quota`` and ``group`` set analysts' and groups' quotas; ``show`
 each block's and each quota's budget, unlocking and the queue; ``schedule`` runs a pass
 over the queue; ``queue`` queues a query (principal ``cli``, as ``dpsieve query``) and
 ``status`` gives its position and reason, or its answer once admitted
-(docs/proofs/blocks.md).
+(docs/proofs/blocks.md). With ``--url`` (and ``--api-key``) each command acts on a
+running service instead, as that key (:mod:`dpsieve.cli.blocks_remote`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,19 @@ app = typer.Typer(help="Data blocks, quotas and the queue (budgets over time) in
                   no_args_is_help=True)
 
 JSON_OUT = typer.Option(False, "--json", help="Print one JSON object.")
+URL = typer.Option(None, "--url", help="Act on a running service (else the ledger): its "
+                   "block routes, as the key given (docs/service.md).")
+API_KEY = typer.Option(None, "--api-key", envvar="DPSIEVE_API_KEY", help="Key for --url.")
+
+
+def _remote(url: str | None, api_key: str | None) -> Any:
+    """The service's client for ``--url`` (None: act on the ledger)."""
+    if url is None:
+        return None
+    from dpsieve.cli.blocks_remote import Remote, check_key
+
+    check_key(url, api_key)
+    return Remote(url, str(api_key))
 
 
 def _json(text: str | None, option: str) -> Any:
@@ -62,13 +76,16 @@ def declare(
     unit_in_one_block: bool = typer.Option(
         False, "--unit-in-one-block", help="State that every privacy unit's rows lie in one "
         "block: each unit is then protected at its block's budget."),
-    path: str | None = typer.Option(None, help="Register the data set from this CSV/Parquet."),
+    path: str | None = typer.Option(None, help="Register the data set from this CSV/Parquet "
+                                    "(with --url: a path on the server)."),
     privacy_unit: str | None = typer.Option(None, "--privacy-unit",
                                             help="The column identifying a person."),
     columns: str | None = typer.Option(None, "--columns",
                                        help="Public column declarations (a JSON list)."),
     database_url: str = DB,
     schema: str = SCHEMA,
+    url: str | None = URL,
+    api_key: str | None = API_KEY,
 ) -> None:
     """Declare a data set's blocks (registering its file and public schema with --path):
     checked in full before anything is written."""
@@ -87,6 +104,11 @@ def declare(
     if unlock is not None:
         spec_in["unlock"] = _json(unlock, "--unlock")
     declared = _json(columns, "--columns")
+    remote = _remote(url, api_key)
+    if remote is not None:  # the service checks it in full before anything is written
+        typer.echo(json.dumps(remote.declare(dataset, spec_in, path, privacy_unit,
+                                             declared)))
+        return
     store = open_store(database_url, schema=schema)
     try:
         spec = block_spec_from_dict(spec_in)
@@ -132,10 +154,17 @@ def add(
                                                 "column.")],
     database_url: str = DB,
     schema: str = SCHEMA,
+    url: str | None = URL,
+    api_key: str | None = API_KEY,
 ) -> None:
     """New blocks, each with a fresh budget and the declaration's unlocking."""
     from dpsieve.errors import DPError
     from dpsieve.ledger import open_store
+
+    remote = _remote(url, api_key)
+    if remote is not None:
+        typer.echo(json.dumps(remote.add(dataset, values)))
+        return
 
     store = open_store(database_url, schema=schema)
     try:
@@ -164,6 +193,8 @@ def quota(
     group: str | None = typer.Option(None, help="The group whose quota this is."),
     database_url: str = DB,
     schema: str = SCHEMA,
+    url: str | None = URL,
+    api_key: str | None = API_KEY,
 ) -> None:
     """Set an analyst's or a group's quota on a data set with blocks."""
     from dpsieve.errors import DPError
@@ -172,6 +203,11 @@ def quota(
     if (analyst is None) == (group is None):
         raise _fail("give exactly one of --analyst and --group.")
     desc = _json(budget, "--budget")
+    remote = _remote(url, api_key)
+    if remote is not None:
+        typer.echo(json.dumps(remote.quota(dataset, "analyst" if analyst else "group",
+                                           str(analyst or group), desc)))
+        return
     store = open_store(database_url, schema=schema)
     try:
         rec = _session(store, dataset).set_quota(
@@ -191,10 +227,17 @@ def group(
                                                  "the previous list.")],
     database_url: str = DB,
     schema: str = SCHEMA,
+    url: str | None = URL,
+    api_key: str | None = API_KEY,
 ) -> None:
     """Set a group's members (their queries are charged to the group's quotas)."""
     from dpsieve.errors import DPError
     from dpsieve.ledger import open_store
+
+    remote = _remote(url, api_key)
+    if remote is not None:
+        typer.echo(json.dumps(remote.group(name, members)))
+        return
 
     store = open_store(database_url, schema=schema)
     try:
@@ -211,19 +254,25 @@ def show(
     dataset: str = typer.Argument(..., help="The data set's name."),
     database_url: str = DB,
     schema: str = SCHEMA,
+    url: str | None = URL,
+    api_key: str | None = API_KEY,
     as_json: bool = JSON_OUT,
 ) -> None:
     """Each block's and each quota's budget, unlocking, and the queue."""
     from dpsieve.errors import DPError
     from dpsieve.ledger import open_store
 
-    store = open_store(database_url, schema=schema)
-    try:
-        view = _session(store, dataset).view()
-    except DPError as e:
-        raise _fail(str(e)) from None
-    finally:
-        store.close()
+    remote = _remote(url, api_key)
+    if remote is not None:  # as the key sees it: an analyst's quotas and requests only
+        view = remote.show(dataset)
+    else:
+        store = open_store(database_url, schema=schema)
+        try:
+            view = _session(store, dataset).view()
+        except DPError as e:
+            raise _fail(str(e)) from None
+        finally:
+            store.close()
     if as_json:
         typer.echo(json.dumps(view, default=str))
         return
@@ -243,11 +292,18 @@ def schedule(
     dataset: str = typer.Argument(..., help="The data set's name."),
     database_url: str = DB,
     schema: str = SCHEMA,
+    url: str | None = URL,
+    api_key: str | None = API_KEY,
 ) -> None:
     """Run one scheduling pass over the data set's queue (admit what fits, time out what
     waited too long)."""
     from dpsieve.errors import DPError
     from dpsieve.ledger import open_store
+
+    remote = _remote(url, api_key)
+    if remote is not None:
+        typer.echo(json.dumps(remote.schedule(dataset)))
+        return
 
     store = open_store(database_url, schema=schema)
     try:
@@ -276,6 +332,8 @@ def queue(
                     ] = 3600.0,
     database_url: str = DB,
     schema: str = SCHEMA,
+    url: str | None = URL,
+    api_key: str | None = API_KEY,
 ) -> None:
     """Queue a query until budget for it is unlocked: its answer if a pass admits it now,
     else its position and the reason it waits (nothing is charged until it is admitted)."""
@@ -283,6 +341,10 @@ def queue(
     from dpsieve.ledger import open_store
 
     query = _json(spec, "QUERY")
+    remote = _remote(url, api_key)
+    if remote is not None:  # queued as the key's analyst, under --key
+        typer.echo(json.dumps(remote.queue(dataset, query, key, wait), default=str))
+        return
     store = open_store(database_url, schema=schema)
     try:
         out = _session(store, dataset, "cli").submit(query, wait=wait, key=f"cli/{key}")
@@ -299,11 +361,18 @@ def status(
     key: Annotated[str, typer.Argument(help="The key the query was queued with.")],
     database_url: str = DB,
     schema: str = SCHEMA,
+    url: str | None = URL,
+    api_key: str | None = API_KEY,
 ) -> None:
     """A queued query after a scheduling pass: its answer once admitted, else its status,
     position and reason."""
     from dpsieve.errors import DPError
     from dpsieve.ledger import open_store
+
+    remote = _remote(url, api_key)
+    if remote is not None:
+        typer.echo(json.dumps(remote.status(dataset, key), default=str))
+        return
 
     store = open_store(database_url, schema=schema)
     try:
