@@ -328,3 +328,32 @@ def test_a_query_on_blocks_reads_the_stored_schema_once(env: dict[str, Any],
     r = env["client"].post("/v1/datasets/d/queries", json=_count(0.1), headers=env["ana"])
     assert r.status_code == 200, r.text
     assert len(calls) == 1  # the engine's column types and the session's schema share it
+
+
+def test_children_are_refused_on_blocks_before_anything_is_written(
+        env: dict[str, Any]) -> None:
+    from dpsieve.errors import UnsupportedError
+    from dpsieve.session.blocks import BlockSession
+
+    c, st = env["client"], env["store"]
+    audit = {d: len(st.audit(f"d/block:{d}")) for d in DAYS}
+    spec = {"noise": "laplace", "eps": 0.5, "positives": 1}
+    for who in ("ana", "own"):
+        r = c.post("/v1/datasets/d/children", headers=env[who],
+                   json={"child": "sv", "kind": "sparse_vector", "spec": spec})
+        assert r.status_code == 422, r.text
+        assert r.json()["error"] == "unsupported"
+        assert "data set with blocks" in r.json()["message"]
+        assert "Nothing was written or spent" in r.json()["message"]
+        r = c.get("/v1/datasets/d/children", headers=env[who])
+        assert r.status_code == 422, r.text
+    assert [_left(st, d) for d in DAYS] == [1, 1, 1]
+    assert {d: len(st.audit(f"d/block:{d}")) for d in DAYS} == audit
+    s = BlockSession(_data_path(st), dataset="d", store=st)
+    with pytest.raises(UnsupportedError, match="arrive later"):
+        s.children.open("sv", "sparse_vector", spec)
+    assert [_left(st, d) for d in DAYS] == [1, 1, 1]
+
+
+def _data_path(st: Any) -> str:
+    return str(st.dataset("d")["path"])

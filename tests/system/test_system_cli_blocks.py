@@ -191,3 +191,22 @@ def test_blocks_through_a_service_with_url(tmp_path: Path, monkeypatch: Any) -> 
         r = runner.invoke(app, ["blocks", "show", "d", "--url", "http://testserver"])
         assert r.exit_code == 2
         assert "--api-key" in r.output
+
+
+def test_a_child_is_refused_on_blocks(tmp_path: Path) -> None:
+    db = ["--database-url", f"sqlite:///{tmp_path / 'l.db'}"]
+    r = runner.invoke(app, ["blocks", "declare", "d", "--path", DATA, "--column", "sex",
+                            "--columns", '[{"name": "sex", "type": "integer"}]',
+                            "--budget", '{"type": "pure", "eps": 1}', *db])
+    assert r.exit_code == 0, r.output
+    assert runner.invoke(app, ["blocks", "add", "d", "1", *db]).exit_code == 0
+    r = runner.invoke(app, ["child", "open", "d", "sv", "--kind", "sparse_vector", "--spec",
+                            '{"noise": "laplace", "eps": 0.5, "positives": 1}', *db])
+    assert r.exit_code == 2
+    assert "data set with blocks" in r.output
+    r = runner.invoke(app, ["blocks", "show", "d", "--json", *db])
+    view = json.loads(r.output)
+    assert [b["used"] for b in view["blocks"]] == [0]
+    r = runner.invoke(app, ["child", "list", "d", *db])
+    assert r.exit_code == 0, r.output
+    assert r.output.strip() == ""  # no child was stored

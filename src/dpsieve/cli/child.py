@@ -59,6 +59,17 @@ def _child(kind: str, spec: dict[str, Any]) -> Any:
     raise _fail(f"--kind must be one of {', '.join(KINDS)}; got {kind!r}.")
 
 
+def _no_blocks(store: Any, dataset: str) -> None:
+    """A data set with blocks has no children (docs/proofs/blocks.md §6): refused before
+    anything is written."""
+    from dpsieve.session.block_budgets import CHILDREN_ON_BLOCKS
+    from dpsieve.session.blocks import has_blocks
+
+    if has_blocks(store, dataset):
+        store.close()
+        raise _fail(CHILDREN_ON_BLOCKS)
+
+
 def _run(fn: Any) -> Any:
     from dpsieve.errors import DPError
 
@@ -88,6 +99,7 @@ def open_(
 
     child = _run(lambda: _child(kind, json.loads(spec)))
     store = as_child_store(open_store(database_url, schema=schema))
+    _no_blocks(store, dataset)
     try:
         out = _run(lambda: open_child(store, dataset, child_id, child,
                                       key=key or uuid.uuid4().hex, principal=owner))

@@ -16,8 +16,18 @@ from dpsieve.session.budgets import filter_for_budget
 if TYPE_CHECKING:
     from dpsieve.filters.base import PrivacyFilter
 
-__all__ = ["block_budget_filter", "budget_of_spec", "parse_block_value", "rebuilt",
-           "used_of"]
+__all__ = ["CHILDREN_ON_BLOCKS", "block_budget_filter", "budget_of_spec", "parse_block_value",
+           "rebuilt", "used_of"]
+
+#: Why a data set with blocks opens no interactive child (docs/proofs/blocks.md §6): the
+#: service's 422, the library's and the CLI's refusal, decided from public metadata only.
+CHILDREN_ON_BLOCKS = (
+    "Interactive children (sparse vector, continual counter, answer cache) are not offered "
+    "on a data set with blocks: a child is charged once, when it is opened, and keeps "
+    "answering from the data afterwards, so it would read blocks that arrive later, whose "
+    "fresh budgets never paid for it (docs/proofs/blocks.md §6). Ask the blocks query "
+    "plans (each charged to every block it may read), or open the child on a data set "
+    "with a budget of its own. Nothing was written or spent.")
 
 
 def budget_of_spec(spec: BlockSpec) -> tuple[PrivacyDescription, list[PrivacyDescription] | None]:

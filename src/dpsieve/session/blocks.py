@@ -30,14 +30,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from dpsieve import _budget_view
 from dpsieve._validation import fail
 from dpsieve.accounting.events import Neighbouring, PrivacyDescription, description_from_json
 from dpsieve.blocks.currency import demand
 from dpsieve.blocks.spec import BlockSpec, block_spec_from_dict
-from dpsieve.errors import BudgetExceededError, QueryFailedError, ValidationError
+from dpsieve.errors import BudgetExceededError, QueryFailedError, UnsupportedError, ValidationError
 from dpsieve.ledger.blockset import (
     BlockRecord,
     MultiOutcome,
@@ -49,6 +49,7 @@ from dpsieve.ledger.passes import label
 from dpsieve.queries.blocks import blocks_read, canonical_block, restrict
 from dpsieve.queries.requests import PlanRequest, Request, request_from_json
 from dpsieve.session.block_budgets import (
+    CHILDREN_ON_BLOCKS,
     block_budget_filter,
     budget_of_spec,
     parse_block_value,
@@ -297,6 +298,10 @@ class BlockSession(Session):
     def budget(self, like: Any = None, *, cap: int | None = None) -> Any:
         return self.remaining()
 
+    @property
+    def children(self) -> NoReturn:  # refused: module block_budgets, CHILDREN_ON_BLOCKS
+        raise UnsupportedError(CHILDREN_ON_BLOCKS)
+
     def preview(self, request: Any) -> dict[str, Any]:
         """Free: the charge, its blocks and quotas, whether each admits it now."""
         from dpsieve.session.blocks_preview import preview_blocks
@@ -311,8 +316,7 @@ class BlockSession(Session):
 
 
 def has_blocks(store: Any, dataset: str) -> bool:
-    """Whether ``dataset`` declares blocks in ``store`` (a budget per block, none of its
-    own)."""
+    """Whether ``dataset`` declares blocks in ``store`` (a budget per block)."""
     spec = getattr(store, "block_spec", None)
     return spec is not None and spec(dataset) is not None
 
@@ -322,9 +326,8 @@ def block_session_for(src: dict[str, Any], data: Any, store: Any, name: str, pri
                       engine: Any = None, release_limits: Any = None,
                       schema: Schema | None = None) -> BlockSession:
     """The block session one query of a registered data set runs in (as
-    :func:`dpsieve.session.datasets.session_for`): on ``data`` (the file's path, or a Spark
-    engine), its public schema the stored one (``schema``: ``stored_schema(src)``, if the
-    caller has it already)."""
+    :func:`dpsieve.session.datasets.session_for`): on ``data`` (a file's path, a Spark
+    engine), its schema the stored one (``schema``: ``stored_schema(src)``, if known)."""
     from dpsieve.session.datasets import stored_schema
 
     has_schema = isinstance(src.get("schema"), dict)

@@ -20,8 +20,10 @@ A question is ``{"question": plan, "threshold": t}`` (sparse vector), ``{"until"
 (a counter opened with a ``time_column``), ``{"count": n}`` (a counter, the data owner's
 key only: the steward's count of new events), or ``{"weights": [...]}`` (answer cache).
 A child the key may not ask answers 404 like one that does not exist; an exhausted child
-409 ``child_exhausted``. Every request takes an ``Idempotency-Key`` (one is assigned and
-returned otherwise): a retried open is charged once, a retried question answered once.
+409 ``child_exhausted``. A data set with blocks has no children (422 ``unsupported`` on
+every route here: docs/proofs/blocks.md §6). Every request takes an ``Idempotency-Key``
+(one is assigned and returned otherwise): a retried open is charged once, a retried
+question answered once.
 """
 
 # no "from __future__ import annotations": FastAPI must see the local Annotated aliases
@@ -34,7 +36,12 @@ from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from dpsieve.errors import BudgetExceededError, ConcurrencyError, IncompatiblePrivacyError
+from dpsieve.errors import (
+    BudgetExceededError,
+    ConcurrencyError,
+    IncompatiblePrivacyError,
+    UnsupportedError,
+)
 from dpsieve.interactive.base import ChildExhaustedError
 from dpsieve.ledger.base import (
     LedgerUnavailableError,
@@ -46,6 +53,8 @@ from dpsieve.ledger.children import ChildAccessError, ChildRecord
 from dpsieve.service.deps import DatasetName, ServiceState, Svc, Who
 from dpsieve.service.errors import Limited, QueryLedgerError
 from dpsieve.service.routes.queries import _session
+from dpsieve.session.block_budgets import CHILDREN_ON_BLOCKS
+from dpsieve.session.blocks import has_blocks
 from dpsieve.session.children import Children
 
 __all__ = ["ChildIn", "GrantChildIn", "QuestionIn", "router"]
@@ -101,6 +110,8 @@ def _children(svc: ServiceState, name: str, p: Principal, *, opening: bool = Fal
     every child (as the steward, ``""``) and owns those it opens (``"owner"``)."""
     src = svc.visible(p, name)
     if not has_budget(svc.store, name):
+        if has_blocks(svc.store, name):  # public metadata: 422, nothing written or spent
+            raise UnsupportedError(CHILDREN_ON_BLOCKS)
         raise HTTPException(409, f"The data set {name!r} has no budget yet.")
     acting = p.name if opening or p.role != "owner" else ""
     return _session(svc, src, name, acting).children
