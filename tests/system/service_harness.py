@@ -156,11 +156,15 @@ def kill_when(proc: subprocess.Popen[str], enough: Callable[[list[str]], bool],
     return proc.stderr.read()
 
 
-def race(client: Callable[[int, Callable[[], object]], None], n: int) -> None:
+def race(client: Callable[[int, Callable[[], object]], None], n: int,
+         during: Callable[[], object] | None = None) -> None:
     """Run ``client(i, start)`` for i in 0..n-1, each in its own thread; every client calls
     ``start()`` once it is ready, and none goes past it until all have (a barrier), so the
-    work after it races for real. Raises if any client raised (the first three named)."""
-    barrier = threading.Barrier(n)
+    work after it races for real. ``during``: the calling thread passes the barrier with
+    the clients and runs it while they work (e.g. a SIGKILL or a revocation mid-burst).
+    Raises if any client raised (the first three named); a client that raises before
+    ``start()`` breaks the barrier, so the others fail at once rather than wait."""
+    barrier = threading.Barrier(n + (during is not None))
     errors: list[BaseException] = []
 
     def run(i: int) -> None:
@@ -168,10 +172,20 @@ def race(client: Callable[[int, Callable[[], object]], None], n: int) -> None:
             client(i, barrier.wait)
         except BaseException as e:  # surfaced below
             errors.append(e)
+            barrier.abort()
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
+    try:
+        if during is not None:
+            try:
+                barrier.wait()
+            except threading.BrokenBarrierError:
+                pass  # a client failed before its start: named below
+            else:
+                during()
+    finally:
+        for t in threads:
+            t.join()
     assert errors == [], errors[:3]

@@ -5,11 +5,13 @@ steps, and no overspend of the budget or of a child's positives under 50 clients
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 import pytest
+from service_harness import race
 
 from dpsieve.accounting.events import PureDP
 from dpsieve.errors import LedgerError
@@ -114,40 +116,34 @@ def test_fifty_clients_over_five_children_and_plain_queries(make_store: Any) -> 
     s0 = make_store()
     s0.create_budget("b", PureDPFilter(1.0))
     stores = [make_store() for _ in range(N_CLIENTS)]
-    barrier = threading.Barrier(N_CLIENTS)
-    errors: list[BaseException] = []
     ups: list[str] = []
     lock = threading.Lock()
 
-    def client(i: int) -> None:
-        try:
-            st = stores[i]
-            barrier.wait()
-            if i < 10:  # two clients race to open each child
-                sv = SparseVector.open(LaplaceSVT(0.1, positives=3),
-                                       rng=np.random.default_rng(i))
+    def client(i: int, start: Callable[[], object]) -> None:
+        st = stores[i]
+        start()
+        if i < 10:  # two clients race to open each child
+            sv = SparseVector.open(LaplaceSVT(0.1, positives=3),
+                                   rng=np.random.default_rng(i))
+            try:
                 open_child(st, "b", f"sv{i % 5}", sv, key=f"open{i % 5}-{i // 5}",
                            principal="")
-            for j in range(4):
-                st.spend("b", PureDP(0.03), key=f"p{i}-{j}", principal=f"c{i}")
-                try:
-                    a = ask_child(st, "b", f"sv{(i + j) % 5}", {"op": "ask", "threshold": 0.0},
-                                  1e9, key=f"q{i}-{j}")
-                    if a["above"]:
-                        with lock:
-                            ups.append(f"sv{(i + j) % 5}")
-                except (ChildExhaustedError, KeyError):
-                    pass  # exhausted, or not opened yet (a public refusal)
-        except BaseException as e:
-            errors.append(e)
+            except LedgerError as e:  # the other opener won: this client stops here
+                if "exists" not in str(e):
+                    raise
+                return
+        for j in range(4):
+            st.spend("b", PureDP(0.03), key=f"p{i}-{j}", principal=f"c{i}")
+            try:
+                a = ask_child(st, "b", f"sv{(i + j) % 5}", {"op": "ask", "threshold": 0.0},
+                              1e9, key=f"q{i}-{j}")
+                if a["above"]:
+                    with lock:
+                        ups.append(f"sv{(i + j) % 5}")
+            except (ChildExhaustedError, KeyError):
+                pass  # exhausted, or not opened yet (a public refusal)
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(N_CLIENTS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    errors = [e for e in errors if not isinstance(e, LedgerError) or "exists" not in str(e)]
-    assert errors == []
+    race(client, N_CLIENTS)  # any other error of any client surfaced
     hist = s0.history("b")
     total = sum(Fraction(r.cost["eps"]) for r in hist)
     assert total <= 1

@@ -5,7 +5,7 @@ request is in fact answerable, a non-5xx answer) and a refused one must write no
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from conftest import PG_URL, pg_available, unique_schema
 from fastapi.testclient import TestClient
-from service_harness import write_csv
+from service_harness import race, write_csv
 
 from dpsieve.service import Settings, create_app
 
@@ -288,19 +288,20 @@ def test_revoked_key_is_not_admitted_mid_burst(fresh: dict[str, Any]) -> None:
     kid = c.get("/v1/analysts/ana/keys", headers=own).json()[0]["key_id"]
     codes: list[int] = []
 
-    def burst() -> None:
+    def burst(_: int, start: Callable[[], object]) -> None:
+        start()
         for _ in range(15):
             r = c.post(Q, json=_q(privacy={"type": "pure", "eps": 0.01}), headers=ana)
             codes.append(r.status_code)
 
-    threads = [threading.Thread(target=burst) for _ in range(4)]
-    for t in threads:
-        t.start()
-    while not codes:  # revoke once the burst is under way
-        threading.Event().wait(0.01)
-    assert c.delete(f"/v1/analysts/ana/keys/{kid}", headers=own).status_code == 204
-    for t in threads:
-        t.join()
+    def revoke() -> None:
+        for _ in range(6000):  # once the burst is under way (at most 60 s)
+            if codes:
+                break
+            threading.Event().wait(0.01)
+        assert c.delete(f"/v1/analysts/ana/keys/{kid}", headers=own).status_code == 204
+
+    race(burst, 4, during=revoke)
     assert set(codes) <= {200, 401, 429}
     assert 200 in codes
     assert 401 in codes

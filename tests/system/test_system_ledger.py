@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 import pytest
+from service_harness import race
 from system_doubles import FakePureFilter, fake_loads
 
 from dpsieve.accounting.events import GDP, PureDP
@@ -216,28 +218,18 @@ def test_concurrent_spends_never_overspend(make_store: Any) -> None:
     fits = int(Fraction(1) / cost)
     assert fits == 33
     stores = [make_store(loads=fake_loads) for _ in range(N_CLIENTS)]
-    barrier = threading.Barrier(N_CLIENTS)
     admitted: list[str] = []
     lock = threading.Lock()
-    errors: list[BaseException] = []
 
-    def client(i: int) -> None:
-        try:
-            barrier.wait()
-            for j in range(4):
-                out = stores[i].spend("b", PureDP(0.03), key=f"c{i}-{j}", principal=f"c{i}")
-                if out.decision.admitted:
-                    with lock:
-                        admitted.append(out.key)
-        except BaseException as e:  # surfaced below
-            errors.append(e)
+    def client(i: int, start: Callable[[], object]) -> None:
+        start()
+        for j in range(4):
+            out = stores[i].spend("b", PureDP(0.03), key=f"c{i}-{j}", principal=f"c{i}")
+            if out.decision.admitted:
+                with lock:
+                    admitted.append(out.key)
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(N_CLIENTS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    race(client, N_CLIENTS)  # every client's error surfaced
     hist = s0.history("b")
     assert sorted(r.key for r in hist) == sorted(admitted)
     total = sum(Fraction(r.cost["eps"]) for r in hist)

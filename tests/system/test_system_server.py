@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from service_harness import Server, crash_after_spend, write_csv
+from service_harness import Server, crash_after_spend, race, write_csv
 
 OWNER = "dps_test-owner-key_Sv7RmZ2vK9pLw4sN8bYc3FhJ6t"
 OWN = {"Authorization": f"Bearer {OWNER}"}
@@ -39,21 +40,16 @@ def test_fifty_concurrent_clients_never_overspend(ledger_url: tuple[str, str],
         q = {"type": "count", "privacy": {"type": "pure", "eps": 0.03}}
         statuses: list[int] = []
         lock = threading.Lock()
-        barrier = threading.Barrier(N_CLIENTS)
 
-        def client() -> None:
+        def client(_: int, start: Callable[[], object]) -> None:
             with httpx.Client(base_url=srv.base, headers=ana, timeout=60) as c:
-                barrier.wait()
+                start()
                 for _ in range(PER_CLIENT):
                     st = c.post("/v1/datasets/d/queries", json=q).status_code
                     with lock:
                         statuses.append(st)
 
-        threads = [threading.Thread(target=client) for _ in range(N_CLIENTS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        race(client, N_CLIENTS)  # a client's error (a lost connection) surfaced
         assert sorted(set(statuses)) == [200, 409]
         budget = httpx.get(srv.base + "/v1/datasets/d/budget", headers=ana).json()
     costs = [Fraction(h["cost"]["eps"]) for h in budget["history"]]
@@ -191,12 +187,11 @@ def test_two_servers_on_one_ledger_never_overspend_and_survive_a_kill(
         failed: list[str] = []
         lock = threading.Lock()
         n_clients, per = 20, 6
-        barrier = threading.Barrier(n_clients + 1)
 
-        def client(i: int) -> None:
+        def client(i: int, start: Callable[[], object]) -> None:
             base = (a if i % 2 else b).base
             with httpx.Client(base_url=base, headers=ana, timeout=60) as c:
-                barrier.wait()
+                start()
                 for j in range(per):
                     key = f"k{i}-{j}"
                     try:
@@ -209,19 +204,17 @@ def test_two_servers_on_one_ledger_never_overspend_and_survive_a_kill(
                     with lock:
                         answered[key] = st
 
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(n_clients)]
-        for t in threads:
-            t.start()
-        barrier.wait()
-        deadline = time.monotonic() + 60
         def on_b() -> int:  # answers from the server to be killed (even clients)
             with lock:
                 return sum(1 for k in answered if int(k[1:].split("-")[0]) % 2 == 0)
-        while on_b() < 8 and time.monotonic() < deadline:
-            time.sleep(0.005)
-        b.kill()  # mid-burst: requests on b in flight or still to come fail
-        for t in threads:
-            t.join()
+
+        def kill_b_mid_burst() -> None:
+            deadline = time.monotonic() + 60
+            while on_b() < 8 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            b.kill()  # mid-burst: requests on b in flight or still to come fail
+
+        race(client, n_clients, during=kill_b_mid_burst)
         assert failed, "the kill came after the burst: nothing was tested"
         print(f"two servers: {len(answered)} answered ({on_b()} by the killed one), "
               f"{len(failed)} retried")

@@ -7,13 +7,14 @@ quotas never overspend a block or a quota, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from service_harness import Server, crash_after_spend, write_csv
+from service_harness import Server, crash_after_spend, race, write_csv
 
 OWNER = "dps_test-owner-key_Sb7RmZ2vK9pLw4sN8bYc3FhJ6t"
 OWN = {"Authorization": f"Bearer {OWNER}"}
@@ -95,23 +96,18 @@ def test_fifty_http_clients_never_overspend_blocks_or_quotas(
         keys = _setup(srv.base, csv, 0.6)
         statuses: list[int] = []
         lock = threading.Lock()
-        barrier = threading.Barrier(50)
 
-        def client(i: int) -> None:
+        def client(i: int, start: Callable[[], object]) -> None:
             who = "ana" if i % 2 else "bob"
             with httpx.Client(base_url=srv.base, headers=keys[who], timeout=120) as c:
-                barrier.wait()
+                start()
                 for j in range(4):
                     city = None if (i + j) % 4 == 0 else CITIES[(i + j) % 3]
                     st = c.post("/v1/datasets/d/queries", json=_count(0.03, city)).status_code
                     with lock:
                         statuses.append(st)
 
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(50)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        race(client, 50)  # a client's error surfaced
         view = httpx.get(srv.base + "/v1/datasets/d/blocks", headers=OWN, timeout=60).json()
     assert set(statuses) <= {200, 409}, sorted(set(statuses))
     spent = _spent(view, 0.6)

@@ -6,7 +6,8 @@ a retry with the same keys cannot recover (issue 28, "Many parties at once")."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 from conftest import PG_URL, pg_available, unique_schema
-from service_harness import Server, write_csv
+from service_harness import Server, race, write_csv
 
 OWNER = "dps_test-owner-key_Ch7RmZ2vK9pLw4sN8bYc3FhJ6t"
 OWN = {"Authorization": f"Bearer {OWNER}"}
@@ -86,15 +87,16 @@ class Burst:
             self.got[key] = r
         return r
 
-    def run(self, base: str) -> None:
-        barrier = threading.Barrier(N_CLIENTS)
+    def run(self, base: str, during: Callable[[], object] | None = None) -> None:
+        """The burst (``during``: run by the caller while it goes on, as
+        :func:`service_harness.race`)."""
         opening = threading.Barrier(2 * N_CHILDREN + 1)  # the openers' first answers
         opened = threading.Event()
 
-        def client(i: int) -> None:
+        def client(i: int, start: Callable[[], object]) -> None:
             who = "ana" if i % 2 == 0 else "bob"
             with httpx.Client(base_url=base, timeout=120) as c:
-                barrier.wait()
+                start()
                 if i < 2 * N_CHILDREN:
                     child = f"sv{i % N_CHILDREN}"
                     r = self.send(c, "ana", "/v1/datasets/d/children", {
@@ -115,11 +117,7 @@ class Burst:
                     self.send(c, who, f"/v1/datasets/d/children/{child}/questions",
                               QUESTION, f"q-{i}-{j}")
 
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(N_CLIENTS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        race(client, N_CLIENTS, during)
 
     def statuses(self) -> dict[str, int]:
         return {k: (r.status_code if isinstance(r, httpx.Response) else -1)
@@ -197,16 +195,17 @@ def test_fifty_clients_heavy_and_a_sigkill_mid_burst(
     srv = Server(url, OWNER, schema=schema, env=ENV)
     try:
         burst.keys = _setup(srv.base, csv)
-        runner = threading.Thread(target=burst.run, args=(srv.base,))
-        runner.start()
-        while runner.is_alive():
-            with burst.lock:
-                done = sum(isinstance(r, httpx.Response) for r in burst.got.values())
-            if done >= 150:
-                srv.kill()
-                break
-            runner.join(timeout=0.01)
-        runner.join()
+        def kill_after_150() -> None:
+            deadline = time.monotonic() + 120  # the burst sends over 800 requests
+            while time.monotonic() < deadline:
+                with burst.lock:
+                    done = sum(isinstance(r, httpx.Response) for r in burst.got.values())
+                if done >= 150:
+                    srv.kill()
+                    return
+                time.sleep(0.01)
+
+        burst.run(srv.base, during=kill_after_150)
     finally:
         srv.stop()
     lost = sum(not isinstance(r, httpx.Response) for r in burst.got.values())
