@@ -57,6 +57,16 @@ def test_blocks_under_the_service_role(roles: dict[str, str], tmp_path: Path) ->
             assert c.post("/v1/datasets/d/schedule", headers=own).status_code == 200
             assert c.delete("/v1/datasets/d/queue/q", headers=ana).status_code == 200
             assert c.get("/v1/datasets/d/blocks", headers=own).status_code == 200
+            for who in (own, ana):  # the list's and the budget's block summaries
+                r = c.get("/v1/datasets", headers=who)
+                assert r.status_code == 200, r.text
+                assert [d["blocks"]["column"] for d in r.json()] == ["city"]
+                r = c.get("/v1/datasets/d/budget", headers=who)
+                assert r.status_code == 200, r.text
+                assert len(r.json()["history"]) == 1
+            r = c.post("/v1/datasets/d/children", headers=ana, json={
+                "child": "sv", "kind": "sparse_vector", "spec": {"eps": 0.1}})
+            assert r.status_code == 422, r.text
             assert c.put("/v1/datasets/d/blocks", headers=own, json={
                 "column": "city", "budget": {"type": "pure", "eps": 1.0},
                 "scheduler": "dpack"}).status_code == 200
