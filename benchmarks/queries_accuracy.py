@@ -27,10 +27,12 @@ NaiveBudgetAccountant, public partitions where public, its default truncated geo
 selection otherwise). dpsieve runs the same plans through the query layer on pandas
 (seeded simulations: ``rng``) at pure eps, or with ``--dpsieve-privacy zcdp`` at the
 largest rho whose zCDP implies (eps, delta)-DP (Gaussian noise; beside PipelineDP's
-``--pipelinedp-noise gaussian`` at (eps, delta)). dpsieve's means are clamped into their
-bounds by default (post-processing); the peers' are not, so each peer's mean is also
-scored clamped into [0, 100] (a NaN, from a noisy count of 0, as 50): the strongest
-simple baseline.
+``--pipelinedp-noise gaussian`` at (eps, delta)), or with ``--dpsieve-privacy approx`` as
+a plan asking for (eps, delta) itself (``{"type": "approx"}``: dpsieve chooses Gaussian or
+Laplace noise from public values, docs/proofs/queries.md §8; the choice is printed).
+dpsieve's means are clamped into their bounds by default (post-processing); the peers'
+are not, so each peer's mean is also scored clamped into [0, 100] (a NaN, from a noisy
+count of 0, as 50): the strongest simple baseline.
 """
 
 from __future__ import annotations
@@ -73,8 +75,9 @@ def truth(d: pd.DataFrame) -> dict[str, Estimates]:
 
 
 # -- dpsieve -------------------------------------------------------------------------------
-#: dpsieve's privacy: ``pure`` (eps, Laplace noise) or ``zcdp`` (``--dpsieve-privacy``: the
-#: largest rho whose zCDP implies (eps, DELTA)-DP, Gaussian noise: :func:`rho_for`).
+#: dpsieve's privacy: ``pure`` (eps, Laplace noise), ``zcdp`` (``--dpsieve-privacy``: the
+#: largest rho whose zCDP implies (eps, DELTA)-DP, Gaussian noise: :func:`rho_for`) or
+#: ``approx`` (the plan asks for (eps, DELTA); dpsieve chooses the noise).
 PRIVACY = "pure"
 
 
@@ -86,8 +89,10 @@ def rho_for(eps: float, delta: float) -> float:
 
 
 def _plan(query: str, eps: float, years: list[int]) -> dict[str, Any]:
-    privacy: dict[str, Any] = ({"type": "pure", "eps": eps} if PRIVACY == "pure" else
-                               {"type": "zcdp", "rho": rho_for(eps, DELTA)})
+    privacy: dict[str, Any] = (
+        {"type": "pure", "eps": eps} if PRIVACY == "pure" else
+        {"type": "approx", "eps": eps, "delta": DELTA} if PRIVACY == "approx" else
+        {"type": "zcdp", "rho": rho_for(eps, DELTA)})
     if query == "select":
         return {"type": "query", "privacy": privacy, "aggregations": [{"type": "count"}],
                 "group_by": ["locations"], "select": {"delta": DELTA},
@@ -110,6 +115,11 @@ def dpsieve_runner(d: pd.DataFrame, query: str, eps: float, years: list[int]
     schema = Schema.of([("unit", "string"), ("score", "integer"), ("year", "integer"),
                         ("locations", "integer")], "unit")
     p = prepare(from_spec(_plan(query, eps, years)), schema, Neighbouring.ADD_REMOVE)
+    if p.calibration is not None:
+        c = p.calibration
+        print(f"# dpsieve {query} at eps {eps:g}: {c['mechanism']} (rho {c['rho']:.6g}, "
+              f"mean variance ratio gaussian/laplace {c['variance_ratio']}), charged "
+              f"{p.charge.description.to_dict()}", file=sys.stderr, flush=True)
     engine = PandasEngine(d)
 
     def run(rng: np.random.Generator) -> Estimates:
@@ -242,9 +252,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--bounds", type=int, nargs=2, metavar=("L0", "LINF"),
                     help=f"the count's and mean's (max_groups, max_rows) (default {L0} {LINF})")
-    ap.add_argument("--dpsieve-privacy", choices=["pure", "zcdp"], default="pure",
-                    help="dpsieve's plans: pure eps (Laplace) or the rho-zCDP that implies "
-                    "(eps, delta)-DP (Gaussian noise)")
+    ap.add_argument("--dpsieve-privacy", choices=["pure", "zcdp", "approx"], default="pure",
+                    help="dpsieve's plans: pure eps (Laplace), the rho-zCDP that implies "
+                    "(eps, delta)-DP (Gaussian noise), or (eps, delta) itself (dpsieve "
+                    "chooses Gaussian or Laplace noise)")
     ap.add_argument("--libraries", nargs="+", default=["dpsieve", "pipelinedp", "opendp"])
     ap.add_argument("--utility", action="store_true",
                     help="print the owner's utility analysis of the count and mean plans "
@@ -267,8 +278,9 @@ def main(argv: list[str] | None = None) -> None:
     for query in args.queries:
         for eps in args.eps:
             libs = set(args.libraries)
-            me = "dpsieve" if PRIVACY == "pure" else \
-                f"dpsieve (zCDP rho {rho_for(eps, DELTA):.5g}, Gaussian)"
+            me = ("dpsieve" if PRIVACY == "pure" else
+                  f"dpsieve (asked (eps, {DELTA:g}))" if PRIVACY == "approx" else
+                  f"dpsieve (zCDP rho {rho_for(eps, DELTA):.5g}, Gaussian)")
             runners = {**({me: dpsieve_runner(d, query, eps, years)}
                           if "dpsieve" in libs else {}),
                        **{f"PipelineDP ({k})": pipelinedp_runner(d, query, eps, years, k)

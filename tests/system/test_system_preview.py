@@ -177,3 +177,67 @@ def test_service_auto_plan_previews_its_stage_and_is_charged_once(env: dict[str,
     assert r.status_code == 422, r.text
     assert r.json()["parameter"] == "contribution"
     assert len(st.history("visits")) == 1
+
+
+def _many_groups(path: Path) -> Path:
+    rng = np.random.default_rng(4)
+    n = 3000
+    pd.DataFrame({"pid": rng.integers(0, 400, n), "g": rng.integers(0, 20, n)}).to_parquet(path)
+    return path
+
+
+#: An (eps, delta) plan with 20 public keys, each unit in up to 14: Gaussian noise is
+#: less noisy than Laplace here (docs/proofs/queries.md §8), Laplace at max_groups 1.
+APPROX_PLAN = {"type": "query", "privacy": {"type": "approx", "eps": 1.0, "delta": 1e-6},
+               "aggregations": [{"type": "count", "per": "unit"}], "group_by": ["g"],
+               "keys": [[i] for i in range(20)], "contribution": {"max_groups": 14}}
+
+
+@pytest.mark.parametrize(("max_groups", "mechanism"), [(14, "gaussian"), (1, "laplace")])
+def test_approx_plans_preview_the_mechanism_the_service_and_the_cli_run(
+        env: dict[str, Any], tmp_path: Path, max_groups: int, mechanism: str) -> None:
+    """Issue 24: an (eps, delta) plan states its chosen noise in the preview (service and
+    CLI), and the query then runs that noise at the charge the preview said."""
+    plan = {**APPROX_PLAN, "contribution": {"max_groups": max_groups}}
+    c, st = env["client"], env["store"]
+    path = _many_groups(tmp_path / "g.parquet")
+    r = c.post("/v1/datasets", headers=env["own"], json={
+        "name": "groups", "path": str(path), "privacy_unit": "pid",
+        "budget": {"type": "approx", "eps": 2.0, "delta": 1e-5}})
+    assert r.status_code == 201, r.text
+    url = "/v1/datasets/groups/queries"
+    r = c.post(url, params={"preview": "true"}, json=plan, headers=env["own"])
+    assert r.status_code == 200, r.text
+    p = r.json()
+    assert p["calibration"]["mechanism"] == mechanism
+    assert p["admitted"] is True
+    assert st.history("groups") == []
+    want_charge = ({"type": "approx", "eps": 1.0, "delta": 1e-6} if mechanism == "gaussian"
+                   else {"type": "pure", "eps": 1.0})
+    assert {k: v for k, v in p["charge"].items() if k != "neighbouring"} == want_charge
+    r = c.post(url, json=plan, headers=env["own"])
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["cost"]["query"] == p["charge"]
+    assert out["remaining"] == p["budget_after"]
+    assert out["noise"]["count"]["a0.count"]["mechanism"] == f"discrete_{mechanism}"
+    assert out["noise"]["count"]["a0.count"]["std"] == p["noise"]["count"]["a0.count"]["std"]
+    # the CLI: the same preview, then the query at that noise
+    runner = CliRunner()
+    db = f"sqlite:///{tmp_path / 'l.db'}"
+    r2 = runner.invoke(cli, ["budget", "set", "g", "--path", str(path), "--database-url", db,
+                             "--privacy-unit", "pid", "--budget",
+                             '{"type": "approx", "eps": 2, "delta": 1e-5}'])
+    assert r2.exit_code == 0, r2.output
+    r2 = runner.invoke(cli, ["query", "g", json.dumps(plan), "--preview", "--database-url",
+                             db])
+    assert r2.exit_code == 0, r2.output
+    cp = json.loads(r2.stdout)
+    assert cp["calibration"] == p["calibration"]
+    assert cp["noise"] == p["noise"]
+    r2 = runner.invoke(cli, ["query", "g", json.dumps(plan), "--database-url", db])
+    assert r2.exit_code == 0, r2.output
+    co = json.loads(r2.stdout)
+    assert co["cost"]["query"] == cp["charge"]
+    assert co["noise"]["count"]["a0.count"]["std"] == cp["noise"]["count"]["a0.count"]["std"]
+    assert co["noise"]["count"]["a0.count"]["mechanism"] == f"discrete_{mechanism}"

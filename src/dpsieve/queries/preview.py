@@ -38,4 +38,5 @@ def preview(prepared: Prepared) -> dict[str, Any]:
                                                         strict=True)},
         "selection": None if sel is None else {**sel.info(),
                                                "privacy": sel.charge.to_dict()},
+        **({} if prepared.calibration is None else {"calibration": prepared.calibration}),
     }
