@@ -24,18 +24,24 @@ hence (eps, delta)-DP, and the selection adds its delta (Lemma 5 of §5).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dpsieve._rounding import round_up
 from dpsieve._validation import fail
-from dpsieve.accounting.events import ApproxDP, Neighbouring, PrivacyDescription
+from dpsieve.accounting.events import ZCDP, ApproxDP, Neighbouring, PrivacyDescription, PureDP
+from dpsieve.errors import ValidationError
 from dpsieve.filters.additive import zcdp_rho_for
 from dpsieve.queries.calibrate import Calibrated
 
+if TYPE_CHECKING:
+    from dpsieve.queries.plan import Query
+    from dpsieve.queries.prepare import Prepared
+    from dpsieve.queries.schema import Schema
+
 __all__ = ["RULE", "ApproxChoice", "check_approx", "gaussian_charge", "gaussian_rho",
-           "prefer_gaussian", "variance_ratio"]
+           "prefer_gaussian", "prepare_approx", "variance_ratio"]
 
 #: The rule choosing the noise of an (eps, delta) plan, as previews and answers state it.
 RULE = ("gaussian at the largest rho whose zCDP implies the requested (eps, delta) when "
@@ -106,3 +112,53 @@ class ApproxChoice:
         return {"requested": self.requested.to_dict(), "mechanism": self.mechanism,
                 "rho": self.rho, "variance_ratio": self.ratio, "rule": RULE,
                 **({} if self.refused is None else {"other_refused": self.refused})}
+
+
+def prepare_approx(query: Query, schema: Schema, nb: Neighbouring) -> Prepared:
+    """An ``ApproxDP(eps, delta)`` plan: Laplace at pure eps or Gaussian at the largest
+    certified rho, whichever the rule of this module prefers, decided
+    from the two calibrations (public values only; docs/proofs/queries.md §8). A
+    candidate refused for its privacy (noise out of the samplers' range) leaves the other;
+    both refused: the Laplace refusal."""
+    from dpsieve.queries.prepare import prepare
+
+    assert isinstance(query.privacy, ApproxDP)
+    p = check_approx(query.privacy, nb)
+    lap: Prepared | None = None
+    gauss: Prepared | None = None
+    lap_err: ValidationError | None = None
+    gauss_err: ValidationError | None = None
+    try:
+        lap = prepare(replace(query, privacy=PureDP(p.eps, nb)), schema, nb)
+    except ValidationError as e:
+        if e.parameter != "privacy":
+            raise
+        lap_err = e
+    rho = gaussian_rho(p)
+    if rho > 0:
+        try:
+            gauss = prepare(replace(query, privacy=ZCDP(rho, nb)), schema, nb)
+        except ValidationError as e:
+            if e.parameter != "privacy":
+                raise
+            gauss_err = e
+    if lap is None and gauss is None:
+        assert lap_err is not None
+        raise lap_err
+    ratio = None if lap is None or gauss is None else variance_ratio(lap.charge.parts,
+                                                                     gauss.charge.parts)
+    use_gauss = lap is None or (ratio is not None and prefer_gaussian(ratio))
+    if use_gauss:
+        assert gauss is not None
+        chosen = gauss
+        sel = query.selection
+        desc: PrivacyDescription = gaussian_charge(p, None if sel is None else sel.delta)
+        refused = None if lap_err is None else str(lap_err)
+    else:
+        assert lap is not None
+        chosen = lap
+        desc = chosen.charge.description
+        refused = None if gauss_err is None else str(gauss_err)
+    choice = ApproxChoice(p, "gaussian" if use_gauss else "laplace", rho, ratio, refused)
+    return replace(chosen, query=query, charge=replace(chosen.charge, description=desc),
+                   calibration=choice.to_dict())

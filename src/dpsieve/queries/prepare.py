@@ -11,7 +11,9 @@ The charge is the composition of the releases: ``PureDP(eps)`` or ``ZCDP(rho)`` 
 requested (each release gets a share, rounded down; the shares sum to at most the
 request, checked exactly), and with DP key selection ``ApproxDP(eps, delta)`` or
 ``ApproxZCDP(rho, delta)``. :meth:`PlanCharge.pld` is the exact PLD of the composition where
-one is known (pure DP), for filters that account with PLDs.
+one is known (pure DP), for filters that account with PLDs. A plan asking for
+``ApproxDP(eps, delta)`` is prepared both ways, pure and at the rho implying it, and the
+less noisy one kept (:mod:`dpsieve.queries.approx`).
 """
 
 from __future__ import annotations
@@ -284,7 +286,9 @@ def contribution_of(query: Query, unit: str | None) -> Contribution:
 def prepare(query: Query, schema: Schema, neighbouring: Neighbouring) -> Prepared:
     """Check ``query`` against ``schema`` and compute its charge (no data is read)."""
     if isinstance(query.privacy, ApproxDP) and not query.auto_fields():
-        return _prepare_approx(query, schema, neighbouring)
+        from dpsieve.queries.approx import prepare_approx
+
+        return prepare_approx(query, schema, neighbouring)
     total = _check_privacy(query.privacy, neighbouring)
     keys = _keys(schema, query)
     where = tuple(_check_predicate(schema, p) for p in query.where)
@@ -321,64 +325,6 @@ def prepare(query: Query, schema: Schema, neighbouring: Neighbouring) -> Prepare
     labels = tuple(label_of(a) for a in query.aggregations)
     return Prepared(query, spec, PlanCharge(description, tuple(parts), selection), tuple(plans),
                     labels)
-
-
-def _prepare_approx(query: Query, schema: Schema, nb: Neighbouring) -> Prepared:
-    """An ``ApproxDP(eps, delta)`` plan: Laplace at pure eps or Gaussian at the largest
-    certified rho, whichever the rule of :mod:`dpsieve.queries.approx` prefers, decided
-    from the two calibrations (public values only; docs/proofs/queries.md §8). A
-    candidate refused for its privacy (noise out of the samplers' range) leaves the other;
-    both refused: the Laplace refusal."""
-    from dpsieve.errors import ValidationError
-    from dpsieve.queries.approx import (
-        ApproxChoice,
-        check_approx,
-        gaussian_charge,
-        gaussian_rho,
-        prefer_gaussian,
-        variance_ratio,
-    )
-
-    assert isinstance(query.privacy, ApproxDP)
-    p = check_approx(query.privacy, nb)
-    lap: Prepared | None = None
-    gauss: Prepared | None = None
-    lap_err: ValidationError | None = None
-    gauss_err: ValidationError | None = None
-    try:
-        lap = prepare(replace(query, privacy=PureDP(p.eps, nb)), schema, nb)
-    except ValidationError as e:
-        if e.parameter != "privacy":
-            raise
-        lap_err = e
-    rho = gaussian_rho(p)
-    if rho > 0:
-        try:
-            gauss = prepare(replace(query, privacy=ZCDP(rho, nb)), schema, nb)
-        except ValidationError as e:
-            if e.parameter != "privacy":
-                raise
-            gauss_err = e
-    if lap is None and gauss is None:
-        assert lap_err is not None
-        raise lap_err
-    ratio = None if lap is None or gauss is None else variance_ratio(lap.charge.parts,
-                                                                     gauss.charge.parts)
-    use_gauss = lap is None or (ratio is not None and prefer_gaussian(ratio))
-    if use_gauss:
-        assert gauss is not None
-        chosen = gauss
-        sel = query.selection
-        desc: PrivacyDescription = gaussian_charge(p, None if sel is None else sel.delta)
-        refused = None if lap_err is None else str(lap_err)
-    else:
-        assert lap is not None
-        chosen = lap
-        desc = chosen.charge.description
-        refused = None if gauss_err is None else str(gauss_err)
-    choice = ApproxChoice(p, "gaussian" if use_gauss else "laplace", rho, ratio, refused)
-    return replace(chosen, query=query, charge=replace(chosen.charge, description=desc),
-                   calibration=choice.to_dict())
 
 
 def _build(query: Query, ctx: Ctx, total: PureDP | ZCDP, shares: list[tuple[Fraction, ...]],
