@@ -304,6 +304,8 @@ def test_the_list_and_the_budget_name_the_blocks(env: dict[str, Any]) -> None:
     assert other["description"] == "a query by another analyst"
     assert other["principal"] is None
     assert other["charged"] == "pure eps 0.125"
+    r = c.get("/v1/datasets/d/blocks", headers=env["ana"])  # the page's view: the same
+    assert r.json()["history"] == v["history"]
     r = c.get("/v1/datasets/d/budget", headers=env["own"])
     assert [h["principal"] for h in r.json()["history"]] == ["ana", "bob"]
     assert r.json()["history"][0]["key"] == "ana/a1"

@@ -53,8 +53,10 @@ def test_blocks_declare_add_quota_query_show(tmp_path: Path) -> None:
     assert [b["admitted"] for b in view["blocks"]] == [1, 0]  # the refusal charged nothing
     assert view["blocks"][0]["used"] == 0.3
     assert view["quotas"][0]["used"] == 0.3 / 0.5
+    assert [h["blocks"] for h in view["history"]] == [[1]]  # the query names its block
     r = runner.invoke(app, ["blocks", "show", "d", *db])
     assert "block 1: eps 0.7 of 1 left" in r.output
+    assert "pure eps 0.3 on blocks 1" in r.output
     r = runner.invoke(app, ["blocks", "schedule", "d", *db])
     assert json.loads(r.output)["changed"] == {}
     r = runner.invoke(app, ["blocks", "group", "team", "nobody", *db])

@@ -283,6 +283,9 @@ def show(
                    f"unlocked, {b['used_text']} used; {b['admitted']} queries")
     for q in view["quotas"]:
         typer.echo(f"  {q['label']}: {q['text']}")
+    for h in view.get("history") or []:  # each query with the blocks it was charged to
+        typer.echo(f"  query {h['key'] or '(another analyst)'}: {h['charged']} on blocks "
+                   + ", ".join(json.dumps(b) for b in h["blocks"]))
     for r in view["queue"]:
         typer.echo(f"  queued {r['key']}: {r['status']}, {r['reason']}")
 

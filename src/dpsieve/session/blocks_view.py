@@ -23,6 +23,8 @@ __all__ = ["block_history", "blocks_summary", "blocks_view", "guarantee"]
 
 #: The most recent blocks listed (the others are counted).
 MAX_LISTED = 200
+#: The most recent queries the view lists, each naming its blocks.
+HISTORY_LISTED = 50
 
 
 def guarantee(spec: BlockSpec) -> str:
@@ -56,10 +58,10 @@ def blocks_view(store: Any, dataset: str, spec: BlockSpec, *, analyst: str | Non
     owner, who sees every quota and every request)."""
     t = time.time() if now is None else now
     recs = store.blocks(dataset)
+    listed = [(r, store.history(r.budget_id)) for r in recs[-MAX_LISTED:]]
     blocks = []
-    for r in recs[-MAX_LISTED:]:
+    for r, hist in listed:
         unlocked = float(r.unlocked(t))
-        hist = store.history(r.budget_id)
         blocks.append({"block": r.value, "arrived_at": r.created_at,
                        "unlock": r.unlock.describe(), "unlocked": unlocked,
                        "unlocked_text": _pct(unlocked), "arrivals": r.arrivals,
@@ -67,7 +69,7 @@ def blocks_view(store: Any, dataset: str, spec: BlockSpec, *, analyst: str | Non
                        "history": [{"key": _own_key(h.key, h.principal, analyst),
                                     "principal": h.principal if analyst is None else None,
                                     "cost": h.cost.to_dict(), "at": h.created_at,
-                                    "charged": describe_query(h.cost.charged())}
+                                    "charged": _charged(h.cost)}
                                    for h in hist[-20:]]})
     mine = set(store.quota_budgets(dataset, analyst)) if analyst is not None else None
     quotas = [{"scope": q.scope, "name": q.name, "label": label(q.budget_id),
@@ -83,7 +85,8 @@ def blocks_view(store: Any, dataset: str, spec: BlockSpec, *, analyst: str | Non
     return {"dataset": dataset, "column": spec.column, "scheduler": spec.scheduler.value,
             "unlock": spec.unlock.describe(), "unit_in_one_block": spec.unit_in_one_block,
             "guarantee": guarantee(spec), "block_budget": spec.budget,
-            "n_blocks": len(recs), "blocks": blocks, "quotas": quotas,
+            "n_blocks": len(recs), "blocks": blocks,
+            "history": _by_query(listed, analyst, HISTORY_LISTED), "quotas": quotas,
             "groups": store.groups() if analyst is None else None, "queue": queue}
 
 
@@ -112,11 +115,18 @@ def block_history(store: Any, dataset: str, *, analyst: str | None = None,
     blocks' chains share its key). Of the most recent :data:`MAX_LISTED` blocks, the last
     ``limit`` queries. The request and its key are shown to the owner (``analyst`` None)
     and to the analyst who asked; others see "a query by another analyst" and its cost."""
+    listed = [(r, store.history(r.budget_id)) for r in store.blocks(dataset)[-MAX_LISTED:]]
+    return _by_query(listed, analyst, limit)
+
+
+def _by_query(listed: list[tuple[Any, Any]], analyst: str | None, limit: int
+              ) -> list[dict[str, Any]]:
+    """:func:`block_history` from each block's record and spend history."""
     from dpsieve._budget_view import describe_request
 
     by_key: dict[str, dict[str, Any]] = {}
-    for r in store.blocks(dataset)[-MAX_LISTED:]:
-        for h in store.history(r.budget_id):
+    for r, hist in listed:
+        for h in hist:
             row = by_key.get(h.key)
             if row is None:
                 sees = analyst is None or h.principal == analyst
