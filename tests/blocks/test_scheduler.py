@@ -231,3 +231,63 @@ def test_a_pass_at_several_orders_keeps_the_rule_and_is_maximal(
         short = p.demand[row] > left[j] + 1e-12
         assert np.any(short) if rule == "every" else np.all(short)
     assert sorted(s.admitted + list(s.position)) == list(range(len(pend)))
+
+
+def test_dpack_re_ranking_after_an_admission_packs_more() -> None:
+    # X takes half of block 0; Y then costs all that is left of it, W1 and W2 half each:
+    # ranked once, DPack admits X and Y (2); re-ranked after each admission, X, W1, W2
+    reqs = [_p([0], [0.5], 0), _p([0, 1], [0.5, 0.04], 1), _p([0, 1], [0.25, 0.3], 2),
+            _p([0, 1], [0.25, 0.3], 3)]
+    avail = np.ones(2)
+    once = schedule("dpack", reqs, avail)
+    again = schedule("dpack", reqs, avail, recompute=1)
+    assert once.order == [0, 1, 2, 3] and once.admitted == [0, 1]
+    assert again.admitted == [0, 2, 3]
+    assert again.order == [0, 2, 3, 1] and again.position == {1: 1}
+    assert again.left is not None and np.allclose(again.left, [0.0, 0.4])
+    assert schedule("dpack", reqs, avail, recompute=3).admitted == [0, 1]
+
+
+def _greedy_re_ranked(pend: list[Pending], avail: np.ndarray) -> list[int]:
+    """An independent DPack pass re-ranked after every admission (one currency)."""
+    a = avail.copy()
+    left = list(range(len(pend)))
+    out = []
+    while left:
+        def cost(i: int) -> float:
+            p = pend[i]
+            need = p.demand > 0
+            if np.any(need & (a[p.dims] <= 0)):
+                return 0.0
+            c = float(np.sum(p.demand[need] / a[p.dims][need]))
+            return -(p.weight / c) if c else -float("inf")
+        ranked = sorted(left, key=lambda i: (cost(i), pend[i].arrival, i))
+        for j, i in enumerate(ranked):
+            if np.all(pend[i].demand <= a[pend[i].dims] + 1e-12):
+                a[pend[i].dims] -= pend[i].demand
+                out.append(i)
+                left = ranked[j + 1:]
+                break
+        else:
+            left = []
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(_req, max_size=10), st.lists(st.floats(0.05, 1), min_size=6, max_size=6))
+def test_dpack_re_ranked_after_every_admission_matches_an_independent_greedy(
+        reqs: list[tuple[list[int], float, float, float]], avail: list[float]) -> None:
+    pend = [_p(d, [x * (1 + k) / 3 for k in range(len(d))], t, w) for d, x, t, w in reqs]
+    a = np.array(avail)
+    s = schedule("dpack", pend, a, recompute=1)
+    assert s.admitted == _greedy_re_ranked(pend, a)
+    assert sorted(s.order) == list(range(len(pend)))
+    for policy in ("dpf", "fcfs"):  # keys independent of what is available
+        s1, s0 = schedule(policy, pend, a, recompute=1), schedule(policy, pend, a)
+        assert (s1.order, s1.admitted, s1.position, s1.blocked_on) == (
+            s0.order, s0.admitted, s0.position, s0.blocked_on)
+
+
+def test_recompute_is_validated() -> None:
+    with pytest.raises(ValidationError, match="recompute"):
+        schedule("dpack", [], np.zeros(1), recompute=-1)

@@ -32,6 +32,14 @@ by taking the smallest demands first); under ``any`` the order where the *most* 
 where the *fewest* fit (it binds). With one order (a 1-D ``available``) this is the
 one-currency rule above.
 
+**Re-ranking within a pass** (``recompute``, DPack only). DPack's key depends on what
+is available, and each admission shrinks it on the admitted request's blocks; DPack's own
+scheduler therefore ranks the waiting requests again every so many admissions (its
+``metric_recomputation_period``, 50 in its online experiments). ``schedule(...,
+recompute=k)`` does the same: after every k admissions the requests not yet walked are
+ranked against what is then available (the orders re-measured over every request still
+waiting). ``recompute=0`` ranks once.
+
 Ties go to the earlier arrival. Everything here is a function of the demands, the
 available fractions, the arrival order and the weights: public numbers derived from
 charges and unlocking, never from the data (docs/proofs/blocks.md §5). The scheduler
@@ -108,7 +116,8 @@ class Pending:
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """One pass: ``order`` (indices of the requests in the policy's order), ``admitted``
+    """One pass: ``order`` (indices of the requests in the order walked: the policy's,
+    re-ranked after admissions when ``schedule(recompute=...)`` asks), ``admitted``
     (proposed for admission, in that order), and for each request left waiting its
     ``position`` among them (1-based) and ``blocked_on``, the first of its dimensions
     (an index into the available vector) that lacked room when its turn came; ``left``
@@ -191,12 +200,21 @@ def _rule(rule: str) -> str:
 
 
 def schedule(policy: Policy | str, pending: Sequence[Pending], available: FloatArray, *,
-             tolerance: float = 1e-12, rule: str = "every") -> Schedule:
+             tolerance: float = 1e-12, rule: str = "every", recompute: int = 0) -> Schedule:
     """Order ``pending`` by ``policy`` and admit greedily within ``available`` (module
     docstring; ``rule``: when a request fits a budget kept at several orders).
-    ``available`` is not modified."""
+    ``available`` is not modified.
+
+    ``recompute`` (``dpack`` only; 0: never): after every ``recompute`` admissions the
+    requests not yet walked are ranked again against what is then available (the
+    orders re-measured over every request still waiting, as DPack's own scheduler does
+    every ``metric_recomputation_period`` admissions): an admission shrinks the room on
+    its blocks, so requests on those blocks fall back. DPF's and FCFS's keys do not
+    depend on what is available, so ``recompute`` changes nothing for them."""
     pol = Policy(policy)
     rule = _rule(rule)
+    if isinstance(recompute, bool) or not isinstance(recompute, int) or recompute < 0:
+        raise fail("recompute", "schedule", "an integer >= 0", recompute)
     avail = np.array(available, dtype=np.float64, copy=True)
     if avail.ndim <= 1:
         avail = avail.reshape(-1)
@@ -207,27 +225,49 @@ def schedule(policy: Policy | str, pending: Sequence[Pending], available: FloatA
             raise fail("demand", "schedule", f"shaped like 'available' (orders: "
                        f"{avail.shape[1:] or 'one'})", p.demand.shape)
     arrival = [p.arrival for p in pending]
-    if pol == Policy.DPF:
-        keys = [(dominant_share(p), arrival[i], i) for i, p in enumerate(pending)]
-    elif pol == Policy.DPACK:
-        cols = measured_orders(pending, avail, rule) if avail.ndim == 2 else None
-        keys = [(-efficiency(p, avail, cols), arrival[i], i) for i, p in enumerate(pending)]
-    else:
-        keys = [(0.0, arrival[i], i) for i in range(n)]
-    order = [k[2] for k in sorted(keys)]
+    order: list[int] = []
     admitted: list[int] = []
     position: dict[int, int] = {}
     blocked: dict[int, int] = {}
-    for i in order:
-        p = pending[i]
-        room = avail[p.dims]
-        short = np.asarray(p.demand > room + tolerance)
-        if short.ndim == 2:  # several orders: short at any of them, or at all of them
-            short = np.asarray(short.any(axis=1) if rule == "every" else short.all(axis=1))
-        if bool(np.any(short)):
-            position[i] = len(position) + 1
-            blocked[i] = int(p.dims[int(np.argmax(short))])
-            continue
-        avail[p.dims] = room - p.demand
-        admitted.append(i)
+    todo = list(range(n))
+    while todo:
+        taken = set(admitted)
+        ranked = _rank(pol, pending, todo, arrival, avail, rule,
+                       [i for i in range(n) if i not in taken])
+        since = 0
+        for at, i in enumerate(ranked):
+            order.append(i)
+            p = pending[i]
+            room = avail[p.dims]
+            short = np.asarray(p.demand > room + tolerance)
+            if short.ndim == 2:  # several orders: short at any of them, or at all of them
+                short = np.asarray(short.any(axis=1) if rule == "every"
+                                   else short.all(axis=1))
+            if bool(np.any(short)):
+                position[i] = len(position) + 1
+                blocked[i] = int(p.dims[int(np.argmax(short))])
+                continue
+            avail[p.dims] = room - p.demand
+            admitted.append(i)
+            since += 1
+            if pol == Policy.DPACK and recompute and since == recompute:
+                todo = ranked[at + 1:]
+                break
+        else:
+            todo = []
     return Schedule(order, admitted, position, blocked, avail)
+
+
+def _rank(pol: Policy, pending: Sequence[Pending], todo: list[int], arrival: list[float],
+          avail: FloatArray, rule: str, waiting: list[int]) -> list[int]:
+    """``todo`` in ``pol``'s order against ``avail`` (ties: the earlier arrival, then
+    the index); DPack's orders are measured over the ``waiting`` requests."""
+    if pol == Policy.DPF:
+        keys = [(dominant_share(pending[i]), arrival[i], i) for i in todo]
+    elif pol == Policy.DPACK:
+        cols = (measured_orders([pending[i] for i in waiting], avail, rule)
+                if avail.ndim == 2 else None)
+        keys = [(-efficiency(pending[i], avail, cols), arrival[i], i) for i in todo]
+    else:
+        keys = [(0.0, arrival[i], i) for i in todo]
+    return [k[2] for k in sorted(keys)]
