@@ -59,6 +59,7 @@ def rdp_eps(rdp: np.ndarray, delta: float) -> float:
 
 
 _CAL: dict[tuple[str, float], np.ndarray] = {}
+_NOISE: dict[tuple[str, float], float] = {}
 
 
 def calibrated(kind: str, eps: float, delta: float = 1e-9) -> np.ndarray:
@@ -74,7 +75,26 @@ def calibrated(kind: str, eps: float, delta: float = 1e-9) -> np.ndarray:
             else:
                 hi = mid
         _CAL[key] = curve(hi)
+        _NOISE[key] = hi
     return _CAL[key]
+
+
+def zcdp_rho(kind: str, eps: float) -> float:
+    """The task's charge under zCDP accounting (the curve ``calibrated(kind, eps)``'s
+    mechanism): the Gaussian's exact rho = 1 / (2 sigma^2); the Laplace's pure eps0 =
+    1 / b as eps0^2 / 2 (Bun & Steinke 2016, Prop. 1.4; the library's map of a pure
+    charge to zCDP; within 2 % of the Laplace's own rho at these eps); DP-SGD's
+    ``SGM_STEPS / (2 sigma^2)``: zCDP must hold at every order, and the subsampled
+    Gaussian's RDP at order a over a tends to the full Gaussian's 1 / (2 sigma^2) as a
+    grows (its q^a exp(a (a - 1) / (2 sigma^2)) term), which bounds it at every order
+    (subsampling never increases a Rényi divergence): subsampling buys nothing under
+    zCDP."""
+    calibrated(kind, eps)
+    x = _NOISE[(kind, eps)]
+    if kind == "laplace":
+        return 1.0 / (2 * x * x)
+    steps = SGM_STEPS if kind == "sgm" else 1
+    return steps / (2 * x * x)
 
 
 def mechanisms(tasks: list[Any], seed: int) -> list[str]:
@@ -85,29 +105,39 @@ def mechanisms(tasks: list[Any], seed: int) -> list[str]:
 
 def block_filter(rule: str) -> Any:
     """A fresh (10, 1e-7) block at ORDERS: every order must hold (RDPFilter, CKS
-    budgets) or one must (AnyOrderRDPFilter, delta split over the orders)."""
-    from dpsieve.filters import AnyOrderRDPFilter, RDPFilter
+    budgets) or one must (AnyOrderRDPFilter, delta split over the orders); ``"zcdp"``:
+    a ZCDPFilter (rho by the library's conversion, ``zcdp_rho_for``)."""
+    from dpsieve.filters import AnyOrderRDPFilter, RDPFilter, ZCDPFilter, zcdp_rho_for
+
+    if rule == "zcdp":
+        return ZCDPFilter(zcdp_rho_for(10.0, 1e-7))
 
     cls = RDPFilter if rule == "every" else AnyOrderRDPFilter
     return cls.for_target(10.0, 1e-7, tuple(float(a) for a in ORDERS))
 
 
 def simulate_rdp(tasks: list[Any], mechs: list[str], policy: str, rule: str, *,
-                 days: int, wait: float, step: float, unlock_n: int,
-                 one_currency: bool = False) -> dict[str, Any]:
-    """The online trace on blocks kept at ORDERS under ``rule``; ``one_currency``: the
+                 days: int, setting: Any, one_currency: bool = False) -> dict[str, Any]:
+    """The online trace on blocks kept at ORDERS under ``rule`` (``"zcdp"``: blocks
+    kept in zCDP, each task charged ``zcdp_rho``: one fraction per block), scheduled as
+    ``setting`` says (``blocks_scheduler.Setting``); ``one_currency``: the
     scheduler sees one fraction per block (``dpsieve.blocks.currency``: the largest used
     over orders under ``every``, the smallest under ``any``; a task's the same of its
     demands), as the ledger's pass does today, and each proposal is then checked at
     every order, as the real filter would (a proposal that does not fit stays waiting)."""
-    from dpsieve.accounting.events import RDP
+    from dpsieve.accounting.events import RDP, ZCDP
     from dpsieve.blocks import Pending, schedule
 
     flt = block_filter(rule)
-    budgets = np.array(flt.remaining()["rdp"], dtype=np.float64)
+    if rule == "zcdp":
+        budgets = np.array([float(flt.remaining()["rho"])])
+        orders: tuple[float, ...] = ()
+    else:
+        budgets = np.array(flt.remaining()["rdp"], dtype=np.float64)
+        orders = tuple(float(a) for a in flt.remaining()["orders"])
+        assert orders == tuple(float(a) for a in ORDERS)  # every order kept at (10, 1e-7)
     m = budgets.size
-    orders = tuple(float(a) for a in flt.remaining()["orders"])
-    assert orders == tuple(float(a) for a in ORDERS)  # every order kept at (10, 1e-7)
+    sched_rule = "every" if rule == "zcdp" else rule
     used = np.zeros((days, m))
     charges: list[list[Any]] = [[] for _ in range(days)]
     waiting: list[tuple[Any, np.ndarray, np.ndarray, Any]] = []
@@ -115,38 +145,43 @@ def simulate_rdp(tasks: list[Any], mechs: list[str], policy: str, rule: str, *,
     by_mech: dict[str, int] = {}
     timed_out = never = 0
     nxt = 0
-    for s in range(round(days / step) + 1):
-        now = s * step
+    for now in setting.pass_times():
         while nxt < len(tasks) and tasks[nxt].arrival <= now:
             task, mech = tasks[nxt], mechs[nxt]
-            rdp = calibrated(mech, _grid_eps(task.eps))
-            frac = rdp / budgets
-            fits = frac <= 1 if rule == "any" else None
-            if (rule == "every" and frac.max() > 1) or (fits is not None and not fits.any()):
+            eps = _grid_eps(task.eps)
+            ch: Any
+            if rule == "zcdp":
+                rho = zcdp_rho(mech, eps)
+                frac = np.array([rho]) / budgets
+                ch = ZCDP(rho)
+            else:
+                rdp = calibrated(mech, eps)
+                frac = rdp / budgets
+                ch = RDP(orders, tuple(float(x) for x in rdp))
+            fits = frac <= 1 if sched_rule == "any" else None
+            if (sched_rule == "every" and frac.max() > 1) or (fits is not None
+                                                               and not fits.any()):
                 never += 1
             else:
                 arrived = min(days, math.floor(task.arrival) + 1)
                 dims = np.arange(max(0, arrived - task.k), arrived, dtype=np.int64)
-                waiting.append((task, dims, np.tile(frac, (dims.size, 1)),
-                                (RDP(orders, tuple(float(x) for x in rdp)), mech)))
+                waiting.append((task, dims, np.tile(frac, (dims.size, 1)), (ch, mech)))
             nxt += 1
-        keep = [w for w in waiting if w[0].arrival + wait > now]
+        keep = [w for w in waiting if w[0].arrival + setting.wait > now]
         timed_out += len(waiting) - len(keep)
         waiting = keep
         if not waiting:
             continue
-        n_arr = min(days, math.floor(now) + 1)
-        ages = now - np.arange(days)
-        unlocked = np.where(np.arange(days) < n_arr,
-                            np.minimum(1.0, (np.floor(np.maximum(ages, 0)) + 1) / unlock_n),
-                            0.0)
+        unlocked = setting.unlocked(now - np.arange(days, dtype=np.float64))
         avail = unlocked[:, None] - used
         if one_currency:
             pend2 = [Pending(w[1], w[2], w[0].arrival) for w in waiting]
-            admitted = _one_currency_pass(policy, pend2, avail, rule)
+            admitted = _one_currency_pass(policy, pend2, avail, sched_rule,
+                                          recompute=setting.recompute)
         else:
             pend = [Pending(w[1], w[2], w[0].arrival) for w in waiting]
-            admitted = schedule(policy, pend, avail, rule=rule).admitted
+            admitted = schedule(policy, pend, avail, rule=sched_rule,
+                                recompute=setting.recompute).admitted
         for i in admitted:
             task, dims, dem, (ch, mech) = waiting[i]
             used[dims] += dem
@@ -170,8 +205,8 @@ def _grid_eps(eps: float) -> float:
     return float(1.01 ** math.floor(math.log(eps) / math.log(1.01)))
 
 
-def _one_currency_pass(policy: str, pend2: list[Any], avail: np.ndarray, rule: str
-                       ) -> list[int]:
+def _one_currency_pass(policy: str, pend2: list[Any], avail: np.ndarray, rule: str,
+                       recompute: int = 0) -> list[int]:
     """One pass on one fraction per block (module ``simulate_rdp``), each proposal then
     checked at every order; returns the admitted, ``avail`` updated in place."""
     from dpsieve.blocks import Pending, schedule
@@ -180,7 +215,7 @@ def _one_currency_pass(policy: str, pend2: list[Any], avail: np.ndarray, rule: s
     avail1 = np.maximum(1.0 - pick(1.0 - avail, axis=1), 0.0)
     pend = [Pending(p.dims, pick(p.demand, axis=1), p.arrival) for p in pend2]
     out = []
-    for i in schedule(policy, pend, avail1).admitted:
+    for i in schedule(policy, pend, avail1, recompute=recompute).admitted:
         p = pend2[i]
         ok = p.demand <= avail[p.dims] + 1e-12
         if bool(np.all(ok.all(axis=1) if rule == "every" else ok.any(axis=1))):

@@ -89,6 +89,52 @@ K_MEDIAN, K_SIGMA = 2.0, 1.4  # blocks asked: log-normal
 
 
 @dataclass(frozen=True, slots=True)
+class Setting:
+    """How the online runs schedule (module docstring): a pass every ``step`` days; each
+    block unlocked in ``unlock_n`` equal steps over ``lifetime`` days (the first at
+    arrival); a task waits at most ``wait`` days; the run goes on ``tail`` days after
+    the last block arrives; DPack re-ranks after every ``recompute`` admissions (0:
+    ranks once a pass)."""
+
+    name: str
+    step: float = STEP
+    unlock_n: int = UNLOCK_N
+    lifetime: float = float(UNLOCK_N)
+    wait: float = WAIT
+    tail: float = 1.0
+    recompute: int = 0
+
+    @property
+    def horizon(self) -> float:
+        return DAYS - 1 + self.tail
+
+    def pass_times(self) -> list[float]:
+        n = math.ceil(self.horizon / self.step - 1e-9)
+        return [min(s * self.step, self.horizon) for s in range(n + 1)]
+
+    def unlocked(self, ages: np.ndarray) -> np.ndarray:
+        """Fraction unlocked of blocks of these ages (< 0: not arrived: 0)."""
+        period = self.lifetime / self.unlock_n
+        steps = np.floor(np.maximum(ages, 0.0) / period + 1e-9) + 1
+        return np.where(ages >= 0, np.minimum(1.0, steps / self.unlock_n), 0.0)
+
+
+#: today's setting, and DPack's online one (its artifact's Alibaba runs: a batch every
+#: T = 10 block periods, unlocking over a 30-block lifetime in N = 1,000 steps, no task
+#: timeout, the run continuing a lifetime after the last block, the metric recomputed
+#: every 50 admissions), at T = 10 days and at T = 1 day
+SETTINGS = (
+    Setting("pass 0.1 d, 1/10 a day, 5-d timeout"),
+    Setting("DPack's: pass 1 d, unlock over 30 d, no timeout, re-rank every 50",
+            step=1.0, unlock_n=1000, lifetime=30.0, wait=math.inf, tail=30.0,
+            recompute=50),
+    Setting("DPack's: pass 10 d, unlock over 30 d, no timeout, re-rank every 50",
+            step=10.0, unlock_n=1000, lifetime=30.0, wait=math.inf, tail=30.0,
+            recompute=50),
+)
+
+
+@dataclass(frozen=True, slots=True)
 class Task:
     arrival: float
     k: int
@@ -160,21 +206,19 @@ def charge_of(kind: str, mu: float) -> Any:
     return GDP(mu) if kind.startswith("dpsieve") else ZCDP(mu * mu / 2)
 
 
-def simulate(tasks: list[Task], policy: str, kind: str, flt: Any, *, replay: bool = True
-             ) -> dict[str, Any]:
-    """Run the trace under ``policy`` and one accounting; tasks completed and checks."""
-    from dpsieve.blocks import Pending, Unlock, demand, schedule
+def simulate(tasks: list[Task], policy: str, kind: str, flt: Any, *, replay: bool = True,
+             setting: Setting = SETTINGS[0]) -> dict[str, Any]:
+    """Run the trace under ``policy``, one accounting and ``setting``; tasks completed
+    and checks."""
+    from dpsieve.blocks import Pending, demand, schedule
 
-    unlock = Unlock("periodic", Fraction(1, UNLOCK_N), 1.0)
     used = np.zeros(DAYS)
     charges: list[list[Any]] = [[] for _ in range(DAYS)]
     waiting: list[tuple[int, Task, np.ndarray, np.ndarray, Any]] = []
     done = {"mice": 0, "elephants": 0}
     never = timed_out = 0
     nxt = 0
-    steps = round(DAYS / STEP)
-    for s in range(steps + 1):
-        now = s * STEP
+    for now in setting.pass_times():
         while nxt < len(tasks) and tasks[nxt].arrival <= now:
             task = tasks[nxt]
             arrived = min(DAYS, math.floor(task.arrival) + 1)
@@ -187,17 +231,15 @@ def simulate(tasks: list[Task], policy: str, kind: str, flt: Any, *, replay: boo
             else:
                 waiting.append((nxt, task, dims, np.full(dims.size, float(d)), ch))
             nxt += 1
-        keep = [w for w in waiting if w[1].arrival + WAIT > now]
+        keep = [w for w in waiting if w[1].arrival + setting.wait > now]
         timed_out += len(waiting) - len(keep)
         waiting = keep
         if not waiting:
             continue
-        n_arrived = min(DAYS, math.floor(now) + 1)
-        unlocked = np.array([float(unlock.unlocked(now - b, 0)) if b < n_arrived else 0.0
-                             for b in range(DAYS)])
+        unlocked = setting.unlocked(now - np.arange(DAYS, dtype=np.float64))
         avail = np.maximum(unlocked - used, 0.0)
         pend = [Pending(w[2], w[3], w[1].arrival) for w in waiting]
-        plan = schedule(policy, pend, avail)
+        plan = schedule(policy, pend, avail, recompute=setting.recompute)
         for i in plan.admitted:
             _, task, dims, dem, ch = waiting[i]
             used[dims] += dem
@@ -207,13 +249,13 @@ def simulate(tasks: list[Task], policy: str, kind: str, flt: Any, *, replay: boo
         gone = set(plan.admitted)
         waiting = [w for i, w in enumerate(waiting) if i not in gone]
     replay_refusals = 0
-    for b in range(DAYS if replay else 0):  # the real filters admit what the passes did
+    for blk in range(DAYS if replay else 0):  # the real filters admit what the passes did
         f = type(flt).from_json(flt.to_json()) if hasattr(type(flt), "from_json") else None
         if f is None:
             from dpsieve.filters import filter_from_json
 
             f = filter_from_json(flt.to_json())
-        for ch in charges[b]:
+        for ch in charges[blk]:
             if not f.try_spend(ch).admitted:
                 replay_refusals += 1
     return {"completed": done["mice"] + done["elephants"], **done, "never": never,
@@ -382,6 +424,13 @@ def ledger_pass(seed: int, blocks: int = 1000, pending: int = 100) -> dict[str, 
             "writes positions)": statistics.median(times)}
 
 
+SETTINGS_INTRO = """**Online settings** (``--part settings``; ``Setting`` in the module): the
+same traces under today's setting and DPack's online one, each side by side in one run,
+on the Gaussian trace (GDP residue vs zCDP blocks) and on the mixed trace (Laplace,
+Gaussian and DP-SGD tasks; any-order RDP blocks vs zCDP blocks, each task charged its
+zCDP: ``_blocks_rdp.zcdp_rho``)."""
+
+
 #: What the numbers say about the goals (written with the table; the figures in it are
 #: those of the run in benchmarks/RESULTS.md).
 READING = """Reading (goals of issue 29). **dpack >= 1.3x dpf: missed online, met offline only
@@ -420,11 +469,132 @@ is new; the SQLite ledger's whole durable pass (locks, checks, writes positions)
 more (the last row): the 5 ms goal holds for the decision, not for the durable pass."""
 
 
+#: the online settings' runs: (accounting or block rule, policy label) per trace
+GAUSS_RUNS = tuple((kind, p) for kind in ("dpsieve GDP", "zCDP (CKS)", "zCDP (Bun-Steinke)")
+                   for p in ("dpf", "dpack"))
+MIXED_RUNS = (("any", "dpf", False), ("any", "dpf", True), ("any", "dpack", False),
+              ("zcdp", "dpf", False), ("zcdp", "dpack", False))
+
+
+def settings_seed(seed: int, settings: tuple[Setting, ...] = SETTINGS) -> dict[str, Any]:
+    """One seed of the settings comparison: tasks completed per setting, on the Gaussian
+    trace (GAUSS_RUNS) and on the mixed trace (MIXED_RUNS: any-order RDP blocks and
+    zCDP blocks); DP-SGD tasks completed and never-fitting tasks alongside."""
+    from benchmarks import _blocks_rdp as rdp
+
+    kinds = block_filters()
+    ts = trace(seed)
+    mechs = rdp.mechanisms(ts, seed)
+    out: dict[str, Any] = {"seed": seed, "tasks": len(ts), "rows": []}
+    for st in settings:
+        for kind, policy in GAUSS_RUNS:
+            r = simulate(ts, policy, kind, kinds[kind], setting=st)
+            out["rows"].append({"setting": st.name, "trace": "gaussian", "accounting": kind,
+                                "policy": policy, "completed": int(r["completed"]),
+                                "elephants": int(r["elephants"]), "never": int(r["never"]),
+                                "replay_refusals": int(r["replay_refusals"])})
+        for rule, policy, one in MIXED_RUNS:
+            r = rdp.simulate_rdp(ts, mechs, policy, rule, one_currency=one, days=DAYS,
+                                 setting=st)
+            out["rows"].append({"setting": st.name, "trace": "mixed", "accounting": rule,
+                                "policy": rdp_label(policy, one),
+                                "completed": int(r["completed"]),
+                                "sgm": int(r["by_mechanism"].get("sgm", 0)),
+                                "laplace": int(r["by_mechanism"].get("laplace", 0)),
+                                "never": int(r["never"]),
+                                "replay_refusals": int(r["replay_refusals"])})
+    return out
+
+
+def settings_tables(results: list[dict[str, Any]]) -> list[str]:
+    """The settings comparison's tables (mean +- se over the seeds in ``results``)."""
+    def cell(setting: str, tr: str, acc: str, pol: str, key: str = "completed"
+             ) -> list[int]:
+        return [next(int(r[key]) for r in res["rows"] if r["setting"] == setting
+                     and r["trace"] == tr and r["accounting"] == acc and r["policy"] == pol)
+                for res in results]
+
+    def ms(xs: list[float]) -> str:
+        m = statistics.fmean(xs)
+        se = statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0
+        return f"{m:.3f} +- {se:.3f}"
+
+    def ratio(a: list[int], b: list[int]) -> str:
+        rs = [x / y for x, y in zip(a, b, strict=True)]
+        return f"{ms(rs)} (min {min(rs):.3f})"
+
+    names = list(dict.fromkeys(r["setting"] for r in results[0]["rows"]))
+    lines = ["| setting | trace | accounting | policy | completed (mean +- se) | "
+             "DP-SGD / elephants | never fit |", "|---|---|---|---|---|---|---|"]
+    for st in names:
+        for r0 in (r for r in results[0]["rows"] if r["setting"] == st):
+            tr, acc, pol = r0["trace"], r0["accounting"], r0["policy"]
+            xs = cell(st, tr, acc, pol)
+            se = statistics.stdev(xs) / math.sqrt(len(xs)) if len(xs) > 1 else 0.0
+            big = "sgm" if tr == "mixed" else "elephants"
+            acc_l = {"any": "any-order RDP", "zcdp": "zCDP (CKS)"}.get(acc, acc)
+            lines.append(f"| {st} | {tr} | {acc_l} | {pol} | {statistics.fmean(xs):.1f} +- "
+                         f"{se:.1f} | {statistics.fmean(cell(st, tr, acc, pol, big)):.1f} | "
+                         f"{statistics.fmean(cell(st, tr, acc, pol, 'never')):.1f} |")
+    lines += ["", "| setting | dpack / dpf, GDP (Gaussian trace) | dpack / dpf, any-order "
+              "RDP (mixed) | dpack / dpf one currency (mixed) | dpack GDP / dpack zCDP CKS "
+              "(Gaussian) | dpack GDP / dpack zCDP B-S (Gaussian) | dpack any-order RDP / "
+              "dpack zCDP (mixed) |", "|---|---|---|---|---|---|---|"]
+    for st in names:
+        g, mx, gdp = "gaussian", "mixed", "dpsieve GDP"
+        pairs = [((g, gdp, "dpack"), (g, gdp, "dpf")),
+                 ((mx, "any", "dpack"), (mx, "any", "dpf")),
+                 ((mx, "any", "dpack"), (mx, "any", "dpf, one currency")),
+                 ((g, gdp, "dpack"), (g, "zCDP (CKS)", "dpack")),
+                 ((g, gdp, "dpack"), (g, "zCDP (Bun-Steinke)", "dpack")),
+                 ((mx, "any", "dpack"), (mx, "zcdp", "dpack"))]
+        lines.append(f"| {st} | " + " | ".join(
+            ratio(cell(st, *a), cell(st, *b)) for a, b in pairs) + " |")
+    refusals = sum(int(r["replay_refusals"]) for res in results for r in res["rows"])
+    lines += ["", f"Replayed through fresh real filters, {refusals} admitted charges were "
+              "refused (0: no block overspent)."]
+    return lines
+
+
+def settings_main(seeds: int, out: Path) -> None:
+    """``--part settings``: the settings comparison alone, one JSON line per seed
+    appended to ``out`` as it finishes, tables from every line there at the end."""
+    import json
+
+    t0 = time.perf_counter()
+    load0 = os.getloadavg()[0]
+    done = {json.loads(x)["seed"] for x in out.read_text().splitlines()} \
+        if out.exists() else set()
+    for seed in range(seeds):
+        if seed in done:
+            continue
+        res = settings_seed(seed)
+        with out.open("a") as fh:
+            fh.write(json.dumps(res) + "\n")
+        print(f"seed {seed} done at {time.perf_counter() - t0:.0f} s", flush=True)
+    results = sorted((json.loads(x) for x in out.read_text().splitlines()),
+                     key=lambda r: int(r["seed"]))[:seeds]
+    lines = [f"Settings: seeds 0-{len(results) - 1}, load average {load0:.1f} at the start, "
+             f"{time.perf_counter() - t0:.0f} s.", "", *settings_tables(results)]
+    print("\n".join(lines))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--part", choices=("all", "settings", "times"), default="all",
+                    help="settings: only the online settings' comparison (one JSON line a "
+                    "seed in benchmarks/results/blocks_settings.jsonl, resumable); times: "
+                    "only the decision times")
     args = ap.parse_args()
+    if args.part == "settings":
+        settings_main(args.seeds, HERE / "results" / "blocks_settings.jsonl")
+        return
+    if args.part == "times":
+        for k, v in decision_times(2026).items():
+            print(f"| {k} | {v:.2f} |")
+        return
     load0 = os.getloadavg()[0]
     t_start = time.perf_counter()
     kinds = block_filters()
@@ -449,7 +619,7 @@ def main() -> None:
         for rule in ("any", "every"):
             for policy, one in RDP_POLICIES:
                 r = rdp.simulate_rdp(ts, mechs, policy, rule, one_currency=one, days=DAYS,
-                                     wait=WAIT, step=STEP, unlock_n=UNLOCK_N)
+                                     setting=SETTINGS[0])
                 rrows.setdefault((rule, rdp_label(policy, one)), []).append(
                     int(r["completed"]))
                 checks["replay_refusals"] += int(r["replay_refusals"])
@@ -531,6 +701,8 @@ def main() -> None:
               "Decision time at 1,000 blocks x 100 pending tasks (median CPU ms; goal <= 5 ms per "
               "scheduling decision):", "", "| step | ms |", "|---|---|"]
     lines += [f"| {k} | {v:.2f} |" for k, v in times.items()]
+    set_res = [settings_seed(seed) for seed in range(args.seeds)]
+    lines += ["", SETTINGS_INTRO, "", *settings_tables(set_res)]
     lines += ["", READING]
     text = "\n".join(lines) + "\n"
     print(text)

@@ -241,10 +241,13 @@ def test_dpack_re_ranking_after_an_admission_packs_more() -> None:
     avail = np.ones(2)
     once = schedule("dpack", reqs, avail)
     again = schedule("dpack", reqs, avail, recompute=1)
-    assert once.order == [0, 1, 2, 3] and once.admitted == [0, 1]
+    assert once.order == [0, 1, 2, 3]
+    assert once.admitted == [0, 1]
     assert again.admitted == [0, 2, 3]
-    assert again.order == [0, 2, 3, 1] and again.position == {1: 1}
-    assert again.left is not None and np.allclose(again.left, [0.0, 0.4])
+    assert again.order == [0, 2, 3, 1]
+    assert again.position == {1: 1}
+    assert again.left is not None
+    assert np.allclose(again.left, [0.0, 0.4])
     assert schedule("dpack", reqs, avail, recompute=3).admitted == [0, 1]
 
 
