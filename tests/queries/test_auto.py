@@ -23,6 +23,7 @@ from dpsieve.queries.auto import (
     choose,
     count_candidates,
     plan_auto,
+    units_per_step,
     value_candidates,
 )
 from dpsieve.queries.plan import from_spec
@@ -170,7 +171,39 @@ def test_preview_states_the_auto_stage_and_reads_no_data(monkeypatch: pytest.Mon
     assert auto["each"]["max_rows"]["target"] == pytest.approx(unit * 5 / 2)
     assert auto["each"]["1.upper"]["target"] == pytest.approx(unit * 5 / 2)
     assert "depends on the bounds" in auto["note"]
+    # a step of each walk costs beta / eps_q units (eps_q = 0.1 / 4); max_groups capped
+    # by the 5 keys has only the eps_q / 2 part of the prior: half a unit
+    each = auto["each"]["max_rows"]["eps"]
+    assert each == pytest.approx(0.025)
+    assert auto["each"]["max_groups"]["units_per_step"] == pytest.approx(0.5)
+    for f in ("max_rows", "1.lower", "1.upper"):
+        assert auto["each"][f]["units_per_step"] == pytest.approx(1.5 / each)
     assert s.remaining() == before
+
+
+@pytest.mark.parametrize("nb", list(Neighbouring))
+@pytest.mark.parametrize("median", [True, False])
+@pytest.mark.parametrize("prior", [True, False])
+def test_units_per_step_is_the_prior_step_over_a_unit_of_excess_in_choose(
+        monkeypatch: pytest.MonkeyPatch, nb: Neighbouring, median: bool, prior: bool) -> None:
+    """The preview's figure against the scores :func:`choose` hands to permute-and-flip:
+    with no values the scores are the prior alone (``-B i``); one value between the first
+    two candidates (1 and 2) gives the first an excess of 1 (``-M``), so one step of the
+    prior weighs ``B / M`` units of excess, under either neighbouring (the coefficient
+    divides both alike)."""
+    target = None if median else 0.0
+    prior_only, _, _ = _captured(monkeypatch, np.zeros(0), target, True, nb, prior)
+    one, _, _ = _captured(monkeypatch, np.asarray([1.5]), target, True, nb, prior)
+    b = -prior_only[1]
+    m = -one[0]
+    assert prior_only[0] == 0.0
+    assert b > 0
+    assert m > 0
+    got = units_per_step(0.37, median, not prior, nb)
+    assert got == pytest.approx(b / m, rel=1e-5)  # B is rounded to an integer
+    if prior:  # the full prior: 3/2 nats a step over eps (target) or eps / (2 s) a unit
+        s = 2 if nb == Neighbouring.REPLACE_ONE else 1
+        assert got == pytest.approx(1.5 / 0.37 * (2 * s if median else 1))
 
 
 def test_released_bounds_where_the_data_put_them() -> None:

@@ -117,6 +117,7 @@ __all__ = [
     "choose",
     "count_candidates",
     "plan_auto",
+    "units_per_step",
     "value_candidates",
 ]
 
@@ -257,6 +258,25 @@ def choose(values: F64, candidates: F64, target: float | None, eps: float,
     return j if upper else c.size - 1 - j
 
 
+def units_per_step(eps: float, median: bool, capped: bool, nb: Neighbouring) -> float:
+    """The evidence one step of a choice's walk costs (the preview's figure, public): a
+    candidate ``k`` steps further along the walk is more likely than an earlier one only
+    if its excess (:func:`_excesses`: the units beyond the target, or ``|#{v <= c} -
+    #{v > c}|`` for the ``median``) is smaller by more than ``k`` times this. From
+    :func:`choose`'s parameters: its prior costs ``beta = max(PRIOR_STEP, eps / 2)``
+    nats a step (``eps / 2`` for ``max_groups`` ``capped`` by the public keys), a unit
+    of excess ``eps`` nats with a target (monotonic, sensitivity 1) and ``eps / (2 s)``
+    for the median (``s`` 2 under replace-one, else 1). The data's size is not public,
+    so this tells the analyst before the spend how many units the data must hold to move
+    a bound ``k`` steps from where its walk starts (e.g. 12,000 for the 20 steps from 0
+    to 100 at ``eps`` 0.0025: benchmarks/RESULTS.md, issue 24)."""
+    e = Fraction(eps)
+    beta = max(Fraction(0) if capped else PRIOR_STEP, e / 2)
+    if not median:
+        return float(beta / e)
+    return float(beta * 2 * (2 if nb == Neighbouring.REPLACE_ONE else 1) / e)
+
+
 def _split(total: PureDP | ZCDP, share: float, k: int, nb: Neighbouring
            ) -> tuple[PureDP | ZCDP, float]:
     """(the main plan's privacy, each quantile's pure eps), their composition at most
@@ -368,9 +388,10 @@ class AutoPlan:
     l0: float = 1.0  # the given max_groups (max_rows' target when max_groups is not auto)
 
     def figures(self) -> dict[str, Any]:
-        """The public figures of the auto stage (preview): its charge, share, targets and
-        each bound's candidate range; the plan's noise depends on the bounds it releases,
-        so none is stated."""
+        """The public figures of the auto stage (preview): its charge, share, targets,
+        each bound's candidate range and the evidence a step of its walk costs
+        (:func:`units_per_step`); the plan's noise depends on the bounds it releases, so
+        none is stated."""
         return {
             "charge": self.charge.to_dict(),
             "noise": None,
@@ -382,7 +403,13 @@ class AutoPlan:
                 "privacy": PureDP(self.auto_eps, self.charge.neighbouring).to_dict(),
                 "each": {b.field: {"eps": self.each_eps, "target": b.target,
                                    "candidates": [b.candidates[0], b.candidates[-1]],
-                                   "count": len(b.candidates)} for b in self.bounds},
+                                   "count": len(b.candidates),
+                                   "units_per_step": units_per_step(
+                                       self.each_eps, b.target is None,
+                                       b.field == "max_groups"
+                                       and self.query.keys is not None,
+                                       self.charge.neighbouring)}
+                         for b in self.bounds},
                 "main_privacy": self.main_privacy.to_dict(),
                 "fallback": self.fallback_bounds,
                 "note": "the noise of every released number depends on the bounds the "
