@@ -310,3 +310,29 @@ def test_row_integers_at_the_int32_edge_match_the_reference(row_lower: int,
             assert got.same_as(ref)
         sql, _ = DuckDBEngine(connection=duckdb_table([], COLUMNS), table="t").sql(spec)
         assert ("AS INTEGER) AS _m1" in sql) == (row_lower >= -(2**31) and row_upper < 2**31)
+
+
+@pytest.mark.parametrize("keys", [(("a",), ("b",)), None])
+def test_cells_at_the_row_bound_keep_the_reference_rows_on_every_seed(
+        keys: tuple[tuple[str], ...] | None) -> None:
+    """Both SQLs at the boundary between cells kept whole and cells sampled (cells of
+    L-inf, L-inf + 1 and 2 L-inf + 3 rows, tied values, a NULL observed key, a unit of one
+    row): every seed keeps exactly the reference's rows, and the kept sums vary with the
+    seed (a sample, not a fixed choice)."""
+    L = 3
+    cells = [(1, "a", L), (1, None, L + 1), (2, "a", 2 * L + 3), (2, "b", L + 1), (3, "b", 1)]
+    rows = [{"u": u, "c": c, "v": float((7 * i) % 5 + 10 * j)}
+            for j, (u, c, n) in enumerate(cells) for i in range(n)]
+    cols = [Column("u", ColumnType.INTEGER), Column("c", ColumnType.STRING),
+            Column("v", ColumnType.FLOAT)]
+    ref = ReferenceEngine(rows, cols)
+    for make in (DuckDBEngine, _RankTwice):
+        eng = make(connection=duckdb_table(rows, cols), table="t")
+        sums: set[float] = set()
+        for seed in range(30):
+            spec = BoundingSpec((RowCount("n"), ValueSum("s", "v", 1.0, 0.0, 100.0, 0, 100)),
+                                ("c",), keys, unit="u", max_groups=2, max_rows=L, seed=seed)
+            got = eng.aggregate(spec)
+            assert got.same_as(ref.aggregate(spec)), (make, seed)
+            sums.add(float(got.values["s"].sum()))
+        assert len(sums) > 1
