@@ -6,6 +6,7 @@ and the charge is sound."""
 from __future__ import annotations
 
 import math
+import sys
 from fractions import Fraction
 from typing import Any
 
@@ -262,3 +263,63 @@ def test_refusals_name_the_parameter_and_spend_nothing() -> None:
     assert Fraction(pure.remaining()["exact"]) == 1
     for sess in (s, z):
         assert sess.store.history(sess.budget_id) == []
+
+
+# -- extreme requests: decided before the spend, never a crash (audit h24gaudit) -------------
+
+@pytest.mark.parametrize("delta", [5e-324, 1e-6, 0.5, 1 - 2**-53])
+def test_rho_at_the_top_of_the_float_range_is_finite_and_certified(delta: float) -> None:
+    """eps = the largest float: Bun & Steinke's closed form overflowed ((eps / s)^2) and
+    its ulp walk up reached inf (Fraction(inf)): an OverflowError before the spend. The
+    rho now is finite and satisfies rho + 2 sqrt(rho L) <= eps in exact arithmetic
+    (L = ln(1/delta) bounded above), or CKS's certificate, which is at least it."""
+    eps = sys.float_info.max
+    rho = gaussian_rho(ApproxDP(eps, delta))
+    assert 0 < rho <= eps
+    assert math.isfinite(rho)
+    big_l = Fraction(-math.log(delta)) * (1 + Fraction(1, 10**12))
+    bs = _bs_closed_form(eps, delta)
+    assert Fraction(rho) >= bs * (1 - Fraction(1, 10**12))  # the largest, not rounded far
+    if Fraction(rho) <= bs:  # Bun-Steinke's own certificate (CKS's: tested above)
+        assert 4 * Fraction(rho) * big_l <= (Fraction(eps) - Fraction(rho)) ** 2
+
+
+def _bs_closed_form(eps: float, delta: float) -> Fraction:
+    """(sqrt(L + eps) - sqrt(L))^2 = eps^2 / s^2 in exact rationals (s from floats)."""
+    s = Fraction(math.sqrt(-math.log(delta) + eps) + math.sqrt(-math.log(delta)))
+    return Fraction(eps) ** 2 / s ** 2
+
+
+def test_variance_ratio_is_total_when_a_std_is_below_the_float_range() -> None:
+    """A huge eps makes the Laplace std 0.0: the ratio divided by zero (ZeroDivisionError
+    before the spend, a 500 in the service). 0 / 0 is a tie (Laplace), g / 0 and a
+    quotient past the float range inf (Laplace), 0 / a zero (Gaussian)."""
+    from dpsieve.queries.approx import _ratio
+
+    assert _ratio(0.0, 0.0) == 1.0
+    assert _ratio(1.0, 0.0) == math.inf
+    assert _ratio(1e200, 1e-200) == math.inf
+    assert _ratio(0.0, 1.0) == 0.0
+    assert _ratio(3.0, 2.0) == 2.25
+    assert not prefer_gaussian(_ratio(0.0, 0.0))
+
+
+@pytest.mark.parametrize("eps", [1e6, 1e300, sys.float_info.max])
+@pytest.mark.parametrize("k", [1, 14])
+def test_a_huge_eps_is_answered_or_refused_by_the_budget_never_a_crash(eps: float,
+                                                                      k: int) -> None:
+    """Both candidates' stds are 0.0 here (a tie: Laplace, charged pure eps); the preview
+    and the run agree; an eps the budget cannot take is a BudgetExceededError with
+    nothing spent."""
+    s = Session(_frame(300), budget=ApproxZCDP(1e300, 0.5), privacy_unit="pid")
+    plan = _spec(eps, k)
+    p = s.preview(plan)
+    assert p["calibration"]["mechanism"] == "laplace"
+    assert p["charge"] == PureDP(eps).to_dict()
+    if p["admitted"]:
+        r = s.query(plan)
+        assert r.cost.to_dict()["query"] == p["charge"]
+    else:
+        with pytest.raises(BudgetExceededError):
+            s.query(plan)
+        assert s.store.history(s.budget_id) == []

@@ -26,10 +26,15 @@ def _bun_steinke_rho(eps: float, delta: float) -> float:
     e = Fraction(eps)
 
     def ok(r: float) -> bool:
+        if not math.isfinite(r):  # the ulp walk up from eps near the float range's top
+            return False
         fr = Fraction(r)
         return fr <= e and 4 * fr * big_l <= (e - fr) ** 2
 
-    rho = (eps / (math.sqrt(ld + eps) + math.sqrt(ld))) ** 2  # = (sqrt(L + eps) - sqrt(L))^2
+    s = math.sqrt(ld + eps) + math.sqrt(ld)
+    # = (sqrt(L + eps) - sqrt(L))^2 = (eps / s)^2, as eps * ((eps / s) / s): no
+    # intermediate past the float range at eps near its top ((eps / s)^2 overflowed)
+    rho = eps * ((eps / s) / s)
     if ok(rho):
         for _ in range(64):  # the closed form may sit a few ulp below the largest
             nxt = next_up(rho)

@@ -77,8 +77,18 @@ def variance_ratio(lap: tuple[Calibrated, ...], gauss: tuple[Calibrated, ...]) -
     upper bound sqrt(s^2))."""
     if len(lap) != len(gauss) or not lap:
         raise ValueError("the two calibrations must list the same parts")
-    ratios = [(g.noise().std / a.noise().std) ** 2 for a, g in zip(lap, gauss, strict=True)]
+    ratios = [_ratio(g.noise().std, a.noise().std) for a, g in zip(lap, gauss, strict=True)]
     return math.fsum(ratios) / len(ratios)
+
+
+def _ratio(g: float, a: float) -> float:
+    """``(g / a)^2``, total: a std below the float range (a huge eps or rho: 0.0) gives
+    1.0 for 0 / 0 (a tie: Laplace) and inf for g / 0; a quotient past the float range inf
+    (``x * x`` overflows to inf where ``x ** 2`` raises)."""
+    if a == 0.0:
+        return 1.0 if g == 0.0 else math.inf
+    x = g / a
+    return x * x
 
 
 def prefer_gaussian(ratio: float) -> bool:
