@@ -113,11 +113,19 @@ ODD_BOUNDS = [(0, 1e306), (-1.7e308, 1.7e308), (10, 0), (0, math.inf), (math.nan
 DELTAS = [1e-6, 1e-9, 5e-324, 1e-308, 0.5]
 ODD_DELTAS = [0, 1, -1e-6, math.nan, "1e-6", 2.0]
 PRIVACY = [{"type": "pure", "eps": 0.5}, {"type": "pure", "eps": 2.0},
-           {"type": "zcdp", "rho": 0.5}]
+           {"type": "zcdp", "rho": 0.5}, {"type": "approx", "eps": 1.0, "delta": 1e-6},
+           {"type": "approx", "eps": 0.5, "delta": 1e-9}]
+#: The (eps, delta) ones: eps at the float range's ends and past it, delta 0 (the pure
+#: plan), 1, negative, subnormal, NaN, and conversions at the extremes (eps 1e-20: a rho
+#: whose Gaussian is past the sampler's range; eps 40: Laplace's std below 1e-8).
+ODD_APPROX = [(1e-300, 1e-6), (1e300, 1e-6), (math.inf, 1e-6), (1.7976931348623157e308, 0.5),
+              (1.0, 0.0), (1.0, 1.0), (1.0, 1e-300), (1.0, -1e-6), (1.0, 5e-324),
+              (1e-20, 0.5), (40.0, 1e-6), (1.0, 1 - 2**-53), (1.0, math.nan)]
 ODD_PRIVACY = [{"type": "pure", "eps": 1e-300}, {"type": "pure", "eps": 1e300},
                {"type": "pure", "eps": 5e-324}, {"type": "zcdp", "rho": 1e-300},
                {"type": "pure", "eps": math.inf}, {"type": "pure", "eps": True},
-               {"type": "gdp", "mu": 1.0}]
+               {"type": "gdp", "mu": 1.0},
+               *({"type": "approx", "eps": e, "delta": d} for e, d in ODD_APPROX)]
 NUMERIC = ["n", "x", "b", "v", "gid"]
 OPS = ["==", "!=", "<", "<=", ">", ">=", "in", "not_in", "is_null", "not_null"]
 
@@ -285,8 +293,10 @@ def _declarations() -> list[dict[str, str]]:
 class Pair:
     """A plan run on both data sets of a neighbouring pair through one entry point."""
 
-    def __init__(self, entry: str, d0: pd.DataFrame, d1: pd.DataFrame, tmp: Path) -> None:
+    def __init__(self, entry: str, d0: pd.DataFrame, d1: pd.DataFrame, tmp: Path,
+                 budget: dict[str, Any] | None = None) -> None:
         self.entry = entry
+        self.budget = BUDGET if budget is None else budget
         self.dir = tmp / f"{entry}-{uuid.uuid4().hex[:8]}"
         self.dir.mkdir(parents=True)
         self.frames = (d0, d1)
@@ -316,7 +326,7 @@ class Pair:
         from dpsieve.accounting.events import description_from_json
         from dpsieve.session.data import FileEngines
 
-        budget = description_from_json(BUDGET)
+        budget = description_from_json(self.budget)
         if self.entry == "frame":
             return Session(self.frames[i], budget=budget, privacy_unit="pid")
         if self.entry == "polars":
@@ -350,7 +360,7 @@ class Pair:
         self.key = {"X-API-Key": r.json()["api_key"], "Content-Type": "application/json"}
         for i, p in enumerate(self.paths):
             r = self.client.post("/v1/datasets", headers=own, json={
-                "name": f"d{i}", "path": p, "budget": BUDGET, "privacy_unit": "pid",
+                "name": f"d{i}", "path": p, "budget": self.budget, "privacy_unit": "pid",
                 "columns": _declarations()})
             assert r.status_code == 201, r.text
             r = self.client.post(f"/v1/datasets/d{i}/grants", headers=own,
@@ -367,7 +377,7 @@ class Pair:
         for i, p in enumerate(self.paths):
             r = self.runner.invoke(self.app, [
                 "budget", "set", f"d{i}", "--path", p, "--database-url", self.url,
-                "--budget", json.dumps(BUDGET), "--privacy-unit", "pid",
+                "--budget", json.dumps(self.budget), "--privacy-unit", "pid",
                 "--columns", json.dumps(_declarations())])
             assert r.exit_code == 0, r.output
 

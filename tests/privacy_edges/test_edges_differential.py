@@ -14,8 +14,9 @@ CLI; :mod:`differential`). For every plan:
   (no 5xx, no traceback, no exception outside dpsieve's).
 
 The default suite runs one pair and ~30 plans per entry but Spark (about a minute of CPU);
-the slow suite that pair on Spark (the 7 fixed plans and 3 random ones: each a Spark job),
-and 4 more pairs and 150 plans each (60 on Spark).
+the slow suite that pair on Spark (the 9 fixed plans and 3 random ones: each a Spark job),
+and 4 more pairs and 150 plans each (60 on Spark). The frame and HTTP entries run one more
+pair under an (eps, delta) budget (the mixed filter).
 """
 
 from __future__ import annotations
@@ -55,6 +56,13 @@ FIXED: list[dict[str, Any]] = [
     {"type": "query", "privacy": {"type": "pure", "eps": 0.5},
      "aggregations": [{"type": "sum", "column": "x", "lower": -1e306, "upper": 1e306}],
      "contribution": {"max_rows": 100}},
+    # (eps, delta) plans: Gaussian (40 groups a unit) with Gaussian key selection, and at
+    # a huge eps (both candidates' stds 0.0: the variance ratio divided by zero, h24gaudit)
+    {"type": "query", "privacy": {"type": "approx", "eps": 1.0, "delta": 1e-6},
+     "aggregations": [{"type": "count", "per": "unit"}], "group_by": ["gid", "v"],
+     "select": {"delta": 1e-6}, "contribution": {"max_groups": 40}},
+    {"type": "query", "privacy": {"type": "approx", "eps": 1e300, "delta": 1e-6},
+     "aggregations": [{"type": "count", "per": "unit"}], "contribution": {"max_groups": 1}},
 ]
 
 
@@ -63,13 +71,14 @@ def _plans(seed: int, n: int) -> list[dict[str, Any]]:
     return FIXED + [random_plan(r) for _ in range(n)]
 
 
-def _check(entry: str, seeds: list[int], n: int, tmp: Path) -> None:
+def _check(entry: str, seeds: list[int], n: int, tmp: Path,
+           budget: dict[str, Any] | None = None) -> None:
     if entry == "spark" and (reason := spark_skip_reason()) is not None:
         pytest.skip(reason)
     bad: list[str] = []
     for seed in seeds:
         d0, d1 = neighbours(seed)
-        pair = Pair(entry, d0, d1, tmp)
+        pair = Pair(entry, d0, d1, tmp, budget)
         try:
             bad += pair.compare(_plans(1000 + seed, n))
         finally:
@@ -95,6 +104,19 @@ _DEFAULT_ENTRIES = [pytest.param(e, marks=pytest.mark.slow) if e == "spark" else
 @pytest.mark.parametrize("entry", _DEFAULT_ENTRIES)
 def test_outcomes_do_not_depend_on_one_unit(entry: str, tmp_path: Path) -> None:
     _check(entry, [1], DEFAULT_PLANS[entry], tmp_path)
+
+
+#: An (eps, delta) data-set budget (the mixed filter: pure and (eps, delta) charges, the
+#: Gaussian plans' ApproxDP through its delta part); large enough for every plan drawn.
+EPS_DELTA_BUDGET = {"type": "approx", "eps": 100.0, "delta": 1e-3}
+
+
+@pytest.mark.timeout(1500)
+@pytest.mark.parametrize("entry", ["frame", "http"])
+def test_outcomes_under_an_eps_delta_budget(entry: str, tmp_path: Path) -> None:
+    """The same under an (eps, delta) budget, whose filter takes (eps, delta) plans'
+    charges by another path than approximate zCDP."""
+    _check(entry, [6], DEFAULT_PLANS[entry] // 2, tmp_path, EPS_DELTA_BUDGET)
 
 
 @pytest.mark.slow
