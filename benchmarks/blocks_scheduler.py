@@ -632,17 +632,58 @@ def settings_main(seeds: int, out: Path) -> None:
     print("\n".join(lines))
 
 
+def rerank_main(seeds: int) -> None:
+    """``--part rerank``: dpack re-ranking never, every 50 and after every admission
+    (``schedule(recompute=)``), under today's setting and DPack's at T = 10 days, on the
+    Gaussian trace (GDP blocks) and the mixed trace (any-order RDP blocks); tasks
+    completed, mean +- se over seeds."""
+    import dataclasses
+
+    from benchmarks import _blocks_rdp as rdp
+
+    t0, load0 = time.perf_counter(), os.getloadavg()[0]
+    flt = block_filters()["dpsieve GDP"]
+    rows: dict[tuple[str, int, str], list[int]] = {}
+    for seed in range(seeds):
+        ts = trace(seed)
+        mechs = rdp.mechanisms(ts, seed)
+        for base in (SETTINGS[0], SETTINGS[2]):
+            for rc in (0, 50, 1):
+                st = dataclasses.replace(base, recompute=rc)
+                g = simulate(ts, "dpack", "dpsieve GDP", flt, setting=st, replay=False)
+                m = rdp.simulate_rdp(ts, mechs, "dpack", "any", days=DAYS, setting=st)
+                rows.setdefault((base.name, rc, "gaussian"), []).append(int(g["completed"]))
+                rows.setdefault((base.name, rc, "mixed"), []).append(int(m["completed"]))
+                print(seed, base.name, rc, g["completed"], m["completed"], flush=True)
+    print(f"\nseeds 0-{seeds - 1}, load average {load0:.1f} at the start, "
+          f"{time.perf_counter() - t0:.0f} s\n")
+    print("| setting | dpack re-ranks | Gaussian trace, GDP | mixed trace, any-order RDP |")
+    print("|---|---|---|---|")
+    for (name, rc, tr), xs in rows.items():
+        if tr != "gaussian":
+            continue
+        cells = []
+        for ys in (xs, rows[(name, rc, "mixed")]):
+            se = statistics.stdev(ys) / math.sqrt(len(ys)) if len(ys) > 1 else 0.0
+            cells.append(f"{statistics.fmean(ys):.1f} +- {se:.1f}")
+        when = {0: "once a pass", 1: "after every admission"}.get(rc, f"every {rc}")
+        print(f"| {name} | {when} | {cells[0]} | {cells[1]} |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--part", choices=("all", "settings", "times"), default="all",
+    ap.add_argument("--part", choices=("all", "settings", "times", "rerank"), default="all",
                     help="settings: only the online settings' comparison (one JSON line a "
                     "seed in benchmarks/results/blocks_settings.jsonl, resumable); times: "
-                    "only the decision times")
+                    "only the decision times; rerank: dpack's re-ranking period")
     args = ap.parse_args()
     if args.part == "settings":
         settings_main(args.seeds, HERE / "results" / "blocks_settings.jsonl")
+        return
+    if args.part == "rerank":
+        rerank_main(args.seeds)
         return
     if args.part == "times":
         for k, v in decision_times(2026).items():
