@@ -470,9 +470,11 @@ timeout, the metric recomputed every 50 admissions) raises what *every* policy c
 (GDP dpf 1162 -> 1262 / 1242, dpack 1217 -> 1301 / 1294: nothing times out and the run
 goes on until every block is unlocked) and the ratio only a little (larger batches give
 the knapsack more choice: 1.10 -> 1.14 on the mixed trace); the final, offline-like pass
-finds the blocks mostly spent. Re-ranking every 50 admissions (``schedule(recompute=)``,
-new, tested) changes nothing under today's setting (fewer than 50 admissions a pass;
-seed 0 identical in every run). The principled reason for the rest is the trace: DPack's
+finds the blocks mostly spent. Re-ranking within a pass (``schedule(recompute=)``, new,
+tested) is worth 0.3-0.9 %: every 50 admissions changes nothing under today's setting
+(fewer than 50 admissions a pass) and adds 0.1-0.5 % at T = 10; after every admission
++0.5-0.8 % today, +0.3-0.9 % at T = 10 (table above). The principled reason
+for the rest is the trace: DPack's
 1.3-1.7x are on Alibaba-DP, whose normalised demands span three decades (0.001-1 of a
 block at the best order), whose tasks read up to 100 blocks, and whose mechanisms
 (Laplace, Gaussian, subsampled Laplace, DP-FTRL, subsampled Gaussian) are kept at 12
