@@ -88,8 +88,12 @@ def profile(cost: dict[str, Any]) -> Callable[[float], float]:
         # the privacy region of e-DP is randomized response's (Kairouz, Oh, Viswanath 2015)
         return lambda x: 0.0 if x >= e else (math.exp(e) - math.exp(x)) / (1 + math.exp(e))
     if t == "approx":
+        # (eps, delta)-DP is dominated by randomized response with a delta atom (Kairouz,
+        # Oh, Viswanath 2015, Thm. 2.4): delta(x) = delta + (1 - delta)(e^eps - e^x) /
+        # (1 + e^eps) for 0 <= x <= eps (the pure line at delta = 0); was 1 below eps
         e, d = float(cost["eps"]), float(cost["delta"])
-        return lambda x: d if x >= e else 1.0
+        return lambda x: d if x >= e else 1.0 if x < 0 else min(
+            1.0, d + (1 - d) * (math.exp(e) - math.exp(x)) / (1 + math.exp(e)))
     if t in ("zcdp", "approx_zcdp"):
         rho, d = float(cost["rho"]), float(cost.get("delta", 0.0))
         return lambda x: min(1.0, d + min(_rdp_delta(a, a * rho, x) for a in ORDERS))

@@ -131,6 +131,15 @@ def _plan(agg: dict[str, Any], privacy: dict[str, Any] = PURE, *,
             **kw}
 
 
+APPROX_GAUSSIAN = _plan(
+    {"type": "count", "per": "unit"}, {"type": "approx", "eps": 1.0, "delta": 1e-4},
+    extra=[{"type": "histogram", "column": "k", "categories": [0, 1, 2, 3, 4]},
+           {"type": "sum", "column": "x", "lower": 0, "upper": 10},
+           {"type": "mean", "column": "x", "lower": 0, "upper": 10}],
+    group_by=["city"], keys=[["a"], ["b"], ["c"]], contribution={"max_groups": 2,
+                                                                   "max_rows": 3})
+
+
 CASES = [
     Case("count-pure", _budget("pure", AR), {"type": "count", "privacy": PURE}),
     Case("count-zcdp", _budget("zcdp", AR), {"type": "count", "privacy": ZCDP}),
@@ -180,6 +189,10 @@ CASES = [
                extra=[{"type": "histogram", "column": "k", "categories": [0, 3]}],
                group_by=["city"], keys=[["a"], ["b"], ["c"]],
                contribution={"max_groups": 2, "max_rows": 3}), pair="unit", slow=True),
+    # an (eps, delta) plan the rule calibrates with Gaussian noise (4 aggregations over 3
+    # keys, a unit in 2 of them: variance ratio 0.62), charged ApproxDP(1, 1e-4)
+    Case("plan-unit-approx-gaussian", _budget("approx_zcdp", AR), APPROX_GAUSSIAN,
+         pair="unit"),
     Case("release-laplace", _budget("pure", RO), _release("laplace")),
     Case("release-mwem", _budget("pure", RO), _release("mwem"), slow=True),
     Case("release-envelope", _budget("pure", RO), _release("envelope"), slow=True),
@@ -246,6 +259,19 @@ def test_profiles_bound_the_exact_profiles_of_their_families() -> None:
     p = profile({"type": "pure", "eps": 1.0})
     assert p(1.0) == 0.0
     assert p(0.0) == pytest.approx(math.tanh(0.5))
+    # (eps, delta)-DP: above the exact profile of the Gaussian that is exactly (eps, delta)-DP
+    # (mu solved from GDP's profile), equal to the pure line at delta 0, delta from eps on
+    from scipy import optimize
+
+    for eps, delta in ((1.0, 1e-6), (1.0, 1e-4), (0.5, 1e-2), (3.0, 1e-9)):
+        mu = optimize.brentq(lambda m, e=eps, d=delta: profile(
+            {"type": "gdp", "mu": m})(e) - 1e-12 - d, 1e-3, 50.0, xtol=1e-14)
+        a = profile({"type": "approx", "eps": eps, "delta": delta})
+        for x in (0.0, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, eps, 4.0):
+            assert a(x) >= profile({"type": "gdp", "mu": mu})(x) - 1e-12 - 1e-9, (eps, x)
+        assert a(eps) == delta
+    a0 = profile({"type": "approx", "eps": 1.0, "delta": 0.0})
+    assert a0(0.3) == pytest.approx(p(0.3))
 
 
 def _fake(shift: float, scale: float, eps: float, seed: int) -> Any:
@@ -415,4 +441,40 @@ def test_the_audit_catches_defect_3_int64_lattice(where: str, tmp_path: Path,
     case = next(c for c in CASES if c.name == "robust-median")
     v = run_audit(where, case, tmp_path, samples=80, pilot=20)
     assert calls, "the re-introduction did not reach the entry point: update the monkeypatch"
+    assert not v.passed, str(v)
+
+
+def test_the_approx_case_runs_the_gaussian_path(tmp_path: Path) -> None:
+    """The (eps, delta) case audits Gaussian noise (else it would audit the pure plan):
+    the preview chooses it and every released part is a discrete Gaussian."""
+    from dpsieve import Session
+    from dpsieve.accounting.events import description_from_json
+
+    d, _ = _unit_pair()
+    s = Session(d, budget=description_from_json(_budget("approx_zcdp", AR)),
+                privacy_unit="pid")
+    p = s.preview(APPROX_GAUSSIAN)
+    assert p["calibration"]["mechanism"] == "gaussian"
+    assert p["charge"]["type"] == "approx"
+    assert {n["mechanism"] for parts in p["noise"].values() for n in parts.values()} == {
+        "discrete_gaussian"}
+
+
+def test_the_audit_catches_a_gaussian_plan_undercharged(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Power on the (eps, delta) path: the Gaussian at 400 times the certified rho (a
+    twentieth of the noise) still charged ApproxDP(1, 1e-4) fails the audit; the honest
+    plan passes it (test_frame_answers_spread_at_least_as_charged)."""
+    from dpsieve.queries import approx
+
+    real = approx.gaussian_rho
+    calls: list[int] = []
+
+    def loose(p: Any) -> float:
+        calls.append(1)
+        return 400 * real(p)
+    monkeypatch.setattr(approx, "gaussian_rho", loose)
+    case = next(c for c in CASES if c.name == "plan-unit-approx-gaussian")
+    v = run_audit("frame", case, tmp_path, samples=60, pilot=20)
+    assert calls, "the undercharge did not reach the entry point: update the monkeypatch"
     assert not v.passed, str(v)

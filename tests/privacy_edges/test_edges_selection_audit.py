@@ -74,6 +74,10 @@ CASES = [
     ({"type": "pure", "eps": 1.0}, "units", "row"),
     ({"type": "zcdp", "rho": 0.5}, "count", "row"),
     ({"type": "zcdp", "rho": 0.5}, "units", "unit"),
+    # (eps, delta) plans the rule calibrates with Gaussian noise and Gaussian thresholds
+    # (variance ratios 0.75 and 0.33), charged ApproxDP(1, 0.05 + 0.05)
+    ({"type": "approx", "eps": 1.0, "delta": 0.05}, "count", "row"),
+    ({"type": "approx", "eps": 1.0, "delta": 0.05}, "units", "unit"),
 ]
 
 
@@ -82,6 +86,9 @@ CASES = [
 def test_selections_spread_at_least_as_charged(privacy: dict[str, Any], by: str,
                                                per: str) -> None:
     p = _prepared(privacy, by, per)
+    if privacy["type"] == "approx":  # the Gaussian path, not the pure plan
+        assert p.calibration is not None
+        assert p.calibration["mechanism"] == "gaussian"
     d, d2 = _pair()
     v = audit(_sampler(p, d2), _sampler(p, d), samples=400, pilot=150, events=EVENTS)
     assert v.passed, str(v)
