@@ -323,3 +323,19 @@ def test_a_huge_eps_is_answered_or_refused_by_the_budget_never_a_crash(eps: floa
         with pytest.raises(BudgetExceededError):
             s.query(plan)
         assert s.store.history(s.budget_id) == []
+
+
+def test_the_stated_choice_is_strict_json_when_laplace_noise_is_below_the_float_range() -> None:
+    """eps 800, one group a unit: the Laplace std is 0.0 and the Gaussian's is not, the
+    ratio +inf (Laplace). The preview's calibration printed ``Infinity`` through the CLI
+    (the service said null): both now say null, and the choice is Laplace."""
+    import json
+
+    s = Session(_frame(300), budget=ApproxZCDP(1e9, 0.5), privacy_unit="pid")
+    p = s.preview(_spec(800.0, 1))
+    assert p["noise"]["count"]["a0.count"]["std"] == 0.0
+    cal = p["calibration"]
+    assert cal["mechanism"] == "laplace"
+    assert cal["variance_ratio"] is None
+    assert "other_refused" not in cal
+    json.dumps(p, allow_nan=False)

@@ -110,7 +110,9 @@ class ApproxChoice:
     """The noise chosen for an (eps, delta) plan and why: ``mechanism`` ("gaussian" or
     "laplace"), ``rho`` (the Gaussian candidate's, 0.0 if none), ``ratio`` (the mean
     variance ratio; None when one candidate was refused: the other is used), ``refused``
-    (the refused candidate's reason)."""
+    (the refused candidate's reason). :meth:`to_dict` states a ratio past the float range
+    (a Laplace std of 0.0 under a Gaussian one's: Laplace) as None too, as the service
+    already did: strict JSON everywhere (the CLI printed ``Infinity``)."""
 
     requested: PrivacyDescription
     mechanism: str
@@ -120,7 +122,9 @@ class ApproxChoice:
 
     def to_dict(self) -> dict[str, Any]:
         return {"requested": self.requested.to_dict(), "mechanism": self.mechanism,
-                "rho": self.rho, "variance_ratio": self.ratio, "rule": RULE,
+                "rho": self.rho, "rule": RULE,
+                "variance_ratio": (self.ratio if self.ratio is not None
+                                   and math.isfinite(self.ratio) else None),
                 **({} if self.refused is None else {"other_refused": self.refused})}
 
 
