@@ -339,3 +339,40 @@ def test_the_stated_choice_is_strict_json_when_laplace_noise_is_below_the_float_
     assert cal["variance_ratio"] is None
     assert "other_refused" not in cal
     json.dumps(p, allow_nan=False)
+
+
+def test_rho_implies_the_request_across_the_whole_range() -> None:
+    """60 (eps, delta) drawn log-uniformly from eps in [1e-19, 1e6] and delta in
+    [1e-300, 0.9998]: rho-zCDP implies (eps, delta) by Bun-Steinke (exact in 60-digit
+    arithmetic) or by CKS at its best order (minimised in 60 digits over a = 1 + e^u), the
+    rounding never up (an independent oracle; the other tests stay at moderate values)."""
+    from mpmath import log as mlog
+    from mpmath import mp, mpf
+    from mpmath import sqrt as msqrt
+
+    mp.dps = 60
+
+    def log_cks(rho: float, eps: float, u: float) -> float:
+        a = 1 + mp.exp(mpf(u))
+        return float((a - 1) * (a * mpf(rho) - mpf(eps)) + (a - 1) * mlog(1 - 1 / a)
+                     - mlog(a))
+
+    rng = np.random.default_rng(20261207)
+    positive = 0
+    for _ in range(60):
+        eps, delta = float(10 ** rng.uniform(-19, 6)), float(10 ** rng.uniform(-300, -1e-4))
+        rho = gaussian_rho(ApproxDP(eps, delta))
+        assert 0 <= rho <= eps
+        if rho == 0:
+            continue
+        positive += 1
+        if mpf(rho) + 2 * msqrt(mpf(rho) * -mlog(mpf(delta))) <= mpf(eps):
+            continue
+        grid = np.linspace(-40.0, 60.0, 201)
+        u0 = float(grid[int(np.argmin([log_cks(rho, eps, u) for u in grid]))])
+        r = optimize.minimize_scalar(lambda u, r_=rho, e_=eps: log_cks(r_, e_, u),
+                                     bounds=(u0 - 1, u0 + 1), method="bounded",
+                                     options={"xatol": 1e-10})
+        assert min(float(r.fun), log_cks(rho, eps, u0)) <= math.log(delta) * (1 - 1e-9), (
+            eps, delta, rho)
+    assert positive >= 50
