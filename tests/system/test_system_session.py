@@ -136,7 +136,7 @@ def test_bad_queries_and_sessions() -> None:
         Session(_frame(), store=MemoryStore())
     s = Session(_frame(), budget=PureDP(1.0))
     for bad in ({"type": "count", "privacy": {"type": "pure", "eps": float("nan")}},
-                {"type": "count", "privacy": {"type": "approx", "eps": 1, "delta": 0.1}},
+                {"type": "count", "privacy": {"type": "approx", "eps": 1, "delta": 1.5}},
                 {"type": "sum", "column": "x", "lower": 1.0, "upper": 1.0,
                  "privacy": {"type": "pure", "eps": 0.1}},
                 {"type": "histogram", "column": "c", "categories": ["a", "a"],
@@ -145,6 +145,19 @@ def test_bad_queries_and_sessions() -> None:
         with pytest.raises(ValidationError):
             s.run(bad)
     assert s.remaining()["exact"] == "1/1"
+
+
+def test_an_eps_delta_count_answered_with_laplace_is_charged_pure_eps() -> None:
+    """An (eps, delta) request whose lower-noise calibration is Laplace (a count: variance
+    2 / eps^2 against the Gaussian's at the rho implying (1, 0.1)) is answered at pure eps and
+    charged so, which a pure budget admits (69c60cd; it was refused before (eps, delta) plans)."""
+    s = Session(_frame(), budget=PureDP(1.0))
+    r = s.run({"type": "count", "privacy": {"type": "approx", "eps": 1, "delta": 0.1}})
+    assert r.noise is not None
+    assert r.noise["mechanism"] == "discrete_laplace"
+    assert s.remaining()["exact"] == "0/1"
+    with pytest.raises(BudgetExceededError):
+        s.run({"type": "count", "privacy": {"type": "pure", "eps": 1e-9}})
 
 
 def test_gdp_noise_is_refused_before_any_spend() -> None:
