@@ -17,11 +17,16 @@ running service instead, as that key (:mod:`dpsieve.cli.blocks_remote`).
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from dpsieve.cli.budget import DB, SCHEMA, _fail, _schema_of
+
+if TYPE_CHECKING:
+    from dpsieve.ledger import BudgetStore
 
 __all__ = ["app"]
 
@@ -51,6 +56,22 @@ def _json(text: str | None, option: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise _fail(f"{option} is not JSON ({e}).") from None
+
+
+@contextmanager
+def _ledger(database_url: str, schema: str) -> Iterator[BudgetStore]:
+    """The ledger a local command acts on, closed after it; a refusal (``DPError``) is the
+    command's one-line error."""
+    from dpsieve.errors import DPError
+    from dpsieve.ledger import open_store
+
+    store = open_store(database_url, schema=schema)
+    try:
+        yield store
+    except DPError as e:
+        raise _fail(str(e)) from None
+    finally:
+        store.close()
 
 
 def _session(store: Any, dataset: str, principal: str = "owner") -> Any:
@@ -92,8 +113,6 @@ def declare(
     from pathlib import Path
 
     from dpsieve.blocks.spec import block_spec_from_dict
-    from dpsieve.errors import DPError
-    from dpsieve.ledger import open_store
     from dpsieve.ledger.base import has_budget
     from dpsieve.queries.blocks import BLOCK_TYPES
     from dpsieve.queries.schema import Schema
@@ -109,8 +128,7 @@ def declare(
         typer.echo(json.dumps(remote.declare(dataset, spec_in, path, privacy_unit,
                                              declared)))
         return
-    store = open_store(database_url, schema=schema)
-    try:
+    with _ledger(database_url, schema) as store:
         spec = block_spec_from_dict(spec_in)
         block_budget_filter(spec)
         src = store.dataset(dataset)
@@ -139,10 +157,6 @@ def declare(
         store.register_dataset(dataset, {**src, "neighbouring": spec.budget.get(
             "neighbouring", "add_remove")})
         store.declare_blocks(dataset, spec.to_dict())  # type: ignore[attr-defined]
-    except DPError as e:
-        raise _fail(str(e)) from None
-    finally:
-        store.close()
     typer.echo(json.dumps({"dataset": dataset, "blocks": spec.to_dict()}))
 
 
@@ -158,16 +172,13 @@ def add(
     api_key: str | None = API_KEY,
 ) -> None:
     """New blocks, each with a fresh budget and the declaration's unlocking."""
-    from dpsieve.errors import DPError
-    from dpsieve.ledger import open_store
 
     remote = _remote(url, api_key)
     if remote is not None:
         typer.echo(json.dumps(remote.add(dataset, values)))
         return
 
-    store = open_store(database_url, schema=schema)
-    try:
+    with _ledger(database_url, schema) as store:
         s = _session(store, dataset)
         integer = s.column().type.value == "integer"
         out = []
@@ -178,10 +189,6 @@ def add(
                 raise _fail(f"block {v!r}: an integer is needed (the block column "
                             f"{s.spec.column!r} is an integer column).") from None
             out.append(s.add_block(value).value)
-    except DPError as e:
-        raise _fail(str(e)) from None
-    finally:
-        store.close()
     typer.echo(json.dumps({"dataset": dataset, "added": out}))
 
 
@@ -197,8 +204,6 @@ def quota(
     api_key: str | None = API_KEY,
 ) -> None:
     """Set an analyst's or a group's quota on a data set with blocks."""
-    from dpsieve.errors import DPError
-    from dpsieve.ledger import open_store
 
     if (analyst is None) == (group is None):
         raise _fail("give exactly one of --analyst and --group.")
@@ -208,14 +213,9 @@ def quota(
         typer.echo(json.dumps(remote.quota(dataset, "analyst" if analyst else "group",
                                            str(analyst or group), desc)))
         return
-    store = open_store(database_url, schema=schema)
-    try:
+    with _ledger(database_url, schema) as store:
         rec = _session(store, dataset).set_quota(
             "analyst" if analyst else "group", str(analyst or group), desc)
-    except DPError as e:
-        raise _fail(str(e)) from None
-    finally:
-        store.close()
     typer.echo(json.dumps({"dataset": dataset, "scope": rec.scope, "name": rec.name,
                            "budget": desc}))
 
@@ -231,21 +231,14 @@ def group(
     api_key: str | None = API_KEY,
 ) -> None:
     """Set a group's members (their queries are charged to the group's quotas)."""
-    from dpsieve.errors import DPError
-    from dpsieve.ledger import open_store
 
     remote = _remote(url, api_key)
     if remote is not None:
         typer.echo(json.dumps(remote.group(name, members)))
         return
 
-    store = open_store(database_url, schema=schema)
-    try:
+    with _ledger(database_url, schema) as store:
         store.set_group(name, members)  # type: ignore[attr-defined]
-    except DPError as e:
-        raise _fail(str(e)) from None
-    finally:
-        store.close()
     typer.echo(json.dumps({"group": name, "members": sorted(set(members))}))
 
 
@@ -259,20 +252,13 @@ def show(
     as_json: bool = JSON_OUT,
 ) -> None:
     """Each block's and each quota's budget, unlocking, and the queue."""
-    from dpsieve.errors import DPError
-    from dpsieve.ledger import open_store
 
     remote = _remote(url, api_key)
     if remote is not None:  # as the key sees it: an analyst's quotas and requests only
         view = remote.show(dataset)
     else:
-        store = open_store(database_url, schema=schema)
-        try:
+        with _ledger(database_url, schema) as store:
             view = _session(store, dataset).view()
-        except DPError as e:
-            raise _fail(str(e)) from None
-        finally:
-            store.close()
     if as_json:
         typer.echo(json.dumps(view, default=str))
         return
@@ -300,21 +286,14 @@ def schedule(
 ) -> None:
     """Run one scheduling pass over the data set's queue (admit what fits, time out what
     waited too long)."""
-    from dpsieve.errors import DPError
-    from dpsieve.ledger import open_store
 
     remote = _remote(url, api_key)
     if remote is not None:
         typer.echo(json.dumps(remote.schedule(dataset)))
         return
 
-    store = open_store(database_url, schema=schema)
-    try:
+    with _ledger(database_url, schema) as store:
         changed = _session(store, dataset).schedule()
-    except DPError as e:
-        raise _fail(str(e)) from None
-    finally:
-        store.close()
     typer.echo(json.dumps({"dataset": dataset, "changed": changed}))
 
 
@@ -340,21 +319,14 @@ def queue(
 ) -> None:
     """Queue a query until budget for it is unlocked: its answer if a pass admits it now,
     else its position and the reason it waits (nothing is charged until it is admitted)."""
-    from dpsieve.errors import DPError
-    from dpsieve.ledger import open_store
 
     query = _json(spec, "QUERY")
     remote = _remote(url, api_key)
     if remote is not None:  # queued as the key's analyst, under --key
         typer.echo(json.dumps(remote.queue(dataset, query, key, wait), default=str))
         return
-    store = open_store(database_url, schema=schema)
-    try:
+    with _ledger(database_url, schema) as store:
         out = _session(store, dataset, "cli").submit(query, wait=wait, key=f"cli/{key}")
-    except DPError as e:
-        raise _fail(str(e)) from None
-    finally:
-        store.close()
     typer.echo(json.dumps(_outcome(out), default=str))
 
 
@@ -369,19 +341,12 @@ def status(
 ) -> None:
     """A queued query after a scheduling pass: its answer once admitted, else its status,
     position and reason."""
-    from dpsieve.errors import DPError
-    from dpsieve.ledger import open_store
 
     remote = _remote(url, api_key)
     if remote is not None:
         typer.echo(json.dumps(remote.status(dataset, key), default=str))
         return
 
-    store = open_store(database_url, schema=schema)
-    try:
+    with _ledger(database_url, schema) as store:
         out = _session(store, dataset, "cli").status(f"cli/{key}")
-    except DPError as e:
-        raise _fail(str(e)) from None
-    finally:
-        store.close()
     typer.echo(json.dumps(_outcome(out), default=str))
