@@ -212,3 +212,59 @@ def test_a_child_is_refused_on_blocks(tmp_path: Path) -> None:
     r = runner.invoke(app, ["child", "list", "d", *db])
     assert r.exit_code == 0, r.output
     assert r.output.strip() == ""  # no child was stored
+
+
+def test_budget_show_groups_blocks_under_their_data_set(tmp_path: Path) -> None:
+    """``dpsieve budget show`` lists a data set with blocks once, with the public summary
+    ``GET /v1/datasets`` gives, and its blocks and quotas under it -- not each block's and
+    quota's budget as a data set of its own."""
+    from dpsieve.ledger import open_store
+    from dpsieve.service.budget_view import blocks_summary_of
+
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    db = ["--database-url", url]
+    for args in (["blocks", "declare", "d", "--path", DATA, "--column", "sex", "--columns",
+                  '[{"name": "sex", "type": "integer"}]', "--budget",
+                  '{"type": "pure", "eps": 1}'],
+                 ["blocks", "add", "d", "1", "2", "3"],
+                 ["blocks", "quota", "d", "--analyst", "cli", "--budget",
+                  '{"type": "pure", "eps": 2}'],
+                 ["query", "d", _q(0.3, [{"column": "sex", "op": "in", "value": [1, 2]}])],
+                 ["query", "d", _q(0.1, [{"column": "sex", "op": "==", "value": 1}])],
+                 ["budget", "set", "e", "--path", DATA, "--budget",
+                  '{"type": "pure", "eps": 1}']):
+        r = runner.invoke(app, [*args, *db])
+        assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["budget", "show", "--json", *db])
+    assert r.exit_code == 0, r.output
+    rows = json.loads(r.output)["budgets"]
+    assert [row["dataset"] for row in rows] == ["d", "e"]  # no "d/block:1", no quota
+    d = rows[0]
+    store = open_store(url)
+    try:
+        assert d["blocks"] == blocks_summary_of(store, "d")  # as GET /v1/datasets states it
+    finally:
+        store.close()
+    assert d["blocks"]["n_blocks"] == 3
+    assert d["summary"]["text"] == d["blocks"]["text"]
+    assert d["admitted"] == 2  # two queries, one of them charged to two blocks
+    assert [b["block"] for b in d["block_budgets"]] == [1, 2, 3]
+    assert [b["admitted"] for b in d["block_budgets"]] == [2, 1, 0]
+    assert Fraction(d["block_budgets"][0]["remaining"]["exact"]) == 1 - Fraction(0.3) \
+        - Fraction(0.1)
+    assert [(q["label"], q["admitted"]) for q in d["quotas"]] == [
+        ("the quota of analyst 'cli'", 2)]
+    assert rows[1]["admitted"] == 0
+    assert "block_budgets" not in rows[1]
+    r = runner.invoke(app, ["budget", "show", *db])
+    assert r.exit_code == 0, r.output
+    assert "d/block" not in r.output
+    assert "d/quota" not in r.output
+    lines = r.output.splitlines()
+    at = {name: i for name in ("block 1", "block 3", "the quota of analyst 'cli'")
+          for i, line in enumerate(lines) if f"│   {name} " in line}
+    assert len(at) == 3
+    assert at["block 1"] < at["block 3"] < at["the quota of analyst 'cli'"]
+    r = runner.invoke(app, ["budget", "show", "d", "--json", *db])  # one data set by name
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["budgets"] == [d]

@@ -32,9 +32,10 @@ def show(
         None, help='Count "about N more queries like this one", e.g. \'{"type":"pure","eps":0.1}\' '
         "(default: like the last admitted query)."),
 ) -> None:
-    """The budget left of each data set in plain words, and how many queries were admitted."""
-    from dpsieve._budget_view import PAGE_CAP, store_summary
+    """The budget left of each data set in plain words, and how many queries were admitted;
+    a data set with blocks with its blocks and quotas under it (budgets over time)."""
     from dpsieve.accounting.events import description_from_json
+    from dpsieve.cli._budget_rows import budget_rows, table_rows
     from dpsieve.errors import DPError
     from dpsieve.ledger import open_store
 
@@ -46,19 +47,9 @@ def show(
         raise _fail(str(e)) from None
     store = open_store(database_url, schema=schema)
     try:
-        names = [dataset] if dataset else store.budget_ids()
-        rows: list[dict[str, Any]] = []
-        for n in names:
-            try:
-                hist = store.history(n)
-                q = asked if asked is not None else (hist[-1].cost.charged() if hist else None)
-                summary = store_summary(store, n, like=q, cap=PAGE_CAP)
-                rows.append({"dataset": n,
-                             "remaining": store.load_filter(n).remaining().to_dict(),
-                             "initial": store.initial_filter(n).remaining().to_dict(),
-                             "admitted": len(hist), "summary": summary.to_dict()})
-            except DPError as e:
-                raise _fail(str(e)) from None
+        rows = budget_rows(store, dataset, asked)
+    except DPError as e:
+        raise _fail(str(e)) from None
     finally:
         store.close()
     if as_json:
@@ -68,8 +59,8 @@ def show(
     from rich.table import Table
 
     table = Table("data set", "budget left", "admitted")
-    for r in rows:
-        table.add_row(r["dataset"], r["summary"]["text"], str(r["admitted"]))
+    for line in table_rows(rows):
+        table.add_row(*line)
     Console().print(table)
 
 
