@@ -67,6 +67,13 @@ def _setup(srv: Server, csv: Path) -> dict[str, Any]:
         r = httpx.post(srv.base + "/v1/datasets/clinic/queries", headers=ana, json=q,
                        timeout=60)
         assert r.status_code == 200, r.text
+    r = httpx.post(srv.base + "/v1/analysts", headers=own, json={"name": "cy"}, timeout=30)
+    cy = {"X-API-Key": r.json()["api_key"]}
+    httpx.post(srv.base + "/v1/datasets/clinic/grants", headers=own, timeout=30,
+               json={"analyst": "cy"})
+    r = httpx.post(srv.base + "/v1/datasets/clinic/queries", headers=cy,  # another analyst's
+                   json=_count(0.05, "c"), timeout=60)
+    assert r.status_code == 200, r.text
     r = httpx.post(srv.base + "/v1/datasets/clinic/queue", headers={**ana, "Idempotency-Key":
                    "big"}, params={"wait": 3600}, json=_count(0.8, "b"), timeout=60)
     assert r.status_code == 202, r.text
@@ -101,7 +108,11 @@ def test_blocks_page_at_desktop_and_phone_width(tmp_path: Path) -> None:
     assert re.search(r'id="quota-form"[^>]*hidden', pages["desktop"]["dom"])  # analysts: no
     v = api["view"]
     assert [b["used"] for b in v["blocks"]] == [pytest.approx(0.3), pytest.approx(0.1),
-                                               pytest.approx(0.1)]
+                                               pytest.approx(0.15)]
+    # the view names each query's blocks; ana sees her queries and cy's cost, not cy's query
+    assert [(h["key"] is not None, h["blocks"]) for h in v["history"]] == [
+        (True, ["a"]), (True, ["a", "b", "c"]), (False, ["c"])]
+    assert v["history"][2]["description"] == "a query by another analyst"
     for name, page in pages.items():
         dom = page["dom"]
         assert 'data-ready="blocks"' in dom, (name, dom[-2000:])
@@ -116,8 +127,14 @@ def test_blocks_page_at_desktop_and_phone_width(tmp_path: Path) -> None:
         assert ">big<" in queue[0]
         assert "needs 80 %" in queue[0]
         assert "50 % of its budget unlocked" in queue[0]
-        hist = re.findall(r'<tr data-blocks="([^"]+)">', dom)
-        assert [html.unescape(h) for h in hist] == ['"a"', '"a","b","c"']
+        hist = re.findall(r'<tr data-blocks="([^"]+)">(.*?)</tr>', dom, re.S)
+        assert [html.unescape(b) for b, _ in hist] == ['"a"', '"a","b","c"', '"c"']
+        for (_, row), h in zip(hist, v["history"], strict=True):  # the API's, cell by cell
+            cells = [html.unescape(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+            assert cells[:4] == [h["key"] or "(another analyst's)", h["description"],
+                                 ", ".join(f'"{b}"' for b in h["blocks"]), h["charged"]]
+        assert "count of rows" in hist[0][1]
+        assert "a query by another analyst" in hist[2][1]
         assert 'id="summary-card" hidden' in dom or 'hidden="" id="summary-card"' in dom \
             or re.search(r'id="summary-card"[^>]*hidden', dom)
     phone = pages["phone"]
