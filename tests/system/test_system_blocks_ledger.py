@@ -255,3 +255,30 @@ def test_a_queued_key_charged_meanwhile_is_never_charged_twice(make_store: Any,
                   wait=600)
     if backend != "memory":
         assert all(c.ok for c in s.verify()), [c.problems for c in s.verify() if not c.ok]
+
+
+def test_a_pass_re_ranks_as_the_declaration_says(make_store: Any) -> None:
+    """DPack's re-ranking within a pass (``recompute`` in the declaration) reaches the
+    ledger's pass: the same queue on two data sets, ranked once (X, Y admitted) and
+    re-ranked after every admission (X, W1, W2), each admission by the real filters."""
+    s = make_store()
+    eps = {"a": 1.0, "b": 12.5, "c": 0.25 / 0.3}  # Y: 0.5 of a, 0.04 of b; W: 0.25, 0.3
+    asks = [("X", 0.5, "a"), ("Y", 0.5, "b"), ("W1", 0.25, "c"), ("W2", 0.25, "c")]
+    t0 = time.time()
+    out = {}
+    for name, recompute in (("once", 0), ("again", 1)):
+        spec = {**SPEC, "scheduler": "dpack", **({"recompute": 1} if recompute else {})}
+        s.declare_blocks(name, spec)
+        ids = {v: s.add_block(name, v, PureDPFilter(e), Unlock()).budget_id
+               for v, e in eps.items()}
+        for i, (key, e, other) in enumerate(asks):
+            budgets = [ids["a"]] if key == "X" else [ids["a"], ids[other]]
+            s.enqueue(name, key, PureDP(e), budgets, [e / eps[b.rsplit(":", 1)[1].strip('"')]
+                                                      for b in budgets],
+                      principal="ana", wait=1000, now=t0 + i)
+        out[name] = s.schedule_pass(name, now=t0 + 10)
+    assert out["once"] == {"X": "admitted", "Y": "admitted"}
+    assert out["again"] == {"X": "admitted", "W1": "admitted", "W2": "admitted"}
+    assert s.pending("again", "Y").status == "waiting"
+    assert s.pending("again", "Y").position == 1
+    assert _left(s, 'again/block:"c"') == Fraction(0.25 / 0.3) - 2 * Fraction(0.25)

@@ -207,12 +207,28 @@ def test_declarations_are_checked_before_anything_is_written(
         ({"column": "day", "budget": {"type": "pure", "eps": 1},
           "unlock": {"type": "periodic", "n": 4}}, 422),  # no period
         ({"column": "day", "budget": {"type": "pure", "eps": -1}}, 422),
+        # re-ranking within a pass: DPack only, an integer >= 0
+        ({"column": "day", "budget": {"type": "pure", "eps": 1}, "recompute": 5}, 422),
+        ({"column": "day", "budget": {"type": "pure", "eps": 1}, "scheduler": "dpack",
+          "recompute": -1}, 422),
     ]
     for spec, status in bad:
         r = c.post("/v1/datasets", headers=own, json={"name": "x", "path": path,
                                                       "blocks": spec})
         assert r.status_code == status, (spec, r.text)
         assert st.dataset("x") is None
+        if "recompute" in spec:
+            assert "recompute" in r.text
+    r = c.post("/v1/datasets", headers=own, json={"name": "z", "path": path, "blocks": {
+        "column": "day", "budget": {"type": "pure", "eps": 1}, "scheduler": "dpack",
+        "recompute": 50}})
+    assert r.status_code == 201, r.text
+    assert r.json()["blocks"]["recompute"] == 50
+    assert c.get("/v1/datasets/z/blocks", headers=own).json()["recompute"] == 50
+    listed = {d["dataset"]: d for d in c.get("/v1/datasets", headers=own).json()}
+    assert listed["z"]["blocks"]["recompute"] == 50
+    assert listed["d"]["blocks"]["recompute"] == 0  # the default: ranked once a pass
+    assert c.get("/v1/datasets/d/blocks", headers=own).json()["recompute"] == 0
     r = c.post("/v1/datasets", headers=own, json={
         "name": "x", "path": path, "budget": {"type": "pure", "eps": 1},
         "blocks": {"column": "day", "budget": {"type": "pure", "eps": 1}}})

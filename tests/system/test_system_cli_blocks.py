@@ -268,3 +268,27 @@ def test_budget_show_groups_blocks_under_their_data_set(tmp_path: Path) -> None:
     r = runner.invoke(app, ["budget", "show", "d", "--json", *db])  # one data set by name
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["budgets"] == [d]
+
+
+def test_blocks_declare_recompute(tmp_path: Path) -> None:
+    """``--recompute`` (DPack's re-ranking within a pass) is declared, shown, and refused
+    for another scheduler before anything is written."""
+    from dpsieve.ledger import open_store
+
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    args = ["blocks", "declare", "d", "--path", DATA, "--column", "sex", "--columns",
+            '[{"name": "sex", "type": "integer"}]', "--budget", '{"type": "pure", "eps": 1}',
+            "--recompute", "3", "--database-url", url]
+    r = runner.invoke(app, args)  # the scheduler is dpf by default
+    assert r.exit_code == 2
+    assert "recompute" in r.output
+    store = open_store(url)
+    try:
+        assert store.dataset("d") is None
+    finally:
+        store.close()
+    r = runner.invoke(app, [*args, "--scheduler", "dpack"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["blocks"]["recompute"] == 3
+    r = runner.invoke(app, ["blocks", "show", "d", "--database-url", url])
+    assert "scheduler dpack (re-ranked every 3 admissions)" in r.output

@@ -94,6 +94,8 @@ def declare(
                                       '"fraction":0.1,"period":86400}\' or \'{"type":'
                                       '"arrivals","n":10,"by":"analyst"}\' (default: none).'),
     scheduler: str = typer.Option("dpf", help="dpf, dpack or fcfs (the queue's order)."),
+    recompute: int = typer.Option(0, help="dpack only: re-rank the waiting requests after "
+                                  "every this many admissions within a pass (0: rank once)."),
     unit_in_one_block: bool = typer.Option(
         False, "--unit-in-one-block", help="State that every privacy unit's rows lie in one "
         "block: each unit is then protected at its block's budget."),
@@ -120,6 +122,8 @@ def declare(
 
     spec_in: dict[str, Any] = {"column": column, "budget": _json(budget, "--budget"),
                                "scheduler": scheduler, "unit_in_one_block": unit_in_one_block}
+    if recompute:
+        spec_in["recompute"] = recompute
     if unlock is not None:
         spec_in["unlock"] = _json(unlock, "--unlock")
     declared = _json(columns, "--columns")
@@ -262,8 +266,10 @@ def show(
     if as_json:
         typer.echo(json.dumps(view, default=str))
         return
-    typer.echo(f"{dataset}: blocks by {view['column']!r}, scheduler {view['scheduler']}; "
-               f"{view['unlock']}.\n{view['guarantee']}")
+    every = view.get("recompute") or 0
+    again = f" (re-ranked every {every} admissions)" if every else ""
+    typer.echo(f"{dataset}: blocks by {view['column']!r}, scheduler {view['scheduler']}"
+               f"{again}; {view['unlock']}.\n{view['guarantee']}")
     for b in view["blocks"]:
         typer.echo(f"  block {json.dumps(b['block'])}: {b['text']}; {b['unlocked_text']} "
                    f"unlocked, {b['used_text']} used; {b['admitted']} queries")

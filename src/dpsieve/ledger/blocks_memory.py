@@ -359,7 +359,8 @@ class MemoryBlocks:
             gates = self._gates(budgets, t)
             plan = plan_pass(Policy(spec.get("scheduler", "dpf")), waiting,
                              {b: (self._budgets[b].state, self._budgets[b].initial)
-                              for b in budgets}, gates, t)
+                              for b in budgets}, gates, t,
+                             recompute=int(spec.get("recompute", 0)))
 
             for key in plan.timed_out:
                 settle(key, "timed_out", "timed out: its deadline passed before the budget "

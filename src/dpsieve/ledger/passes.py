@@ -8,8 +8,9 @@ budget they are to be charged to, the blocks' unlocking gates and the time, and 
 * which can **never** run (a demand above what is left of a budget even fully
   unlocked; refused, nothing charged);
 * the order in which to **try** the others (:func:`dpsieve.blocks.scheduler.schedule`
-  with the data set's policy; the ledger admits each through the real filters and gates,
-  so a proposal refused in exact arithmetic stays waiting);
+  with the data set's policy and its declared ``recompute``; the ledger admits each
+  through the real filters and gates, so a proposal refused in exact arithmetic stays
+  waiting);
 * for each one left waiting, its **position** and **reason**, in public words.
 
 Every input is public (docs/proofs/blocks.md §5): demands and states are functions of
@@ -82,9 +83,12 @@ def _pct(x: float | Fraction) -> str:
 
 def plan_pass(policy: Policy | str, waiting: Sequence[PendingRecord],
               states: Mapping[str, tuple[str, str]], gates: Mapping[str, Gate],
-              now: float) -> PassPlan:
+              now: float, *, recompute: int = 0) -> PassPlan:
     """Plan one pass (module docstring). ``states`` maps each budget of the waiting
-    requests to its (stored state, initial state) texts."""
+    requests to its (stored state, initial state) texts; ``recompute`` (the data set's
+    declaration, ``dpack`` only; 0: rank once) re-ranks the requests not yet walked after
+    every ``recompute`` proposed admissions, as :func:`~dpsieve.blocks.scheduler.schedule`
+    does (positions and reasons are then those of the re-ranked walk)."""
     out = PassPlan()
     live = []
     for r in waiting:
@@ -111,7 +115,7 @@ def plan_pass(policy: Policy | str, waiting: Sequence[PendingRecord],
             continue
         pend.append(Pending(dims, dem, epoch(r.created_at)))
         keys.append(r)
-    plan = schedule(policy, pend, avail)
+    plan = schedule(policy, pend, avail, recompute=recompute)
     out.attempt.extend(keys[i].key for i in plan.admitted)
     n = len(plan.position)
     pol = Policy(policy)

@@ -70,11 +70,14 @@ class PassResult(dict[str, str]):
     """A pass's changes: each key whose status changed, with its new status."""
 
 
-def _policy(cur: Cursor, scope: str, suffix: str) -> Policy:
+def _policy(cur: Cursor, scope: str, suffix: str) -> tuple[Policy, int]:
+    """The data set's scheduler and its ``recompute`` (0 unless declared), read under the
+    queue's lock."""
     row = cur.run("SELECT spec FROM blocksets WHERE dataset = ?" + suffix, (scope,)).one()
     if row is None:
         raise BudgetNotFoundError(f"The data set {scope!r} declares no blocks.")
-    return Policy(json.loads(row[0]).get("scheduler", "dpf"))
+    spec = json.loads(row[0])
+    return Policy(spec.get("scheduler", "dpf")), int(spec.get("recompute", 0))
 
 
 class SQLQueue:
@@ -127,7 +130,7 @@ class SQLQueue:
         t = time.time() if now is None else now
         out = PassResult()
         with self._tx(write=True) as cur:
-            policy = _policy(cur, scope, self._lock_suffix)
+            policy, recompute = _policy(cur, scope, self._lock_suffix)
             rows = cur.run(f"SELECT {_COLUMNS}, charge FROM pending WHERE scope = ? AND"
                            " status = 'waiting' ORDER BY created_at, key", (scope,)).all()
             if not rows:
@@ -161,7 +164,8 @@ class SQLQueue:
             held.lock(budgets)
             gate_of = gates(cur, budgets, t)
             plan = plan_pass(policy, waiting, {b: (held.rows[b].state, held.rows[b].initial)
-                                               for b in budgets}, gate_of, t)
+                                               for b in budgets}, gate_of, t,
+                             recompute=recompute)
 
             for key in plan.timed_out:
                 settle(key, "timed_out", "timed out: its deadline passed before the budget "

@@ -249,6 +249,9 @@ class BlocksIn(_Strict):
     budget: BudgetIn
     unlock: UnlockIn | None = None
     scheduler: Literal["dpf", "dpack", "fcfs"] = "dpf"
+    recompute: int = Field(0, ge=0, description=(
+        "dpack only: re-rank the waiting requests after every this many admissions within "
+        "a pass (DPack's metric_recomputation_period); 0 ranks once a pass."))
     unit_in_one_block: bool = False
 
     def spec(self) -> dict[str, Any]:
@@ -257,6 +260,8 @@ class BlocksIn(_Strict):
                                "budget": self.budget.model_dump(exclude_none=True),
                                "scheduler": self.scheduler,
                                "unit_in_one_block": self.unit_in_one_block}
+        if self.recompute:
+            out["recompute"] = self.recompute
         if self.unlock is not None:
             out["unlock"] = self.unlock.model_dump(exclude_none=True)
         return out

@@ -83,7 +83,8 @@ def blocks_view(store: Any, dataset: str, spec: BlockSpec, *, analyst: str | Non
         d["blocks"] = [lbl for lbl in (label(b) for b in p.budgets) if lbl.startswith("block")]
         queue.append(d)
     return {"dataset": dataset, "column": spec.column, "scheduler": spec.scheduler.value,
-            "unlock": spec.unlock.describe(), "unit_in_one_block": spec.unit_in_one_block,
+            "recompute": spec.recompute, "unlock": spec.unlock.describe(),
+            "unit_in_one_block": spec.unit_in_one_block,
             "guarantee": guarantee(spec), "block_budget": spec.budget,
             "n_blocks": len(recs), "blocks": blocks,
             "history": _by_query(listed, analyst, HISTORY_LISTED), "quotas": quotas,
@@ -103,7 +104,8 @@ def blocks_summary(store: Any, dataset: str, spec: BlockSpec) -> dict[str, Any]:
     plural = "block" if n == 1 else "blocks"
     return {"column": spec.column, "n_blocks": n, "budget_kind": str(spec.budget["type"]),
             "block_budget": spec.budget, "unlock": spec.unlock.describe(),
-            "scheduler": spec.scheduler.value, "unit_in_one_block": spec.unit_in_one_block,
+            "scheduler": spec.scheduler.value, "recompute": spec.recompute,
+            "unit_in_one_block": spec.unit_in_one_block,
             "text": f"A budget per block: {n} {plural} by {spec.column!r}, each with its "
                     f"own budget of {each} ({spec.unlock.describe()})."}
 
