@@ -672,15 +672,48 @@ def rerank_main(seeds: int) -> None:
         print(f"| {name} | {when} | {cells[0]} | {cells[1]} |")
 
 
+def alibaba_main(seeds: int, out: Path) -> None:
+    """``--part alibaba``: DPack's Alibaba-DP parameters (``benchmarks._alibaba_dp``: the
+    trace, its sources, the runs), B = 30, 90, 180 new blocks; one JSON line per (B,
+    seed) appended to ``out`` as it finishes (resumable), tables from every line there
+    at the end."""
+    import json
+
+    from benchmarks import _alibaba_dp as ali
+
+    t0, load0 = time.perf_counter(), os.getloadavg()[0]
+    done = {(json.loads(x)["B"], json.loads(x)["seed"]) for x in out.read_text().splitlines()
+            } if out.exists() else set()
+    for b in ali.NEW_BLOCKS:
+        for seed in range(seeds):
+            if (b, seed) in done:
+                continue
+            res = ali.run_seed(seed, b)
+            with out.open("a") as fh:
+                fh.write(json.dumps(res) + "\n")
+            print(f"B {b} seed {seed} done at {time.perf_counter() - t0:.0f} s", flush=True)
+    results = [r for r in (json.loads(x) for x in out.read_text().splitlines())
+               if int(r["seed"]) < seeds]
+    print(f"Alibaba-DP parameters: seeds 0-{seeds - 1}, load average {load0:.1f} at the "
+          f"start, {time.perf_counter() - t0:.0f} s.\n")
+    print("\n".join(ali.tables(results)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--part", choices=("all", "settings", "times", "rerank"), default="all",
+    ap.add_argument("--part", choices=("all", "settings", "times", "rerank", "alibaba"),
+                    default="all",
                     help="settings: only the online settings' comparison (one JSON line a "
                     "seed in benchmarks/results/blocks_settings.jsonl, resumable); times: "
-                    "only the decision times; rerank: dpack's re-ranking period")
+                    "only the decision times; rerank: dpack's re-ranking period; alibaba: DPack's "
+                    "Alibaba-DP parameters (benchmarks/_alibaba_dp.py; one JSON line a run "
+                    "in benchmarks/results/blocks_alibaba.jsonl, resumable)")
     args = ap.parse_args()
+    if args.part == "alibaba":
+        alibaba_main(args.seeds, HERE / "results" / "blocks_alibaba.jsonl")
+        return
     if args.part == "settings":
         settings_main(args.seeds, HERE / "results" / "blocks_settings.jsonl")
         return
