@@ -672,11 +672,11 @@ def rerank_main(seeds: int) -> None:
         print(f"| {name} | {when} | {cells[0]} | {cells[1]} |")
 
 
-def alibaba_main(seeds: int, out: Path) -> None:
+def alibaba_main(seeds: int, out: Path, blocks: tuple[int, ...] | None = None) -> None:
     """``--part alibaba``: DPack's Alibaba-DP parameters (``benchmarks._alibaba_dp``: the
     trace, its sources, the runs), B = 30, 90, 180 new blocks; one JSON line per (B,
-    seed) appended to ``out`` as it finishes (resumable), tables from every line there
-    at the end."""
+    seed) appended to ``out`` as it finishes (resumable; ``blocks``: only those B),
+    tables from every line there at the end."""
     import json
 
     from benchmarks import _alibaba_dp as ali
@@ -684,7 +684,7 @@ def alibaba_main(seeds: int, out: Path) -> None:
     t0, load0 = time.perf_counter(), os.getloadavg()[0]
     done = {(json.loads(x)["B"], json.loads(x)["seed"]) for x in out.read_text().splitlines()
             } if out.exists() else set()
-    for b in ali.NEW_BLOCKS:
+    for b in blocks or ali.NEW_BLOCKS:
         for seed in range(seeds):
             if (b, seed) in done:
                 continue
@@ -710,9 +710,14 @@ def main() -> None:
                     "only the decision times; rerank: dpack's re-ranking period; alibaba: DPack's "
                     "Alibaba-DP parameters (benchmarks/_alibaba_dp.py; one JSON line a run "
                     "in benchmarks/results/blocks_alibaba.jsonl, resumable)")
+    ap.add_argument("--blocks", default="", help="alibaba: only these B (comma-separated), "
+                    "written to blocks_alibaba_<B>.jsonl (to run beside the others)")
     args = ap.parse_args()
     if args.part == "alibaba":
-        alibaba_main(args.seeds, HERE / "results" / "blocks_alibaba.jsonl")
+        blocks = tuple(int(b) for b in args.blocks.split(",")) if args.blocks else None
+        out = HERE / "results" / ("blocks_alibaba.jsonl" if blocks is None else
+                                  f"blocks_alibaba_{'_'.join(map(str, blocks))}.jsonl")
+        alibaba_main(args.seeds, out, blocks)
         return
     if args.part == "settings":
         settings_main(args.seeds, HERE / "results" / "blocks_settings.jsonl")
