@@ -348,6 +348,31 @@ def test_a_query_on_blocks_reads_the_stored_schema_once(env: dict[str, Any],
     assert len(calls) == 1  # the engine's column types and the session's schema share it
 
 
+def test_a_request_on_blocks_reads_the_declaration_once(env: dict[str, Any],
+                                                        monkeypatch: Any) -> None:
+    """The route reads the block declaration to find that the data set has blocks and
+    hands it to the block session, which does not read it again (it read it twice)."""
+    c, st = env["client"], env["store"]
+    read = st.block_spec
+    calls: list[str] = []
+
+    def counting(dataset: str) -> Any:
+        calls.append(dataset)
+        return read(dataset)
+
+    monkeypatch.setattr(st, "block_spec", counting)
+    ana = env["ana"]
+    for method, url, kw in (
+            ("POST", "/v1/datasets/d/queries", {"json": _count(0.1)}),
+            ("POST", "/v1/datasets/d/queries?preview=true", {"json": _count(0.1)}),
+            ("POST", "/v1/datasets/d/queue", {"json": _count(0.1), "params": {"wait": 60}}),
+            ("GET", "/v1/datasets/d/blocks", {})):
+        calls.clear()
+        r = c.request(method, url, headers=ana, **kw)
+        assert r.status_code in (200, 202), r.text
+        assert calls == ["d"], (url, calls)
+
+
 def test_children_are_refused_on_blocks_before_anything_is_written(
         env: dict[str, Any]) -> None:
     from dpsieve.errors import UnsupportedError

@@ -292,3 +292,28 @@ def test_blocks_declare_recompute(tmp_path: Path) -> None:
     assert json.loads(r.output)["blocks"]["recompute"] == 3
     r = runner.invoke(app, ["blocks", "show", "d", "--database-url", url])
     assert "scheduler dpack (re-ranked every 3 admissions)" in r.output
+
+
+def test_a_query_on_blocks_reads_the_declaration_once(tmp_path: Path, monkeypatch: Any) -> None:
+    """``dpsieve query`` and ``dpsieve blocks queue`` read the block declaration once
+    (the command's check that the data set has blocks hands it to the session)."""
+    from dpsieve.ledger.blocks import SQLBlocks
+
+    db = ["--database-url", f"sqlite:///{tmp_path / 'l.db'}"]
+    for args in (["blocks", "declare", "d", "--path", DATA, "--column", "sex", "--columns",
+                  '[{"name": "sex", "type": "integer"}]', "--budget",
+                  '{"type": "pure", "eps": 1}'], ["blocks", "add", "d", "1"]):
+        assert runner.invoke(app, [*args, *db]).exit_code == 0
+    read = SQLBlocks.block_spec
+    calls: list[str] = []
+
+    def counting(self: Any, dataset: str) -> Any:
+        calls.append(dataset)
+        return read(self, dataset)
+
+    monkeypatch.setattr(SQLBlocks, "block_spec", counting)
+    for args in (["query", "d", _q(0.1)], ["blocks", "queue", "d", _q(0.1), "--key", "k"]):
+        calls.clear()
+        r = runner.invoke(app, [*args, *db])
+        assert r.exit_code == 0, r.output
+        assert calls == ["d"], (args, calls)

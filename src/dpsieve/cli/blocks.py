@@ -75,12 +75,14 @@ def _ledger(database_url: str, schema: str) -> Iterator[BudgetStore]:
 
 
 def _session(store: Any, dataset: str, principal: str = "owner") -> Any:
-    from dpsieve.session.blocks import block_session_for, has_blocks
+    from dpsieve.session.blocks import block_session_for, declared_blocks
 
     src = store.dataset(dataset)
-    if src is None or not has_blocks(store, dataset):
+    declared = None if src is None else declared_blocks(store, dataset)  # read once
+    if src is None or declared is None:
         raise _fail(f"The data set {dataset!r} declares no blocks (dpsieve blocks declare).")
-    return block_session_for(src, src.get("path"), store, dataset, principal)
+    return block_session_for(src, src.get("path"), store, dataset, principal,
+                             declared=declared)
 
 
 @app.command("declare")

@@ -29,7 +29,7 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
     from dpsieve.ledger.redact import redact_url
     from dpsieve.queries.requests import request_from_json
     from dpsieve.session import load_frame
-    from dpsieve.session.blocks import block_session_for, has_blocks
+    from dpsieve.session.blocks import block_session_for, declared_blocks
     from dpsieve.session.datasets import session_for
 
     store = open_store(database_url, schema=schema)
@@ -49,9 +49,10 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
                                      f"{src.get('spark_table')!r}: give --spark URL.")
         # plans and the one-aggregation shapes run inside the engine (DuckDB for a file),
         # checked against the registered public schema and its privacy unit
+        declared = declared_blocks(store, dataset)  # read once: passed on
         session = session_for(src, data, store, dataset, "cli", None, load_frame) \
-            if not has_blocks(store, dataset) else block_session_for(  # a budget per block
-                src, data, store, dataset, "cli")
+            if declared is None else block_session_for(  # a budget per block
+                src, data, store, dataset, "cli", declared=declared)
 
         for i, spec in _progress(specs):
             k = f"{key}-{i}" if key and len(specs) > 1 else key

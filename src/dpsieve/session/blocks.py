@@ -66,7 +66,7 @@ if TYPE_CHECKING:
     from dpsieve.ledger.base import BudgetStore
     from dpsieve.queries.schema import Column, KeyValue, Schema
 
-__all__ = ["BlockSession", "block_session_for", "has_blocks"]
+__all__ = ["BlockSession", "block_session_for", "declared_blocks", "has_blocks"]
 
 #: The longest a queued request may wait (seconds): 30 days.
 MAX_WAIT = 30 * 86400.0
@@ -79,12 +79,14 @@ class BlockSession(Session):
     :class:`BlockSpec` or its JSON) declares the blocks when the store has no declaration
     yet (a declaration already stored may change only its unlocking and scheduler).
     ``registered``: the data set is a registered one (service, CLI): a source that cannot
-    be read is refused naming the data set only."""
+    be read is refused naming the data set only. ``declared``: the declaration the ledger
+    stores, as the caller has just read it (:func:`declared_blocks`) to find that the data
+    set has blocks -- so one request reads it once; None: read here."""
 
     def __init__(self, data: Any, *, dataset: str, store: BudgetStore | None = None,
                  blocks: BlockSpec | Mapping[str, Any] | None = None, principal: str = "",
                  after_spend: Callable[[str], None] | None = None, registered: bool = False,
-                 **source: Any) -> None:
+                 declared: Mapping[str, Any] | None = None, **source: Any) -> None:
         from dpsieve.ledger.memory import MemoryStore
 
         self.store = store if store is not None else MemoryStore()
@@ -92,7 +94,7 @@ class BlockSession(Session):
         self.dataset = dataset
         self.principal = principal
         self._after_spend = after_spend
-        stored = self._ledger().block_spec(dataset)
+        stored = declared if declared is not None else self._ledger().block_spec(dataset)
         if blocks is not None:
             spec = blocks if isinstance(blocks, BlockSpec) else block_spec_from_dict(blocks)
             block_budget_filter(spec)  # checked before anything is written
@@ -315,19 +317,28 @@ class BlockSession(Session):
         return blocks_view(self.store, self.dataset, self.spec, analyst=analyst)
 
 
+def declared_blocks(store: Any, dataset: str) -> dict[str, Any] | None:
+    """The block declaration ``dataset`` has in ``store`` (its JSON), or None: no blocks
+    (or a store that keeps none). Read once per request: pass it on to
+    :func:`block_session_for` (``declared``)."""
+    spec = getattr(store, "block_spec", None)
+    return None if spec is None else spec(dataset)
+
+
 def has_blocks(store: Any, dataset: str) -> bool:
     """Whether ``dataset`` declares blocks in ``store`` (a budget per block)."""
-    spec = getattr(store, "block_spec", None)
-    return spec is not None and spec(dataset) is not None
+    return declared_blocks(store, dataset) is not None
 
 
 def block_session_for(src: dict[str, Any], data: Any, store: Any, name: str, principal: str,
                       after_spend: Callable[[str], None] | None = None, *,
                       engine: Any = None, release_limits: Any = None,
-                      schema: Schema | None = None) -> BlockSession:
+                      schema: Schema | None = None,
+                      declared: Mapping[str, Any] | None = None) -> BlockSession:
     """The block session one query of a registered data set runs in (as
     :func:`dpsieve.session.datasets.session_for`): on ``data`` (a file's path, a Spark
-    engine), its schema the stored one (``schema``: ``stored_schema(src)``, if known)."""
+    engine), its schema the stored one (``schema``: ``stored_schema(src)``, if known), its
+    block declaration ``declared`` (:func:`declared_blocks`, if the caller read it)."""
     from dpsieve.session.datasets import stored_schema
 
     has_schema = isinstance(src.get("schema"), dict)
@@ -336,7 +347,7 @@ def block_session_for(src: dict[str, Any], data: Any, store: Any, name: str, pri
         registered=True, columns=src.get("columns"),
         column_types=None if has_schema else src.get("column_types"), engine=engine,
         schema=(schema or stored_schema(src)) if has_schema else None,
-        release_limits=release_limits)
+        release_limits=release_limits, declared=declared)
 
 
 _SOURCE_KEYS = ("columns", "column_types", "row_count", "schema", "privacy_unit", "table",

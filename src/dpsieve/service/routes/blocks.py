@@ -39,7 +39,13 @@ from dpsieve.queries.schema import Schema
 from dpsieve.service.deps import DatasetName, Owner, ServiceState, Svc, Who
 from dpsieve.service.schemas import BlocksIn, BudgetIn, Name, QueryBody, _Strict
 from dpsieve.session.block_budgets import block_budget_filter
-from dpsieve.session.blocks import MAX_WAIT, BlockSession, block_session_for, has_blocks
+from dpsieve.session.blocks import (
+    MAX_WAIT,
+    BlockSession,
+    block_session_for,
+    declared_blocks,
+    has_blocks,
+)
 from dpsieve.session.datasets import source_types, stored_schema
 
 __all__ = ["block_session", "check_blocks", "has_blocks", "router"]
@@ -73,11 +79,12 @@ class GroupIn(_Strict):
     members: Annotated[list[Name], Field(max_length=1000)]
 
 
-def block_session(svc: ServiceState, src: dict[str, Any], name: str, who: str
-                  ) -> BlockSession:
+def block_session(svc: ServiceState, src: dict[str, Any], name: str, who: str,
+                  declared: dict[str, Any] | None = None) -> BlockSession:
     """The block session one request runs in, on the registered source (its stored schema
     looked up once: the engine's column types and the session's schema are both read
-    from it)."""
+    from it; its block declaration ``declared``, as the request read it to find that the
+    data set has blocks, is not read again)."""
     schema = stored_schema(src) if isinstance(src.get("schema"), dict) else None
     if src.get("spark_table"):
         data, engine = svc.spark_engine(str(src["spark_table"])), None
@@ -85,7 +92,8 @@ def block_session(svc: ServiceState, src: dict[str, Any], name: str, who: str
         data = str(src["path"])
         engine = svc.engines.get(data, source_types(src, schema))
     return block_session_for(src, data, svc.store, name, who, svc.after_spend,
-                             engine=engine, release_limits=svc.limits, schema=schema)
+                             engine=engine, release_limits=svc.limits, schema=schema,
+                             declared=declared)
 
 
 def check_blocks(svc: ServiceState, name: str, schema: Schema, body: BlocksIn
@@ -114,9 +122,10 @@ def check_blocks(svc: ServiceState, name: str, schema: Schema, body: BlocksIn
 
 def _blocks_of(svc: ServiceState, p: Any, name: str) -> tuple[dict[str, Any], BlockSession]:
     src = svc.visible(p, name)
-    if not has_blocks(svc.store, name):
+    declared = declared_blocks(svc.store, name)  # read once for the request
+    if declared is None:
         raise HTTPException(409, f"The data set {name!r} declares no blocks.")
-    return src, block_session(svc, src, name, p.name)
+    return src, block_session(svc, src, name, p.name, declared)
 
 
 @router.put("/v1/datasets/{name}/blocks", tags=["owners"])

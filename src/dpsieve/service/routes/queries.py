@@ -26,8 +26,9 @@ from dpsieve.errors import BudgetExceededError, ConcurrencyError, IncompatiblePr
 from dpsieve.ledger.base import LedgerUnavailableError, has_budget, spend_journal, spend_key
 from dpsieve.service.deps import DatasetName, ServiceState, Svc, Who
 from dpsieve.service.errors import QueryLedgerError
-from dpsieve.service.routes.blocks import block_session, has_blocks
+from dpsieve.service.routes.blocks import block_session
 from dpsieve.service.schemas import QueryBody
+from dpsieve.session.blocks import declared_blocks
 from dpsieve.session.core import Session
 from dpsieve.session.datasets import session_for, source_types, stored_schema
 
@@ -40,11 +41,12 @@ QUERY_PATH = "/v1/datasets/{name}/queries"
 
 
 def _session(svc: ServiceState, src: dict[str, Any], name: str, who: str,
-             blocks: bool = False) -> Session:
-    """The data set's session for one request (``blocks``: the data set has blocks, and
-    this is its block session, :mod:`dpsieve.service.routes.blocks`)."""
-    if blocks:
-        return block_session(svc, src, name, who)
+             blocks: dict[str, Any] | None = None) -> Session:
+    """The data set's session for one request (``blocks``: the data set's block
+    declaration as this request read it, and this is its block session,
+    :mod:`dpsieve.service.routes.blocks`)."""
+    if blocks is not None:
+        return block_session(svc, src, name, who, blocks)
     # the stored schema is looked up once per query (its memo's key, the schema's repr,
     # costs about as much as a spend's row hashes)
     schema = stored_schema(src) if isinstance(src.get("schema"), dict) else None
@@ -70,10 +72,10 @@ def query(
 ) -> dict[str, Any]:
     st = svc.store
     src = svc.visible(p, name)
-    blocks = False
+    blocks = None
     if not has_budget(st, name):  # existence only: the spend reads the filter
-        blocks = has_blocks(st, name)  # a budget per block instead (never both)
-        if not blocks:
+        blocks = declared_blocks(st, name)  # a budget per block instead (never both)
+        if blocks is None:
             raise HTTPException(409, f"The data set {name!r} has no budget yet.")
     if preview:  # public values only: no data read, nothing spent or written
         session = _session(svc, src, name, p.name, blocks)
