@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PG_URL, pg_available
 from fastapi.testclient import TestClient
 from service_harness import write_csv
 
+from conftest import PG_URL, pg_available
 from dpsieve.ledger.base import canonical_json, utcnow
 from dpsieve.ledger.chain import row_hash
 from dpsieve.ledger.postgres import PostgresStore, audit_role_sql

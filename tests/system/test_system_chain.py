@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PG_URL, pg_available, unique_schema
 from typer.testing import CliRunner
 
+from conftest import PG_URL, pg_available, unique_schema
 from dpsieve.accounting.events import GDP, ZCDP, ApproxDP, PureDP
 from dpsieve.errors import LedgerError
 from dpsieve.filters import PureDPFilter

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PG_URL, pg_available, unique_schema
 from fastapi.testclient import TestClient
 from service_harness import write_csv
 
+from conftest import PG_URL, pg_available, unique_schema
 from dpsieve.ledger.base import utcnow
 from dpsieve.service import Settings, create_app
 

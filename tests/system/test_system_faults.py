@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import pg_available, unique_schema
 from fastapi.testclient import TestClient
 from service_harness import free_port, write_csv
 from typer.testing import CliRunner
 
+from conftest import pg_available, unique_schema
 from dpsieve.ledger import SQLiteStore
 from dpsieve.service import Settings, create_app
 

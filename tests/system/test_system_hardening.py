@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PG_URL, pg_available, unique_schema
 from fastapi.testclient import TestClient
 from service_harness import race, write_csv
 
+from conftest import PG_URL, pg_available, unique_schema
 from dpsieve.service import Settings, create_app
 
 OWNER = "owner-" + "k" * 40

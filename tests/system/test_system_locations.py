@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import PG_URL, pg_available, unique_schema
 from service_harness import free_port
 from typer.testing import CliRunner
 
+from conftest import PG_URL, pg_available, unique_schema
 from dpsieve.errors import ValidationError
 from dpsieve.ledger.base import LedgerUnavailableError
 from dpsieve.ledger.location import parse_location

@@ -14,8 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
-from conftest import PG_URL, pg_available, unique_schema
 from service_harness import Server, race, write_csv
+
+from conftest import PG_URL, pg_available, unique_schema
 
 OWNER = "dps_test-owner-key_Ch7RmZ2vK9pLw4sN8bYc3FhJ6t"
 OWN = {"Authorization": f"Bearer {OWNER}"}

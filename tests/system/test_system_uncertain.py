@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from conftest import pg_available, unique_schema
 from fastapi.testclient import TestClient
 from service_harness import write_csv
 from test_system_faults import Proxy
 
+from conftest import pg_available, unique_schema
 from dpsieve.service import Settings, create_app
 
 T = TypeVar("T")

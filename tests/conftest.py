@@ -1,0 +1,91 @@
+"""Suite-wide hooks: the slow suite's order and CI's time budget for it.
+
+CI (``.ci/run``) has a hard limit of 90 minutes on a 2-core machine whose speed varies about
+twofold between days. ``.ci/run`` exports ``DPSIEVE_SLOW_DEADLINE`` (epoch seconds: its start
+plus 80 minutes); once that time has passed, every ``slow`` test not yet started is skipped with
+a reason naming the budget, so a slow day gives a green run with listed skips instead of a run
+killed without a report. Without the variable (``make test-slow`` on a developer machine)
+nothing is skipped.
+
+The slow suite runs its privacy audits and neighbour differentials first, then the other
+soundness checks (samplers' statistical tests, accounting), then the rest (utility, system,
+packaging), so what the budget cuts on a slow day is the least important. Files are moved
+whole (their order inside is kept), which keeps module-scoped fixtures built once.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import time
+from collections.abc import Mapping, Sequence
+
+import pytest
+
+pytest_plugins = ["pytester"]  # tests/test_conftest_budget.py runs these hooks in a sandbox
+
+DEADLINE_ENV = "DPSIEVE_SLOW_DEADLINE"
+_DEADLINE = pytest.StashKey[float | None]()
+
+#: Tiers of the slow suite, first run first: fnmatch patterns on a test's file path (its
+#: node id before ``::``, relative to the root directory). A file in no tier runs last.
+SLOW_TIERS: tuple[tuple[str, ...], ...] = (
+    # privacy audits and neighbour differentials: a failure here is a privacy bug
+    ("*privacy_edges/*", "*audit*", "*differential*"),
+    # the other soundness checks: samplers' distributions, accounting and filters
+    ("*mechanisms/*", "*accounting/*", "*filters/*", "*release/*", "*robust/*"),
+)
+
+
+def slow_deadline(environ: Mapping[str, str]) -> float | None:
+    """The CI deadline for starting a slow test (epoch seconds), or None when not set."""
+    raw = environ.get(DEADLINE_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise pytest.UsageError(
+            f"{DEADLINE_ENV} must be epoch seconds (a number), got {raw!r}") from None
+
+
+def budget_skip_reason(now: float, deadline: float | None) -> str | None:
+    """Why a slow test starting at ``now`` is skipped, or None when it runs."""
+    if deadline is None or now <= deadline:
+        return None
+    return (f"CI time budget of .ci/run exhausted: {DEADLINE_ENV} passed {now - deadline:.0f} s "
+            "ago (run `make test-slow` to run it)")
+
+
+def slow_tier(nodeid: str, tiers: Sequence[Sequence[str]] = SLOW_TIERS) -> int:
+    """The tier of a test's file (0 first); ``len(tiers)`` for a file in none."""
+    path = nodeid.split("::", 1)[0]
+    for i, patterns in enumerate(tiers):
+        if any(fnmatch.fnmatchcase(path, p) for p in patterns):
+            return i
+    return len(tiers)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Read the deadline once (a malformed one stops the run before any test)."""
+    config.stash[_DEADLINE] = slow_deadline(os.environ)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow tests in tier order (a stable sort: files stay whole, in their order)."""
+    last = len(SLOW_TIERS)
+
+    def key(item: pytest.Item) -> int:
+        return slow_tier(item.nodeid) if item.get_closest_marker("slow") else last
+
+    items.sort(key=key)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip a slow test past CI's deadline (before its fixtures are built)."""
+    if item.get_closest_marker("slow") is None:
+        return
+    reason = budget_skip_reason(time.time(), item.config.stash.get(_DEADLINE, None))
+    if reason is not None:
+        pytest.skip(reason)

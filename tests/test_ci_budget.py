@@ -1,0 +1,108 @@
+"""The slow suite's CI time budget and order (tests/conftest.py), run in a pytester sandbox."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+
+import pytest
+
+CONFTEST = Path(__file__).with_name("conftest.py")
+# Loaded by path: the module name ``conftest`` is also tests/system/conftest.py's.
+_spec = importlib.util.spec_from_file_location("dpsieve_tests_conftest", CONFTEST)
+assert _spec is not None
+assert _spec.loader is not None
+_hooks = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_hooks)
+DEADLINE_ENV = _hooks.DEADLINE_ENV
+SLOW_TIERS = _hooks.SLOW_TIERS
+budget_skip_reason = _hooks.budget_skip_reason
+slow_deadline = _hooks.slow_deadline
+slow_tier = _hooks.slow_tier
+
+
+def test_the_skip_decision() -> None:
+    assert budget_skip_reason(1000.0, None) is None
+    assert budget_skip_reason(1000.0, 1000.0) is None
+    assert budget_skip_reason(999.0, 1000.0) is None
+    reason = budget_skip_reason(1061.0, 1000.0)
+    assert reason == ("CI time budget of .ci/run exhausted: DPSIEVE_SLOW_DEADLINE passed 61 s "
+                      "ago (run `make test-slow` to run it)")
+
+
+def test_the_deadline_variable() -> None:
+    assert slow_deadline({}) is None
+    assert slow_deadline({DEADLINE_ENV: ""}) is None
+    assert slow_deadline({DEADLINE_ENV: "1765000000"}) == 1765000000.0
+    with pytest.raises(pytest.UsageError, match=r"DPSIEVE_SLOW_DEADLINE must be epoch seconds"
+                                                r" \(a number\), got 'soon'"):
+        slow_deadline({DEADLINE_ENV: "soon"})
+
+
+def test_the_tiers_of_the_slow_suite() -> None:
+    assert slow_tier("tests/privacy_edges/test_edges_audit_power.py::test_x[a]") == 0
+    assert slow_tier("tests/interactive/test_children_audit.py::test_x") == 0
+    assert slow_tier("tests/mechanisms/test_samplers_slow.py::test_x") == 1
+    assert slow_tier("tests/accounting/test_coarsen.py::test_x") == 1
+    assert slow_tier("tests/test_docs_examples.py::test_examples_and_reproductions") == 2
+    assert slow_tier("tests/training/test_tuning.py::test_x") == len(SLOW_TIERS)
+
+
+_SANDBOX_TESTS = """
+import pytest
+
+pytestmark = pytest.mark.slow
+
+def test_one():
+    pass
+
+def test_two():
+    pass
+"""
+
+
+def _sandbox(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST.read_text())
+    pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
+    pytester.makepyfile(test_utility=_SANDBOX_TESTS, test_edges_audit=_SANDBOX_TESTS,
+                        test_fast="def test_fast():\n    pass\n")
+
+
+def test_past_the_deadline_slow_tests_skip_with_the_reason(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    _sandbox(pytester)
+    monkeypatch.setenv(DEADLINE_ENV, str(time.time() - 5))
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(passed=1, skipped=4)  # test_fast is not slow: it runs
+    result.stdout.fnmatch_lines(["*CI time budget of .ci/run exhausted: DPSIEVE_SLOW_DEADLINE "
+                                 "passed * s ago (run `make test-slow` to run it)*"])
+
+
+def test_before_the_deadline_or_without_it_everything_runs(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    _sandbox(pytester)
+    monkeypatch.setenv(DEADLINE_ENV, str(time.time() + 3600))
+    pytester.runpytest().assert_outcomes(passed=5)
+    monkeypatch.delenv(DEADLINE_ENV)
+    pytester.runpytest().assert_outcomes(passed=5)
+
+
+def test_a_bad_deadline_is_a_usage_error(pytester: pytest.Pytester,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    _sandbox(pytester)
+    monkeypatch.setenv(DEADLINE_ENV, "in an hour")
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*DPSIEVE_SLOW_DEADLINE must be epoch seconds*'in an hour'*"])
+
+
+def test_audits_run_first_and_files_stay_whole(pytester: pytest.Pytester,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    _sandbox(pytester)
+    monkeypatch.delenv(DEADLINE_ENV, raising=False)
+    result = pytester.runpytest("--collect-only", "-q")
+    ids = [line for line in result.stdout.lines if "::" in line]
+    assert ids == ["test_edges_audit.py::test_one", "test_edges_audit.py::test_two",
+                   "test_fast.py::test_fast",
+                   "test_utility.py::test_one", "test_utility.py::test_two"]
