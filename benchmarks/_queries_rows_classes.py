@@ -61,7 +61,9 @@ def _current(path: Path) -> tuple[str, dict[str, Any]]:
     return eng.sql(spec)
 
 
-def _variant(name: str, path: Path) -> tuple[str, dict[str, Any]]:
+def _variant(name: str, path: Path, seed: int | None = None) -> tuple[str, dict[str, Any]]:
+    """The SQL and parameters of a variant (module docstring); ``seed``: the sampling
+    seed (default: a random one)."""
     from dpsieve.queries._mix import sampling_keys
     from dpsieve.queries.engines.duckdb_sql import _mix
 
@@ -70,7 +72,7 @@ def _variant(name: str, path: Path) -> tuple[str, dict[str, Any]]:
         return sql, params
     base = sql[len("WITH "):sql.index(", _dps_c AS (")]
     params = {k: v for k, v in params.items() if f"${k} " in base or f"${k})" in base}
-    k0, k1 = sampling_keys(int.from_bytes(os.urandom(8), "little"))
+    k0, k1 = sampling_keys(int.from_bytes(os.urandom(8), "little") if seed is None else seed)
     params.update(k0=k0, k1=k1)
     # the cells' L0 priorities and choice, and the answer (as compile_sql writes them)
     a0 = _mix("xor(_hu, CAST($k0 AS UBIGINT))")
@@ -121,8 +123,10 @@ def _variant(name: str, path: Path) -> tuple[str, dict[str, Any]]:
             f"_dps_c AS ({cells_of(agg)}), {tail}", params)
 
 
-def run_one(name: str, path: Path, limit: str | None) -> dict[str, Any]:
-    """One run of a variant in this process: wall and CPU seconds, the total count."""
+def run_one(name: str, path: Path, limit: str | None, seed: int | None = None
+            ) -> dict[str, Any]:
+    """One run of a variant in this process: wall and CPU seconds, peak memory, the
+    total count and the per-group sums (as ``g: sum``)."""
     import duckdb
 
     from benchmarks._queries_runners import HANDWRITTEN_ROWS_SQL
@@ -130,7 +134,7 @@ def run_one(name: str, path: Path, limit: str | None) -> dict[str, Any]:
     if name == "hand":
         sql, params = HANDWRITTEN_ROWS_SQL, {"seed": int.from_bytes(os.urandom(4), "little")}
     else:
-        sql, params = _variant(name, path)
+        sql, params = _variant(name, path, seed)
     params["path"] = str(path)
     params = {k: v for k, v in params.items() if re.search(rf"\${k}\b", sql)}
     t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
@@ -150,8 +154,10 @@ def run_one(name: str, path: Path, limit: str | None) -> dict[str, Any]:
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     cpu = r1.ru_utime - r0.ru_utime + r1.ru_stime - r0.ru_stime
     count = sum(int(r[1 if name == "hand" else 2]) for r in rows)
+    sums = {int(r[0]): float(r[2 if name == "hand" else 3] or 0) for r in rows}
     return {"name": name, "limit": limit, "wall": round(time.perf_counter() - t0, 2),
-            "cpu": round(cpu, 2), "peak_mib": r1.ru_maxrss // 1024, "count": count}
+            "cpu": round(cpu, 2), "peak_mib": r1.ru_maxrss // 1024, "count": count,
+            "sums": sums}
 
 
 RUNS = (("hand", None), ("current", "256MiB"), ("classes", "256MiB"), ("expand", "2GiB"),
@@ -168,7 +174,8 @@ def main() -> None:
     path = qd.ensure(a.data, a.rows)
     if a.one:
         name, limit = a.one
-        print(json.dumps(run_one(name, path, None if limit == "-" else limit)), flush=True)
+        r = run_one(name, path, None if limit == "-" else limit)
+        print(json.dumps({k: v for k, v in r.items() if k != "sums"}), flush=True)
         return
     print(json.dumps({"load": os.getloadavg()}), flush=True)
     runs = [*[r for _ in range(a.repeats) for r in RUNS], ("expand", "256MiB"),

@@ -64,3 +64,19 @@ def test_a_measured_child_reports_time_answers_and_memory(tiny: Path) -> None:
     assert res["seconds"] > 0
     assert 10 * 2**20 < res["peak_bytes"] < 2**31
     assert qe.rmse(res["count"], res["count"]) == 0.0
+
+
+def test_sort_free_sample_prototype_counts_and_agrees(tiny: Path) -> None:
+    """benchmarks/_queries_rows_classes.py (issue 24 item 4, a prototype measured and not
+    adopted): every variant counts the exact bounded rows (the count does not depend on the
+    sample), and its two forms of the sample keep the same rows for the same key."""
+    from benchmarks import _queries_rows_classes as rc
+
+    t = qd.truth(tiny)
+    got = {n: rc.run_one(n, tiny, "256MiB", seed=11)
+           for n in ("current", "classes", "expand", "join")}
+    for r in got.values():
+        assert r["count"] == sum(t["bounded_count"])
+    assert got["expand"]["sums"] == got["join"]["sums"]
+    # the sample keeps part of the large cells' rows: fewer than every row's integer
+    assert sum(got["expand"]["sums"].values()) < sum(got["classes"]["sums"].values())
