@@ -282,3 +282,43 @@ def test_a_pass_re_ranks_as_the_declaration_says(make_store: Any) -> None:
     assert s.pending("again", "Y").status == "waiting"
     assert s.pending("again", "Y").position == 1
     assert _left(s, 'again/block:"c"') == Fraction(0.25 / 0.3) - 2 * Fraction(0.25)
+
+
+def test_unit_in_one_block_is_frozen_once_a_block_exists(make_store: Any) -> None:
+    """``unit_in_one_block`` decides the guarantee stated for the charges made (parallel
+    composition needs each unit's rows in one block): like the column and the budget it
+    may change until a block exists, never after; a refusal names it and its stored value
+    and leaves the declaration as it was. Unlocking, the scheduler and ``recompute`` may
+    still change, and declaring the same value again passes."""
+    s = make_store()
+    s.declare_blocks("d", {**SPEC, "unit_in_one_block": True})
+    s.declare_blocks("d", {**SPEC, "unit_in_one_block": False})  # no block yet: it may
+    s.declare_blocks("d", {**SPEC, "unit_in_one_block": True})
+    bid = s.add_block("d", "a", PureDPFilter(1.0), Unlock()).budget_id
+    s.spend_all("d", [bid], PureDP(0.25), key="k1", principal="ana")
+    stored = s.block_spec("d")
+    assert stored["unit_in_one_block"] is True
+    for changed in ({**SPEC, "unit_in_one_block": False},
+                    dict(SPEC),  # absent: the default, false
+                    {**SPEC, "scheduler": "dpack", "unit_in_one_block": False}):
+        with pytest.raises(LedgerError) as e:
+            s.declare_blocks("d", changed)
+        msg = str(e.value)
+        assert "'unit_in_one_block'" in msg, msg
+        assert "cannot change" in msg, msg
+        assert "It is true" in msg, msg
+        assert s.block_spec("d") == stored
+    with pytest.raises(LedgerError, match="column and budget cannot change"):
+        s.declare_blocks("d", {**SPEC, "column": "month", "unit_in_one_block": True})
+    assert s.block_spec("d") == stored
+    same = {**SPEC, "scheduler": "dpack", "recompute": 2, "unit_in_one_block": True}
+    s.declare_blocks("d", same)  # the same value: passes, the scheduler changes
+    assert s.block_spec("d") == same
+    s.declare_blocks("d", same)  # again, unchanged
+    assert s.block_spec("d") == same
+    # stored false (the default) cannot become true either
+    s.declare_blocks("e", SPEC)
+    s.add_block("e", 1, PureDPFilter(1.0), Unlock())
+    with pytest.raises(LedgerError, match=r"'unit_in_one_block'.*It is false; got true"):
+        s.declare_blocks("e", {**SPEC, "unit_in_one_block": True})
+    assert s.block_spec("e") == SPEC

@@ -250,6 +250,44 @@ def test_declarations_are_checked_before_anything_is_written(
                   ).status_code == 409
 
 
+def test_unit_in_one_block_cannot_change_once_blocks_exist(env: dict[str, Any],
+                                                           tmp_path: Path) -> None:
+    """``unit_in_one_block`` decides the guarantee the page states for the charges made:
+    once blocks exist, PUT .../blocks and a new registration with blocks that change it are
+    409 naming it and its stored value, before anything is written (the declaration and
+    the registration as they were); the same value with another scheduler passes."""
+    c, st, own = env["client"], env["store"], env["own"]
+    assert c.post("/v1/datasets/d/queries", headers=env["ana"], json=_count(0.1)
+                  ).status_code == 200
+    before = c.get("/v1/datasets/d/blocks", headers=own).json()
+    assert before["unit_in_one_block"] is False
+    spec = st.block_spec("d")
+    src = st.dataset("d")
+    budget = {"type": "pure", "eps": 1.0}
+    r = c.put("/v1/datasets/d/blocks", headers=own, json={
+        "column": "day", "budget": budget, "unit_in_one_block": True})
+    assert r.status_code == 409, r.text
+    msg = r.json()["message"]
+    assert "'unit_in_one_block'" in msg
+    assert "cannot change" in msg
+    assert "It is false" in msg
+    other = str(_data(tmp_path / "other.parquet"))
+    r = c.post("/v1/datasets", headers=own, json={"name": "d", "path": other, "blocks": {
+        "column": "day", "budget": budget, "unit_in_one_block": True}})
+    assert r.status_code == 409, r.text
+    assert "'unit_in_one_block'" in r.json()["message"]
+    assert st.block_spec("d") == spec  # nothing written
+    assert st.dataset("d") == src
+    after = c.get("/v1/datasets/d/blocks", headers=own).json()
+    assert after["unit_in_one_block"] is False
+    assert after["blocks"] == before["blocks"]
+    r = c.put("/v1/datasets/d/blocks", headers=own, json={
+        "column": "day", "budget": budget, "scheduler": "dpack", "unit_in_one_block": False})
+    assert r.status_code == 200, r.text
+    assert st.block_spec("d")["scheduler"] == "dpack"
+    assert st.block_spec("d")["unit_in_one_block"] is False
+
+
 def test_a_preview_on_blocks_is_free_and_says_which_budget_refuses(
         env: dict[str, Any]) -> None:
     c, st, own = env["client"], env["store"], env["own"]

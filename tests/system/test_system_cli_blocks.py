@@ -294,6 +294,49 @@ def test_blocks_declare_recompute(tmp_path: Path) -> None:
     assert "scheduler dpack (re-ranked every 3 admissions)" in r.output
 
 
+def test_blocks_declare_cannot_change_unit_in_one_block_once_blocks_exist(
+        tmp_path: Path) -> None:
+    """Once blocks exist and a query was charged, ``blocks declare`` changing
+    ``--unit-in-one-block`` exits 2 naming it and its stored value, before anything is
+    written (the declaration and the registered file as they were); the same value with
+    another scheduler passes."""
+    import shutil
+
+    from dpsieve.ledger import open_store
+
+    url = f"sqlite:///{tmp_path / 'l.db'}"
+    db = ["--database-url", url]
+    args = ["blocks", "declare", "d", "--column", "sex", "--columns",
+            '[{"name": "sex", "type": "integer"}]', "--budget", '{"type": "pure", "eps": 1}']
+    r = runner.invoke(app, [*args, "--path", DATA, "--unit-in-one-block", *db])
+    assert r.exit_code == 0, r.output
+    assert runner.invoke(app, ["blocks", "add", "d", "1", "2", *db]).exit_code == 0
+    r = runner.invoke(app, ["query", "d", _q(0.3), *db])
+    assert r.exit_code == 0, r.output
+
+    def stored() -> tuple[Any, Any]:
+        store = open_store(url)
+        try:
+            return store.block_spec("d"), store.dataset("d")  # type: ignore[attr-defined]
+        finally:
+            store.close()
+
+    before = stored()
+    assert before[0]["unit_in_one_block"] is True
+    copy = shutil.copy(DATA, tmp_path / "copy.csv")
+    for extra in ([], ["--path", str(copy)]):
+        r = runner.invoke(app, [*args, *extra, *db])
+        assert r.exit_code == 2, r.output
+        assert "'unit_in_one_block'" in r.output
+        assert "cannot change" in r.output
+        assert "It is true" in r.output
+        assert stored() == before
+    r = runner.invoke(app, [*args, "--unit-in-one-block", "--scheduler", "dpack", *db])
+    assert r.exit_code == 0, r.output
+    spec = stored()[0]
+    assert (spec["unit_in_one_block"], spec["scheduler"]) == (True, "dpack")
+
+
 def test_a_query_on_blocks_reads_the_declaration_once(tmp_path: Path, monkeypatch: Any) -> None:
     """``dpsieve query`` and ``dpsieve blocks queue`` read the block declaration once
     (the command's check that the data set has blocks hands it to the session)."""

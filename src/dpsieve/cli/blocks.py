@@ -121,6 +121,7 @@ def declare(
     from dpsieve.queries.blocks import BLOCK_TYPES
     from dpsieve.queries.schema import Schema
     from dpsieve.session.block_budgets import block_budget_filter
+    from dpsieve.session.blocks import check_redeclaration
 
     spec_in: dict[str, Any] = {"column": column, "budget": _json(budget, "--budget"),
                                "scheduler": scheduler, "unit_in_one_block": unit_in_one_block}
@@ -160,6 +161,7 @@ def declare(
         if has_budget(store, dataset):
             raise _fail(f"The data set {dataset!r} has a budget of its own; a data set with "
                         "blocks has a budget per block (register it under a new name).")
+        check_redeclaration(store, dataset, spec.to_dict())  # before the registration
         store.register_dataset(dataset, {**src, "neighbouring": spec.budget.get(
             "neighbouring", "add_remove")})
         store.declare_blocks(dataset, spec.to_dict())  # type: ignore[attr-defined]

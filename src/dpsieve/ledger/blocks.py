@@ -52,6 +52,7 @@ from dpsieve.ledger.blockset import (
     MultiOutcome,
     QuotaRecord,
     block_budget_id,
+    check_frozen,
     locked_decision,
     quota_budget_id,
     value_text,
@@ -233,7 +234,8 @@ class SQLBlocks:
     # -- declarations -------------------------------------------------------------------
     def declare_blocks(self: _Store, dataset: str, spec: dict[str, Any]) -> None:
         """Record a data set's block declaration (public; once a block exists, only its
-        unlocking and scheduler may change, so what a block means never does)."""
+        unlocking, scheduler and ``recompute`` may change, so what a block means and the
+        guarantee stated for it never do: :func:`~dpsieve.ledger.blockset.check_frozen`)."""
         text = canonical_json(spec)
         with self._tx(write=True) as cur:
             if cur.run("SELECT 1 FROM budgets WHERE budget_id = ?", (dataset,)).one():
@@ -243,13 +245,8 @@ class SQLBlocks:
             if row is None:
                 cur.run("INSERT INTO blocksets VALUES (?, ?, ?)", (dataset, text, utcnow()))
             elif row[0] != text:
-                old = json.loads(row[0])
-                if cur.run("SELECT 1 FROM blocks WHERE dataset = ?", (dataset,)).one() and (
-                        old.get("column"), old.get("budget")) != (spec.get("column"),
-                                                                  spec.get("budget")):
-                    raise LedgerError(f"The blocks of {dataset!r} exist: their column and "
-                                      "budget cannot change (unlocking and the scheduler "
-                                      "can).")
+                if cur.run("SELECT 1 FROM blocks WHERE dataset = ?", (dataset,)).one():
+                    check_frozen(dataset, json.loads(row[0]), spec)
                 cur.run("UPDATE blocksets SET spec = ? WHERE dataset = ?", (text, dataset))
 
     def block_spec(self: _Store, dataset: str) -> dict[str, Any] | None:

@@ -40,6 +40,7 @@ from dpsieve.ledger.blockset import (
     PendingRecord,
     QuotaRecord,
     block_budget_id,
+    check_frozen,
     epoch,
     locked_decision,
     quota_budget_id,
@@ -107,11 +108,8 @@ class MemoryBlocks:
                 raise LedgerError(f"The data set {dataset!r} has a budget of its own; a data "
                                   "set with blocks has a budget per block instead.")
             old = self._space.specs.get(dataset)
-            if old is not None and self._space.blocks.get(dataset) and (
-                    old.get("column"), old.get("budget")) != (spec.get("column"),
-                                                              spec.get("budget")):
-                raise LedgerError(f"The blocks of {dataset!r} exist: their column and budget "
-                                  "cannot change (unlocking and the scheduler can).")
+            if old is not None and self._space.blocks.get(dataset):
+                check_frozen(dataset, old, spec)
             self._space.specs[dataset] = json.loads(canonical_json(spec))
 
     def block_spec(self, dataset: str) -> dict[str, Any] | None:

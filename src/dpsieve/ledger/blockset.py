@@ -24,6 +24,7 @@ from typing import Any
 
 from dpsieve.blocks.currency import used_fraction_of_states
 from dpsieve.blocks.unlock import Unlock, unlock_from_dict
+from dpsieve.errors import LedgerError
 from dpsieve.filters.base import BudgetLeft, Decision
 from dpsieve.ledger.base import canonical_json
 
@@ -34,6 +35,7 @@ __all__ = [
     "PendingRecord",
     "QuotaRecord",
     "block_budget_id",
+    "check_frozen",
     "epoch",
     "locked_decision",
     "quota_budget_id",
@@ -57,6 +59,27 @@ def block_budget_id(dataset: str, value: Any) -> str:
 def quota_budget_id(dataset: str, scope: str, name: str) -> str:
     """The budget id of an analyst's or a group's quota on ``dataset``."""
     return f"{dataset}/quota:{scope}:{name}"
+
+
+def check_frozen(dataset: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """Refuse a new declaration ``new`` of ``dataset`` (a :class:`LedgerError`: the
+    service's 409) if it changes what is frozen once a block exists -- ``old`` is the
+    stored one; call it only when a block exists. The column and the budget say what each
+    block is; ``unit_in_one_block`` says which guarantee the charges already made were
+    made under (docs/proofs/blocks.md §3): the budget of the unit's block, or the
+    composition over every block it has rows in. Unlocking, the scheduler and
+    ``recompute`` may change. Both backends call it in the transaction that would write,
+    and the service and the CLI before they write anything."""
+    if (old.get("column"), old.get("budget")) != (new.get("column"), new.get("budget")):
+        raise LedgerError(f"The blocks of {dataset!r} exist: their column and budget "
+                          "cannot change (unlocking and the scheduler can).")
+    was = bool(old.get("unit_in_one_block", False))
+    if was != bool(new.get("unit_in_one_block", False)):
+        raise LedgerError(
+            f"'unit_in_one_block' of {dataset!r} cannot change once its blocks exist: the "
+            "guarantee stated for the charges already made depends on it "
+            f"(docs/proofs/blocks.md §3). It is {json.dumps(was)}; got "
+            f"{json.dumps(new.get('unit_in_one_block', False))}.")
 
 
 def epoch(ts: str) -> float:

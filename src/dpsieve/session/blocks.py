@@ -66,7 +66,8 @@ if TYPE_CHECKING:
     from dpsieve.ledger.base import BudgetStore
     from dpsieve.queries.schema import Column, KeyValue, Schema
 
-__all__ = ["BlockSession", "block_session_for", "declared_blocks", "has_blocks"]
+__all__ = ["BlockSession", "block_session_for", "check_redeclaration", "declared_blocks",
+           "has_blocks"]
 
 #: The longest a queued request may wait (seconds): 30 days.
 MAX_WAIT = 30 * 86400.0
@@ -77,7 +78,8 @@ class BlockSession(Session):
     arguments are :class:`~dpsieve.session.Session`'s; ``dataset`` names the data set in
     ``store`` (its blocks, quotas and queue are keyed by it); ``blocks`` (a
     :class:`BlockSpec` or its JSON) declares the blocks when the store has no declaration
-    yet (a declaration already stored may change only its unlocking and scheduler).
+    yet (once a block exists, a declaration already stored may change only its
+    unlocking, scheduler and ``recompute``).
     ``registered``: the data set is a registered one (service, CLI): a source that cannot
     be read is refused naming the data set only. ``declared``: the declaration the ledger
     stores, as the caller has just read it (:func:`declared_blocks`) to find that the data
@@ -323,6 +325,19 @@ def declared_blocks(store: Any, dataset: str) -> dict[str, Any] | None:
     :func:`block_session_for` (``declared``)."""
     spec = getattr(store, "block_spec", None)
     return None if spec is None else spec(dataset)
+
+
+def check_redeclaration(store: Any, dataset: str, spec: dict[str, Any]) -> None:
+    """Refuse, before anything is written, a declaration ``spec`` (its JSON) of
+    ``dataset`` that changes what its blocks froze (the column, the budget,
+    ``unit_in_one_block``: :func:`dpsieve.ledger.blockset.check_frozen`, a
+    :class:`~dpsieve.errors.LedgerError`). The ledger checks again in the transaction
+    that writes it; this read lets the service and the CLI refuse before registering."""
+    from dpsieve.ledger.blockset import check_frozen
+
+    old = declared_blocks(store, dataset)
+    if old is not None and store.blocks(dataset):
+        check_frozen(dataset, old, spec)
 
 
 def has_blocks(store: Any, dataset: str) -> bool:

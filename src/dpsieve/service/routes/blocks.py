@@ -43,6 +43,7 @@ from dpsieve.session.blocks import (
     MAX_WAIT,
     BlockSession,
     block_session_for,
+    check_redeclaration,
     declared_blocks,
     has_blocks,
 )
@@ -99,7 +100,8 @@ def block_session(svc: ServiceState, src: dict[str, Any], name: str, who: str,
 def check_blocks(svc: ServiceState, name: str, schema: Schema, body: BlocksIn
                  ) -> dict[str, Any]:
     """A block declaration checked before any write (its unlocking, its budget, the block
-    column against the public ``schema``; 409 if the data set has a budget of its own):
+    column against the public ``schema``; 409 if the data set has a budget of its own, or
+    if its blocks exist and it changes their column, budget or ``unit_in_one_block``):
     the JSON to store (:meth:`dpsieve.ledger.blocks.SQLBlocks.declare_blocks`)."""
     from dpsieve.blocks.spec import block_spec_from_dict
     from dpsieve.queries.blocks import BLOCK_TYPES
@@ -117,7 +119,9 @@ def check_blocks(svc: ServiceState, name: str, schema: Schema, body: BlocksIn
         raise HTTPException(409, f"The data set {name!r} has a budget of its own; a data set "
                                  "with blocks has a budget per block instead (register it "
                                  "under a new name).")
-    return parsed.to_dict()
+    spec = parsed.to_dict()
+    check_redeclaration(svc.store, name, spec)  # 409 if it changes what blocks froze
+    return spec
 
 
 def _blocks_of(svc: ServiceState, p: Any, name: str) -> tuple[dict[str, Any], BlockSession]:
