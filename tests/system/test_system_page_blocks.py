@@ -77,6 +77,12 @@ def _setup(srv: Server, csv: Path) -> dict[str, Any]:
     r = httpx.post(srv.base + "/v1/datasets/clinic/queue", headers={**ana, "Idempotency-Key":
                    "big"}, params={"wait": 3600}, json=_count(0.8, "b"), timeout=60)
     assert r.status_code == 202, r.text
+    # the scheduler may change once blocks exist: DPack, re-ranked every 3 admissions
+    r = httpx.put(srv.base + "/v1/datasets/clinic/blocks", headers=own, timeout=30, json={
+        "column": "city", "budget": {"type": "pure", "eps": 1.0},
+        "unlock": {"type": "arrivals", "n": 2, "by": "analyst"}, "scheduler": "dpack",
+        "recompute": 3})
+    assert r.status_code == 200, r.text
     view = httpx.get(srv.base + "/v1/datasets/clinic/blocks", headers=ana, timeout=30).json()
     return {"ana": ana["X-API-Key"], "view": view}
 
@@ -116,6 +122,14 @@ def test_blocks_page_at_desktop_and_phone_width(tmp_path: Path) -> None:
     for name, page in pages.items():
         dom = page["dom"]
         assert 'data-ready="blocks"' in dom, (name, dom[-2000:])
+        # the declaration as the API states it: the scheduler with its re-ranking period
+        assert (v["scheduler"], v["recompute"]) == ("dpack", 3)
+        about = re.search(r'<p id="blocks-about" data-recompute="(\d+)">(.*?)</p>', dom, re.S)
+        assert about is not None, dom[-2000:]
+        assert int(about[1]) == v["recompute"]
+        assert html.unescape(about[2]) == (
+            f'{v["n_blocks"]} blocks by "city"; scheduler dpack (re-ranked every 3 '
+            f'admissions); {v["unlock"]}.')
         rows = re.findall(r'<tr data-block="([^"]+)" data-used="([^"]+)">(.*?)</tr>', dom, re.S)
         assert [(html.unescape(b), float(u)) for b, u, _ in rows] == [
             (f'"{b["block"]}"', b["used"]) for b in v["blocks"]]
