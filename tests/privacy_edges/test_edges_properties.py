@@ -261,10 +261,16 @@ def released_privacy(spec: dict[str, Any], charged: dict[str, Any], value: Any,
 
 def _requested_ok(spec: dict[str, Any], charged: dict[str, Any]) -> None:
     """The ledger charged at least what the spec asked for (an (eps, delta) plan given
-    Laplace noise is charged pure eps: (eps, 0) is at least as strong)."""
+    Laplace noise is charged pure eps: (eps, 0) is at least as strong; one given Gaussian
+    noise on a zCDP, RDP or approximate-zCDP budget is charged its rho, which must imply
+    the request by the independent conversion above)."""
     p = spec["privacy"]
     if p["type"] == "approx" and charged["type"] == "pure":
         assert float(charged["eps"]) >= float(p["eps"]), (charged, p)
+        return
+    if p["type"] == "approx" and charged["type"] in ("zcdp", "approx_zcdp"):
+        implied = _rho_implying(float(p["eps"]), float(p["delta"]))
+        assert Fraction(charged["rho"]) <= implied, (charged, p)
         return
     assert charged["type"] == p["type"], (charged, p)
     for key in ("eps", "rho", "delta", "mu"):

@@ -23,7 +23,7 @@ from dpsieve.accounting.events import (
     Neighbouring,
     PureDP,
 )
-from dpsieve.errors import BudgetExceededError, IncompatiblePrivacyError, ValidationError
+from dpsieve.errors import BudgetExceededError, ValidationError
 from dpsieve.queries import Schema
 from dpsieve.queries.approx import gaussian_charge, gaussian_rho, prefer_gaussian
 from dpsieve.queries.plan import from_spec
@@ -253,16 +253,26 @@ def test_refusals_name_the_parameter_and_spend_nothing() -> None:
         s.query(auto)
     assert e.value.parameter == "privacy"
     assert "auto" in str(e.value)
-    # a Gaussian plan's delta is refused by a zCDP budget, a pure budget takes Laplace
+    # a zCDP budget takes the Gaussian as its rho (it was refused as incompatible: its
+    # ApproxDP charge has a delta), but no plan with key selection (every candidate's
+    # charge has a delta): refused before the spend naming privacy and the budget
     z = Session(_frame(), budget=ZCDP(1.0), privacy_unit="pid")
-    with pytest.raises(IncompatiblePrivacyError) as b:
-        z.query(_spec(1.0, 14))
-    assert "delta" in str(b.value)
+    sel = {**_spec(1.0, 14), "select": {"delta": 1e-7}}
+    del sel["keys"]
+    with pytest.raises(ValidationError) as e:
+        z.query(sel)
+    assert e.value.parameter == "privacy"
+    assert "a zCDP budget" in str(e.value)
+    assert z.store.history(z.budget_id) == []
+    z.query(_spec(1.0, 14))
+    rho = gaussian_rho(ApproxDP(1.0, 1e-6))
+    assert Fraction(z.remaining()["exact"]) == 1 - Fraction(rho)
+    # a pure budget takes Laplace, whatever the variance ratio
     pure = Session(_frame(), budget=PureDP(2.0), privacy_unit="pid")
     pure.query(_spec(1.0, 1))
-    assert Fraction(pure.remaining()["exact"]) == 1
-    for sess in (s, z):
-        assert sess.store.history(sess.budget_id) == []
+    pure.query(_spec(1.0, 14))
+    assert Fraction(pure.remaining()["exact"]) == 0
+    assert s.store.history(s.budget_id) == []
 
 
 # -- extreme requests: decided before the spend, never a crash (audit h24gaudit) -------------

@@ -44,6 +44,7 @@ __all__ = [
     "eps_of",
     "epsilon_left",
     "fitting_types",
+    "knows_fits",
     "query_fits",
 ]
 
@@ -177,6 +178,12 @@ def query_fits(flt: PrivacyFilter, query: PrivacyCharge) -> bool:
         orders = flt.remaining()["orders"]
         return all(rdp_of(query, float(a)) is not None for a in orders)
     return True
+
+
+def knows_fits(flt: PrivacyFilter) -> bool:
+    """Whether :func:`query_fits` knows ``flt``'s kind (else it answers True for every
+    query and the filter's own decision speaks)."""
+    return getattr(flt, "kind", "") in _FITS or getattr(flt, "kind", "") == "rdp"
 
 
 def fitting_types(flt: PrivacyFilter) -> list[str]:

@@ -15,10 +15,21 @@ delta). Each ratio is unit-free, computed from the two calibrations, which depen
 plan, the public schema and the request only: the choice reads no data, so it costs
 nothing and the preview states the same choice the run makes.
 
-**The charge.** Laplace: what the pure plan is charged (``PureDP(eps)``, with DP key
-selection ``ApproxDP(eps, delta_sel)``). Gaussian: ``ApproxDP(eps, delta)``, with key
-selection ``ApproxDP(eps, delta + delta_sel)`` (rounded up): the releases are rho-zCDP,
-hence (eps, delta)-DP, and the selection adds its delta (Lemma 5 of §5).
+**The charge, per budget kind** (:class:`~dpsieve.queries.source.BudgetKind`, public:
+the filter's kind and declared parameters). Laplace: what the pure plan is charged
+(``PureDP(eps)``, with DP key selection ``ApproxDP(eps, delta_sel)``). Gaussian: in the
+budget's own currency where it can take it, the ZCDP(rho) plan's own charge (``ZCDP(rho)``,
+with key selection ``ApproxZCDP(rho, delta_sel)``: exact, its releases compose to
+rho-zCDP; a zCDP budget, an RDP budget through the curve ``alpha * rho``, an approximate
+zCDP budget), else ``ApproxDP(eps, delta)``, with key selection ``ApproxDP(eps, delta +
+delta_sel)`` (rounded up): the releases are rho-zCDP, hence (eps, delta)-DP, and the
+selection adds its delta (Lemma 5 of §5) -- the (eps, delta) budget's (mixed filter's)
+currency. A candidate whose every charge the budget cannot take is not considered (a pure
+or GDP budget: Laplace only; the discrete Gaussian is not known to be mu-GDP); no candidate
+fits: refused before the spend naming ``privacy`` and the budget. The rule then chooses
+among those left; the budget's kind is public, so the choice still reads no data. Without
+a budget kind (a plan prepared outside a session) every charge is taken as fitting and the
+Gaussian is charged ``ApproxDP``.
 """
 
 from __future__ import annotations
@@ -39,14 +50,16 @@ if TYPE_CHECKING:
     from dpsieve.queries.plan import Query
     from dpsieve.queries.prepare import Prepared
     from dpsieve.queries.schema import Schema
+    from dpsieve.queries.source import BudgetKind
 
 __all__ = ["RULE", "ApproxChoice", "check_approx", "gaussian_charge", "gaussian_rho",
            "prefer_gaussian", "prepare_approx", "variance_ratio"]
 
 #: The rule choosing the noise of an (eps, delta) plan, as previews and answers state it.
-RULE = ("gaussian at the largest rho whose zCDP implies the requested (eps, delta) when "
-        "the mean over the released parts of (gaussian std / laplace std)^2 is below 1, "
-        "else laplace at pure eps (ties: laplace); from public values only")
+RULE = ("among the candidates whose charge the budget's kind can take: gaussian at the "
+        "largest rho whose zCDP implies the requested (eps, delta) when the mean over the "
+        "released parts of (gaussian std / laplace std)^2 is below 1, else laplace at pure "
+        "eps (ties: laplace); from public values only")
 
 
 def check_approx(p: ApproxDP, neighbouring: Neighbouring) -> ApproxDP:
@@ -109,9 +122,11 @@ def gaussian_charge(p: ApproxDP, selection_delta: float | None) -> ApproxDP:
 class ApproxChoice:
     """The noise chosen for an (eps, delta) plan and why: ``mechanism`` ("gaussian" or
     "laplace"), ``rho`` (the Gaussian candidate's, 0.0 if none), ``ratio`` (the mean
-    variance ratio; None when one candidate was refused: the other is used), ``refused``
-    (the refused candidate's reason). :meth:`to_dict` states a ratio past the float range
-    (a Laplace std of 0.0 under a Gaussian one's: Laplace) as None too, as the service
+    variance ratio; None when one candidate was refused or does not fit the budget: the
+    other is used), ``refused`` (the other candidate's reason), ``budget`` (the budget's
+    kind, None where unknown) and ``charged`` (what the chosen candidate is charged, and
+    why: the budget's currency). :meth:`to_dict` states a ratio past the float range (a
+    Laplace std of 0.0 under a Gaussian one's: Laplace) as None too, as the service
     already did: strict JSON everywhere (the CLI printed ``Infinity``)."""
 
     requested: PrivacyDescription
@@ -119,60 +134,116 @@ class ApproxChoice:
     rho: float
     ratio: float | None
     refused: str | None = None
+    budget: str | None = None
+    charged: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"requested": self.requested.to_dict(), "mechanism": self.mechanism,
                 "rho": self.rho, "rule": RULE,
                 "variance_ratio": (self.ratio if self.ratio is not None
                                    and math.isfinite(self.ratio) else None),
+                "budget": self.budget, "charged": self.charged,
                 **({} if self.refused is None else {"other_refused": self.refused})}
 
 
-def prepare_approx(query: Query, schema: Schema, nb: Neighbouring) -> Prepared:
-    """An ``ApproxDP(eps, delta)`` plan: Laplace at pure eps or Gaussian at the largest
-    certified rho, whichever the rule of this module prefers, decided
-    from the two calibrations (public values only; docs/proofs/queries.md §8). A
-    candidate refused for its privacy (noise out of the samplers' range) leaves the other;
-    both refused: the Laplace refusal."""
+def _attempt(query: Query, schema: Schema, nb: Neighbouring, privacy: PureDP | ZCDP
+             ) -> tuple[Prepared | None, ValidationError | None]:
+    """The plan at ``privacy``, or its refusal for its privacy (noise out of the samplers'
+    range: a public fact); any other refusal is raised."""
     from dpsieve.queries.prepare import prepare
 
-    assert isinstance(query.privacy, ApproxDP)
-    p = check_approx(query.privacy, nb)
-    lap: Prepared | None = None
-    gauss: Prepared | None = None
-    lap_err: ValidationError | None = None
-    gauss_err: ValidationError | None = None
     try:
-        lap = prepare(replace(query, privacy=PureDP(p.eps, nb)), schema, nb)
+        return prepare(replace(query, privacy=privacy), schema, nb), None
     except ValidationError as e:
         if e.parameter != "privacy":
             raise
-        lap_err = e
+        return None, e
+
+
+def _gaussian_charges(p: ApproxDP, gauss: Prepared, selection_delta: float | None
+                      ) -> tuple[tuple[PrivacyDescription, str], ...]:
+    """The Gaussian candidate's charges, tightest first, each with why it is sound: the
+    ZCDP(rho) plan's own (its releases compose to rho-zCDP, the selection adds its delta
+    as approximate zCDP: §5 Lemma 5), then ``ApproxDP`` (the conversion, §8)."""
+    return ((gauss.charge.description, "the zCDP plan's own charge: its releases compose to "
+             "rho-zCDP (with key selection delta-approximately)"),
+            (gaussian_charge(p, selection_delta), "(eps, delta)-DP by the zCDP conversion "
+             "(with key selection its delta added)"))
+
+
+def prepare_approx(query: Query, schema: Schema, nb: Neighbouring,
+                   budget: BudgetKind | None = None) -> Prepared:
+    """An ``ApproxDP(eps, delta)`` plan: Laplace at pure eps or Gaussian at the largest
+    certified rho, whichever the rule of this module prefers among the candidates whose
+    charge ``budget`` can take, decided from the two calibrations and the budget's kind
+    (public values only; docs/proofs/queries.md §8). A candidate refused for its privacy
+    (noise out of the samplers' range) leaves the other; both refused: the Laplace
+    refusal; no candidate's charge fits the budget: refused naming ``privacy`` and the
+    budget. Nothing is spent either way."""
+    assert isinstance(query.privacy, ApproxDP)
+    p = check_approx(query.privacy, nb)
+    lap, lap_err = _attempt(query, schema, nb, PureDP(p.eps, nb))
     rho = gaussian_rho(p)
-    if rho > 0:
-        try:
-            gauss = prepare(replace(query, privacy=ZCDP(rho, nb)), schema, nb)
-        except ValidationError as e:
-            if e.parameter != "privacy":
-                raise
-            gauss_err = e
+    gauss, gauss_err = (_attempt(query, schema, nb, ZCDP(rho, nb)) if rho > 0
+                        else (None, None))
     if lap is None and gauss is None:
         assert lap_err is not None
         raise lap_err
-    ratio = None if lap is None or gauss is None else variance_ratio(lap.charge.parts,
-                                                                     gauss.charge.parts)
-    use_gauss = lap is None or (ratio is not None and prefer_gaussian(ratio))
+    sel = query.selection
+    sel_delta = None if sel is None else sel.delta
+    fits = (lambda _: True) if budget is None else budget.fits
+    where = "" if budget is None else f" by this budget ({budget.name})"
+    lap_charge: tuple[PrivacyDescription, str] | None = None
+    if lap is not None and fits(lap.charge.description):
+        lap_charge = (lap.charge.description, "the pure plan's own charge")
+    gauss_charge: tuple[PrivacyDescription, str] | None = None
+    if gauss is not None:
+        options = _gaussian_charges(p, gauss, sel_delta)
+        if budget is None:  # no kind known: the (eps, delta) charge, as any budget states
+            options = options[1:]
+        gauss_charge = next((o for o in options if fits(o[0])), None)
+    if lap_charge is None and gauss_charge is None:
+        assert budget is not None
+        raise _no_fit(p, budget, lap, gauss, sel_delta)
+    ratio = None
+    if (lap is not None and gauss is not None and lap_charge is not None
+            and gauss_charge is not None):
+        ratio = variance_ratio(lap.charge.parts, gauss.charge.parts)
+    use_gauss = lap_charge is None or (ratio is not None and prefer_gaussian(ratio))
+    refused: str | None
     if use_gauss:
         assert gauss is not None
-        chosen = gauss
-        sel = query.selection
-        desc: PrivacyDescription = gaussian_charge(p, None if sel is None else sel.delta)
-        refused = None if lap_err is None else str(lap_err)
+        assert gauss_charge is not None
+        chosen, (desc, why) = gauss, gauss_charge
+        refused = str(lap_err) if lap_err is not None else None
+        if lap is not None and lap_charge is None:
+            refused = (f"laplace: its charge {lap.charge.description.to_dict()} cannot be "
+                       f"admitted{where}")
     else:
         assert lap is not None
-        chosen = lap
-        desc = chosen.charge.description
-        refused = None if gauss_err is None else str(gauss_err)
-    choice = ApproxChoice(p, "gaussian" if use_gauss else "laplace", rho, ratio, refused)
+        assert lap_charge is not None
+        chosen, (desc, why) = lap, lap_charge
+        refused = str(gauss_err) if gauss_err is not None else None
+        if gauss is not None and gauss_charge is None:
+            refused = (f"gaussian: neither {gauss.charge.description.to_dict()} nor "
+                       f"{gaussian_charge(p, sel_delta).to_dict()} can be admitted{where}")
+    choice = ApproxChoice(p, "gaussian" if use_gauss else "laplace", rho, ratio, refused,
+                          None if budget is None else budget.kind, why)
     return replace(chosen, query=query, charge=replace(chosen.charge, description=desc),
                    calibration=choice.to_dict())
+
+
+def _no_fit(p: ApproxDP, budget: BudgetKind, lap: Prepared | None, gauss: Prepared | None,
+            sel_delta: float | None) -> ValidationError:
+    """The refusal of an (eps, delta) plan none of whose candidates' charges ``budget`` can
+    take (before any spend), naming ``privacy``, the budget and the charges tried."""
+    tried = [c.charge.description for c in (lap, gauss) if c is not None]
+    if gauss is not None:
+        tried.append(gaussian_charge(p, sel_delta))
+    names = ", ".join(str(d.to_dict()) for d in tried)
+    what = "an (eps, delta) plan" + ("" if sel_delta is None else " with DP key selection")
+    return fail("privacy", "query", f"a privacy whose charge this budget ({budget.name}) "
+                f"can admit: {what} would be charged one of {names}, none of which it "
+                "admits however small (a delta > 0, e.g. from DP key selection, needs an "
+                "(eps, delta) budget with a delta part or an approximate zCDP budget); "
+                "nothing was spent", p.to_dict())

@@ -13,7 +13,8 @@ request, checked exactly), and with DP key selection ``ApproxDP(eps, delta)`` or
 ``ApproxZCDP(rho, delta)``. :meth:`PlanCharge.pld` is the exact PLD of the composition where
 one is known (pure DP), for filters that account with PLDs. A plan asking for
 ``ApproxDP(eps, delta)`` is prepared both ways, pure and at the rho implying it, and the
-less noisy one kept (:mod:`dpsieve.queries.approx`).
+less noisy one kept among those whose charge the budget's kind can take
+(:mod:`dpsieve.queries.approx`).
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ from dpsieve.queries.selection import (
     count_candidates,
     unit_candidates,
 )
+from dpsieve.queries.source import BudgetKind
 
 __all__ = ["CONTRIBUTION_NEEDED", "PlanCharge", "Prepared", "Selection", "contribution_of",
            "prepare"]
@@ -283,12 +285,16 @@ def contribution_of(query: Query, unit: str | None) -> Contribution:
     return c
 
 
-def prepare(query: Query, schema: Schema, neighbouring: Neighbouring) -> Prepared:
-    """Check ``query`` against ``schema`` and compute its charge (no data is read)."""
+def prepare(query: Query, schema: Schema, neighbouring: Neighbouring,
+            budget: BudgetKind | None = None) -> Prepared:
+    """Check ``query`` against ``schema`` and compute its charge (no data is read).
+    ``budget``, the kind of budget it will be charged to (public), decides an (eps, delta)
+    plan's candidates and charge (:mod:`dpsieve.queries.approx`); other plans ignore it
+    (their charge is what they request)."""
     if isinstance(query.privacy, ApproxDP) and not query.auto_fields():
         from dpsieve.queries.approx import prepare_approx
 
-        return prepare_approx(query, schema, neighbouring)
+        return prepare_approx(query, schema, neighbouring, budget)
     total = _check_privacy(query.privacy, neighbouring)
     keys = _keys(schema, query)
     where = tuple(_check_predicate(schema, p) for p in query.where)

@@ -98,7 +98,8 @@ class PlanRequest:
 
         if self.plan.auto_fields():
             return self._prepare_auto(source)
-        prepared = prepare(self.plan, source.schema(), source.neighbouring)
+        budget = source.budget_kind() if isinstance(self.plan.privacy, ApproxDP) else None
+        prepared = prepare(self.plan, source.schema(), source.neighbouring, budget)
         source.check_engine()
         shape = self.kind if self.kind != "query" else None
         rng = source.rng

@@ -23,10 +23,25 @@ from dpsieve.queries.engine import Engine
 from dpsieve.queries.release_sizing import ReleaseLimits
 from dpsieve.queries.schema import Schema
 
-__all__ = ["SHAPES", "Ready", "Source", "row_level"]
+__all__ = ["SHAPES", "BudgetKind", "Ready", "Source", "row_level"]
 
 #: The one-aggregation shapes answered as one-aggregation plans (in their earlier form).
 SHAPES = ("count", "sum", "mean", "histogram", "linear")
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetKind:
+    """The kind of budget a request will be charged to, as preparation may read it before
+    the spend: ``kind`` (the filter's, e.g. ``"zcdp"``), ``name`` (in words, e.g. "a zCDP
+    budget") and ``fits``, whether a budget of this kind can ever admit a charge of that
+    kind, however small (:func:`dpsieve.filters.summary.query_fits`: the conversion the
+    filter charges by exists for it). All public: the budget's kind and declared
+    parameters, never its data. An (eps, delta) plan prepares only candidates whose charge
+    fits (:mod:`dpsieve.queries.approx`)."""
+
+    kind: str
+    name: str
+    fits: Callable[[PrivacyDescription], bool]
 
 
 class Source(Protocol):
@@ -73,6 +88,11 @@ class Source(Protocol):
 
     def engine(self) -> Engine:
         """The engine plans run on (after the spend)."""
+        ...
+
+    def budget_kind(self) -> BudgetKind | None:
+        """The kind of the budget requests are charged to (public), None where unknown
+        (then an (eps, delta) plan is charged as if any budget took every charge)."""
         ...
 
     def frame(self) -> Any:

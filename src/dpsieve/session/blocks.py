@@ -56,7 +56,7 @@ from dpsieve.session.block_budgets import (
     rebuilt,
     used_of,
 )
-from dpsieve.session.budgets import filter_for_budget
+from dpsieve.session.budgets import budget_kind_of, filter_for_budget
 from dpsieve.session.core import Session
 from dpsieve.session.outcomes import FAILED, FAILED_MESSAGE, total
 from dpsieve.session.result import QueryResult
@@ -65,6 +65,7 @@ from dpsieve.session.source import SessionData
 if TYPE_CHECKING:
     from dpsieve.ledger.base import BudgetStore
     from dpsieve.queries.schema import Column, KeyValue, Schema
+    from dpsieve.queries.source import BudgetKind
 
 __all__ = ["BlockSession", "block_session_for", "check_redeclaration", "declared_blocks",
            "has_blocks"]
@@ -113,7 +114,16 @@ class BlockSession(Session):
         self._source = SessionData(data, dataset=dataset if registered else None,
                                    **_source_args(source))
         self._source.neighbouring = self.neighbouring
+        self._source.budget_reader = self._budget_kind
         self.privacy_unit = self._source.privacy_unit
+
+    def _budget_kind(self) -> BudgetKind | None:
+        """The kind of the budgets a query is charged to, as preparation reads it: a block's
+        (a fresh filter of the declaration: every block's kind and parameters) and the
+        analyst's quotas (public; :func:`~dpsieve.session.budgets.budget_kind_of`)."""
+        quotas = self._ledger().quota_budgets(self.dataset, self.principal)
+        return budget_kind_of([block_budget_filter(self.spec),
+                               *(self.store.load_filter(q) for q in quotas)])
 
     # -- the ledger ---------------------------------------------------------------------
     def _ledger(self) -> Any:

@@ -5,7 +5,7 @@ edge (:func:`as_description`, through the one mapping
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dpsieve._validation import fail
@@ -24,8 +24,9 @@ from dpsieve.filters.charge import Workload
 
 if TYPE_CHECKING:
     from dpsieve.filters.base import PrivacyFilter
+    from dpsieve.queries.source import BudgetKind
 
-__all__ = ["PrivacyIn", "as_description", "filter_for_budget"]
+__all__ = ["PrivacyIn", "as_description", "budget_kind_of", "filter_for_budget"]
 
 #: The privacy a library call spends: a description, or its JSON (a dict), which the
 #: session maps once, where it is given.
@@ -85,3 +86,24 @@ def as_description(p: PrivacyIn, nb: Neighbouring, name: str) -> PrivacyDescript
     if not isinstance(p, PureDP | ApproxDP | GDP | ZCDP | ApproxZCDP | RDP):
         raise fail(name, "Session", "a privacy description such as PureDP(0.1)", p)
     return p
+
+
+def budget_kind_of(filters: Sequence[PrivacyFilter]) -> BudgetKind | None:
+    """The kind of a budget made of ``filters`` (a session's one; a block query's blocks
+    and quotas, each charged), as preparation reads it: a charge fits when every filter
+    can ever admit it (:func:`dpsieve.filters.summary.query_fits`, from each filter's kind
+    and declared parameters: public). None when a filter's kind is not one ``query_fits``
+    knows (its own decision then speaks, as before)."""
+    from dpsieve._budget_view import KIND_NAMES
+    from dpsieve.filters.summary import knows_fits, query_fits
+    from dpsieve.queries.source import BudgetKind
+
+    flts = list(filters)
+    if not flts or not all(knows_fits(f) for f in flts):
+        return None
+    kinds = [str(f.kind) for f in flts]
+    names = list(dict.fromkeys(KIND_NAMES.get(k, f"a {k} budget") for k in kinds))
+
+    def fits(q: PrivacyDescription) -> bool:
+        return all(query_fits(f, q) for f in flts)
+    return BudgetKind("+".join(dict.fromkeys(kinds)), " and ".join(names), fits)

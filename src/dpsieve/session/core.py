@@ -48,7 +48,12 @@ from dpsieve.queries.plan import Query
 from dpsieve.queries.release_sizing import ReleaseLimits
 from dpsieve.queries.request_release import ReleaseRequest
 from dpsieve.queries.requests import PlanRequest, Request, privacy_of, request_from_json
-from dpsieve.session.budgets import PrivacyIn, as_description, filter_for_budget
+from dpsieve.session.budgets import (
+    PrivacyIn,
+    as_description,
+    budget_kind_of,
+    filter_for_budget,
+)
 from dpsieve.session.data import Frame
 from dpsieve.session.outcomes import FAILED, FAILED_MESSAGE, total
 from dpsieve.session.result import QueryResult
@@ -59,6 +64,7 @@ if TYPE_CHECKING:
     from dpsieve.filters.summary import BudgetSummary
     from dpsieve.ledger.base import BudgetStore
     from dpsieve.queries.schema import Schema
+    from dpsieve.queries.source import BudgetKind
     from dpsieve.session.children import Children
 
 __all__ = ["Session"]
@@ -174,6 +180,12 @@ class Session:
                 "(the relation the budget was set under); calibrating noise under the wrong "
                 "relation could understate the cost.")
         self._source.neighbouring = self.neighbouring
+        self._source.budget_reader = self._budget_kind
+
+    def _budget_kind(self) -> BudgetKind | None:
+        """The budget's kind as preparation reads it (:func:`budget_kind_of`): its filter's
+        kind and declared parameters, public, read from the store when a request asks."""
+        return budget_kind_of([self.store.load_filter(self.budget_id)])
 
     # -- budget -------------------------------------------------------------------------
     def remaining(self) -> BudgetLeft:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from dpsieve.queries.engine import Engine
     from dpsieve.queries.release_sizing import ReleaseLimits
     from dpsieve.queries.schema import Schema
+    from dpsieve.queries.source import BudgetKind
 
 __all__ = ["SessionData"]
 
@@ -65,6 +66,9 @@ class SessionData:
         self.rng = rng
         #: The budget's relation (set by the session once it knows it).
         self.neighbouring = Neighbouring.ADD_REMOVE
+        #: Reads the kind of the budget requests are charged to (set by the session;
+        #: None: unknown).
+        self.budget_reader: Callable[[], BudgetKind | None] | None = None
 
     def schema(self) -> Schema:
         """The data set's public schema: column names, types, declared public domains and
@@ -100,6 +104,12 @@ class SessionData:
             return engine
         return engine_for(self._data, table=self._table, memory_limit=self._memory_limit,
                           name="data", owner="Session", types=self.types())
+
+    def budget_kind(self) -> BudgetKind | None:
+        """The kind of the budget requests are charged to (public: its filter's kind and
+        declared parameters), read when a request asks (an (eps, delta) plan); None where
+        the session states none."""
+        return None if self.budget_reader is None else self.budget_reader()
 
     def check_engine(self) -> None:
         """A bad ``DPSIEVE_DUCKDB_MEMORY_LIMIT`` for a file's engine, refused before the
