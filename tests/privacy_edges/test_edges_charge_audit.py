@@ -109,6 +109,8 @@ def _budget(kind: str, relation: str) -> dict[str, Any]:
         return {"type": "pure", "eps": BIG, "neighbouring": relation}
     if kind == "zcdp":
         return {"type": "zcdp", "rho": BIG, "neighbouring": relation}
+    if kind == "mixed":  # an (eps, delta) budget: the mixed filter
+        return {"type": "approx", "eps": BIG, "delta": 0.5, "neighbouring": relation}
     return {"type": "approx_zcdp", "rho": BIG, "delta": 0.5, "neighbouring": relation}
 
 
@@ -190,8 +192,10 @@ CASES = [
                group_by=["city"], keys=[["a"], ["b"], ["c"]],
                contribution={"max_groups": 2, "max_rows": 3}), pair="unit", slow=True),
     # an (eps, delta) plan the rule calibrates with Gaussian noise (4 aggregations over 3
-    # keys, a unit in 2 of them: variance ratio 0.62), charged ApproxDP(1, 1e-4)
-    Case("plan-unit-approx-gaussian", _budget("approx_zcdp", AR), APPROX_GAUSSIAN,
+    # keys, a unit in 2 of them: variance ratio 0.62): on an (eps, delta) budget charged
+    # ApproxDP(1, 1e-4), on an approximate-zCDP one its rho (docs/proofs/queries.md §8)
+    Case("plan-unit-approx-gaussian", _budget("mixed", AR), APPROX_GAUSSIAN, pair="unit"),
+    Case("plan-unit-approx-gaussian-rho", _budget("approx_zcdp", AR), APPROX_GAUSSIAN,
          pair="unit"),
     Case("release-laplace", _budget("pure", RO), _release("laplace")),
     Case("release-mwem", _budget("pure", RO), _release("mwem"), slow=True),
@@ -445,19 +449,23 @@ def test_the_audit_catches_defect_3_int64_lattice(where: str, tmp_path: Path,
 
 
 def test_the_approx_case_runs_the_gaussian_path(tmp_path: Path) -> None:
-    """The (eps, delta) case audits Gaussian noise (else it would audit the pure plan):
-    the preview chooses it and every released part is a discrete Gaussian."""
+    """The (eps, delta) cases audit Gaussian noise (else they would audit the pure plan):
+    the preview chooses it and every released part is a discrete Gaussian, charged
+    ApproxDP on the (eps, delta) budget and the certified rho on the approximate-zCDP one."""
     from dpsieve import Session
-    from dpsieve.accounting.events import description_from_json
+    from dpsieve.accounting.events import ApproxDP, description_from_json
+    from dpsieve.queries.approx import gaussian_rho
 
     d, _ = _unit_pair()
-    s = Session(d, budget=description_from_json(_budget("approx_zcdp", AR)),
-                privacy_unit="pid")
-    p = s.preview(APPROX_GAUSSIAN)
-    assert p["calibration"]["mechanism"] == "gaussian"
-    assert p["charge"]["type"] == "approx"
-    assert {n["mechanism"] for parts in p["noise"].values() for n in parts.values()} == {
-        "discrete_gaussian"}
+    for kind, charge in (("mixed", {"type": "approx", "eps": 1.0, "delta": 1e-4}),
+                         ("approx_zcdp", {"type": "zcdp",
+                                          "rho": gaussian_rho(ApproxDP(1.0, 1e-4))})):
+        s = Session(d, budget=description_from_json(_budget(kind, AR)), privacy_unit="pid")
+        p = s.preview(APPROX_GAUSSIAN)
+        assert p["calibration"]["mechanism"] == "gaussian"
+        assert p["charge"] == {**charge, "neighbouring": AR}
+        assert {n["mechanism"] for parts in p["noise"].values()
+                for n in parts.values()} == {"discrete_gaussian"}
 
 
 def test_the_audit_catches_a_gaussian_plan_undercharged(tmp_path: Path,
