@@ -44,28 +44,9 @@ import numpy.typing as npt
 
 from benchmarks.queries_accuracy import load, truth
 from benchmarks.queries_auto import GROUPS, ROWS
+from dpsieve.mechanisms.pf_law import permute_and_flip_law
 
 F64 = npt.NDArray[np.float64]
-
-
-def pf_law(q: F64, coef: float) -> F64:
-    """Permute-and-flip's exact output law for scores ``q`` and coefficient ``coef``:
-    ``P[r] = p_r (1/n) sum_k e_k(1 - p_{-r}) / C(n-1, k)``, ``p = exp(coef (q - max q))``."""
-    g = coef * (q.max() - q)
-    n = g.size
-    x = -np.expm1(-g)
-    pre = [np.ones(1)]
-    for v in x:
-        pre.append(np.convolve(pre[-1], [1.0, v]))
-    suf = [np.ones(1)]
-    for v in x[::-1]:
-        suf.append(np.convolve(suf[-1], [1.0, v]))
-    suf = suf[::-1]
-    w = np.asarray([1.0 / math.comb(n - 1, k) for k in range(n)]) / n
-    out = np.empty(n)
-    for r in range(n):
-        out[r] = math.exp(-g[r]) * float(np.dot(np.convolve(pre[r], suf[r + 1]), w))
-    return np.asarray(out / out.sum(), dtype=np.float64)
 
 
 def part_a(d: Any) -> list[str]:
@@ -86,7 +67,7 @@ def part_a(d: Any) -> list[str]:
              "P(100) | P(120-200) | P(> 200) |", "|---|---|---|---|---|---|---|---|"]
     for beta in (1.5, 1.0, 0.5):
         for eq in (0.0025, 0.005, 0.01, 0.02, 0.03):
-            p = pf_law(-exc - beta / eq * np.arange(cands.size), eq)
+            p = permute_and_flip_law(-exc - beta / eq * np.arange(cands.size), eq)
             lines.append(f"| {beta:g} | {eq:g} | {eq * exc[i100 - 1]:.1f} | {beta * i100:.0f} "
                          f"| {p[:i100].sum():.3f} | {p[i100]:.3f} | "
                          f"{p[i100 + 1:i100 + 4].sum():.3f} | {p[i100 + 4:].sum():.3f} |")
@@ -162,7 +143,7 @@ def part_c(d: Any, runs: int) -> list[str]:
     from dpsieve.queries.auto import PRIOR_STEP, count_candidates
 
     cands = count_candidates()
-    p = pf_law(-float(PRIOR_STEP) * np.arange(len(cands), dtype=float), 1.0)
+    p = permute_and_flip_law(-float(PRIOR_STEP) * np.arange(len(cands), dtype=float), 1.0)
     lines = ["", f"C. Key selection at eps 1: the prior alone puts {p[0]:.3f} on max_groups 1, "
              f"{p[1]:.3f} on 2, {p[2:].sum():.3f} above; the plan at eps 0.9, {runs} runs:", "",
              "| max_groups | max_rows | RMSE (se) |", "|---|---|---|"]

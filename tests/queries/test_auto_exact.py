@@ -18,7 +18,6 @@ trials are enumerated path by path against ``exp(-a/b)``.
 from __future__ import annotations
 
 import itertools
-import math
 from fractions import Fraction
 from typing import Any
 
@@ -29,6 +28,7 @@ import pytest
 
 from dpsieve import Session
 from dpsieve.accounting.events import ZCDP, Neighbouring, PureDP
+from dpsieve.mechanisms.pf_law import permute_and_flip_log_law
 from dpsieve.queries.auto import _split, choose
 
 AR = Neighbouring.ADD_REMOVE
@@ -60,25 +60,10 @@ def _pf_enumerated(gammas: list[Fraction]) -> list[mpmath.mpf]:
 
 
 def _pf_log_law(gammas: list[Fraction]) -> np.ndarray:
-    """``log P[r]`` of permute-and-flip: ``P[r] = p_r (1/n) sum_k e_k(1 - p_{-r}) /
-    C(n-1, k)`` (the set before ``r`` in a random order: its size uniform, then a uniform
-    subset). Every term is positive (no cancellation), ``1 - p`` by ``expm1``."""
-    g = np.asarray([float(x) for x in gammas])
-    n = g.size
-    x = -np.expm1(-g)  # 1 - p_j
-    pre = [np.ones(1)]
-    for v in x:
-        pre.append(np.convolve(pre[-1], [1.0, v]))
-    suf = [np.ones(1)]
-    for v in x[::-1]:
-        suf.append(np.convolve(suf[-1], [1.0, v]))
-    suf = suf[::-1]
-    w = np.asarray([1.0 / math.comb(n - 1, k) for k in range(n)]) / n
-    out = np.empty(n)
-    for r in range(n):
-        e = np.convolve(pre[r], suf[r + 1])  # e_k of the others, k = 0..n-1
-        out[r] = -g[r] + math.log(float(np.dot(e, w)))
-    return out
+    """``log P[r]`` of permute-and-flip at gaps ``gammas``: the library's analysis function
+    (:mod:`dpsieve.mechanisms.pf_law`, independent of the sampler), itself checked against
+    the enumeration below."""
+    return permute_and_flip_log_law([float(x) for x in gammas])
 
 
 def test_the_law_formula_is_the_enumerated_law() -> None:
