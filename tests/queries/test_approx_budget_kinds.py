@@ -2,7 +2,9 @@
 candidates whose charge the budget's kind can take are considered, the Gaussian is charged
 in the budget's own currency where it can take it (zCDP, RDP, approximate zCDP: the ZCDP
 plan's own rho), and a plan no candidate of which fits is refused before the spend naming
-``privacy`` and the budget. The charge is checked in the ledger, against the noise drawn."""
+``privacy`` and the budget. On those zCDP/RDP budgets the candidates are compared at
+equal charge (Laplace at eps_L, eps_L^2/2 <= rho). The charge is checked in the ledger,
+against the noise drawn."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import pandas as pd
 import pytest
 
 from dpsieve import Session
+from dpsieve._rounding import next_up
 from dpsieve.accounting.events import (
     GDP,
     RDP,
@@ -27,7 +30,7 @@ from dpsieve.accounting.events import (
 )
 from dpsieve.errors import ValidationError
 from dpsieve.queries import Schema
-from dpsieve.queries.approx import gaussian_rho
+from dpsieve.queries.approx import gaussian_rho, laplace_eps_for
 from dpsieve.queries.plan import from_spec
 from dpsieve.queries.prepare import prepare
 from dpsieve.queries.source import BudgetKind
@@ -45,12 +48,14 @@ def _frame(n: int = 2000) -> pd.DataFrame:
                          "x": rng.uniform(0, 10, n)})
 
 
-def _plan(k: int, select: bool, eps: float = EPS) -> dict[str, Any]:
+def _plan(k: int, select: bool, eps: float = EPS, delta: float = DELTA) -> dict[str, Any]:
     """A unit count per group, each unit in at most ``k`` groups: at eps 1, delta 1e-6
-    Laplace is less noisy with k = 1 and the Gaussian with k = 14 (the variance ratio,
-    computed independently in tests/queries/test_approx_plans.py)."""
+    Laplace at pure eps 1 is less noisy with k = 1 and the Gaussian with k = 14 (the
+    variance ratio, computed independently in tests/queries/test_approx_plans.py); at
+    equal charge (zCDP, RDP, approximate zCDP budgets) the Gaussian is with both
+    (:func:`test_at_equal_charge_the_gaussian_wins_at_k_1_and_14`)."""
     p: dict[str, Any] = {"type": "query",
-                         "privacy": {"type": "approx", "eps": eps, "delta": DELTA},
+                         "privacy": {"type": "approx", "eps": eps, "delta": delta},
                          "aggregations": [{"type": "count", "per": "unit"}],
                          "group_by": ["g"], "contribution": {"max_groups": k}}
     if select:
@@ -63,16 +68,17 @@ def _plan(k: int, select: bool, eps: float = EPS) -> dict[str, Any]:
 #: (budget, k, select) -> (mechanism, charge) or None (refused before the spend). The
 #: pure plan's charge is PureDP(eps) (ApproxDP(eps, delta_sel) with key selection), the
 #: zCDP plan's ZCDP(rho) (ApproxZCDP(rho, delta_sel)), the (eps, delta) one ApproxDP(eps,
-#: delta) (ApproxDP(eps, delta + delta_sel)).
+#: delta) (ApproxDP(eps, delta + delta_sel)). On zCDP, RDP and approximate zCDP budgets
+#: Laplace is at eps_L (equal charge) and loses at k = 1 too.
 PURE, ZC, AX = PureDP(EPS, AR), ZCDP(RHO, AR), ApproxDP(EPS, DELTA, AR)
 PURE_S, ZC_S = ApproxDP(EPS, SEL, AR), ApproxZCDP(RHO, SEL, AR)
 AX_S = ApproxDP(EPS, 1.1e-6, AR)
 EXPECTED: dict[tuple[str, int, bool], tuple[str, PrivacyDescription] | None] = {
     ("pure", 1, False): ("laplace", PURE), ("pure", 14, False): ("laplace", PURE),
     ("pure", 1, True): None, ("pure", 14, True): None,
-    ("zcdp", 1, False): ("laplace", PURE), ("zcdp", 14, False): ("gaussian", ZC),
+    ("zcdp", 1, False): ("gaussian", ZC), ("zcdp", 14, False): ("gaussian", ZC),
     ("zcdp", 1, True): None, ("zcdp", 14, True): None,
-    ("rdp", 1, False): ("laplace", PURE), ("rdp", 14, False): ("gaussian", ZC),
+    ("rdp", 1, False): ("gaussian", ZC), ("rdp", 14, False): ("gaussian", ZC),
     ("rdp", 1, True): None, ("rdp", 14, True): None,
     ("gdp", 1, False): ("laplace", PURE), ("gdp", 14, False): ("laplace", PURE),
     ("gdp", 1, True): None, ("gdp", 14, True): None,
@@ -81,8 +87,8 @@ EXPECTED: dict[tuple[str, int, bool], tuple[str, PrivacyDescription] | None] = {
     ("approx-nodelta", 1, False): ("laplace", PURE),
     ("approx-nodelta", 14, False): ("laplace", PURE),
     ("approx-nodelta", 1, True): None, ("approx-nodelta", 14, True): None,
-    ("approx_zcdp", 1, False): ("laplace", PURE), ("approx_zcdp", 14, False): ("gaussian", ZC),
-    ("approx_zcdp", 1, True): ("laplace", PURE_S),
+    ("approx_zcdp", 1, False): ("gaussian", ZC), ("approx_zcdp", 14, False): ("gaussian", ZC),
+    ("approx_zcdp", 1, True): ("gaussian", ZC_S),
     ("approx_zcdp", 14, True): ("gaussian", ZC_S),
 }
 
@@ -260,3 +266,106 @@ def test_a_data_set_with_blocks_reads_its_blocks_and_quotas_kinds(
     with pytest.raises(ValidationError) as e:  # every selection has a delta
         s.query(_plan(14, True))
     assert e.value.parameter == "privacy"
+
+
+# -- equal charge on zCDP, approximate zCDP and RDP budgets --------------------------------
+
+def test_laplace_eps_for_is_the_largest_float_within_rho_and_eps() -> None:
+    """eps_L <= eps and eps_L^2/2 <= rho, exactly in rationals, and the next float up
+    breaks one of them (the largest: rounded down, never up); eps itself when the request
+    already costs at most rho (a large delta); 0.0 without a rho; a subnormal rho still
+    gives an eps_L > 0."""
+    for eps, delta in ((1.0, 1e-6), (0.1, 1e-10), (20.0, 1e-6), (1e6, 1e-6),
+                       (1e-12, 1e-6), (0.1, 0.9)):
+        rho = Fraction(gaussian_rho(ApproxDP(eps, delta)))
+        e = laplace_eps_for(eps, float(rho))
+        assert 0 < e <= eps
+        assert Fraction(e) ** 2 / 2 <= rho
+        up = next_up(e)
+        assert up > eps or Fraction(up) ** 2 / 2 > rho
+    rho_big = gaussian_rho(ApproxDP(0.1, 0.9))  # 2.18 > 0.1^2/2: the request fits
+    assert Fraction(0.1) ** 2 / 2 <= Fraction(rho_big)
+    assert laplace_eps_for(0.1, rho_big) == 0.1
+    assert laplace_eps_for(1.0, 0.0) == 0.0
+    tiny = laplace_eps_for(1.0, 5e-324)
+    assert tiny > 0
+    assert Fraction(tiny) ** 2 / 2 <= Fraction(5e-324)
+
+
+def test_equal_charge_reads_every_filter_of_the_budget() -> None:
+    """The budget's currency is zCDP or RDP only when every filter's kind is (a block's
+    and a quota's joined by '+'); a zCDP block with a pure quota keeps Laplace at eps."""
+    from dpsieve.queries.approx import equal_charge
+
+    def kind(k: str) -> BudgetKind:
+        return BudgetKind(k, k, lambda _: True)
+
+    assert all(equal_charge(kind(k)) for k in ("zcdp", "rdp", "approx_zcdp", "zcdp+rdp"))
+    assert not any(equal_charge(kind(k)) for k in ("pure_dp", "mixed", "gdp_residue",
+                                                   "zcdp+pure_dp"))
+    assert not equal_charge(None)
+
+
+@pytest.mark.parametrize("budget", [ZCDP(100.0), RDP(ORDERS, (200.0, 800.0, 3200.0)),
+                                    ApproxZCDP(100.0, 1e-5)])
+@pytest.mark.parametrize(("eps", "k", "mech"), [(1.0, 1, "gaussian"), (1.0, 14, "gaussian"),
+                                                (20.0, 1, "laplace")])
+def test_on_zcdp_and_rdp_budgets_an_approx_plan_costs_at_most_rho(
+        budget: PrivacyDescription, eps: float, k: int, mech: str) -> None:
+    """Whichever candidate runs, the ledger's exact charge is at most rho =
+    zcdp_rho_for(eps, delta) (RDP: alpha * rho at each order). Before equal charge the
+    (1, 1e-6) plan with max_groups 1 ran Laplace at pure eps 1: eps^2/2 = 0.5, 20.5 x rho.
+    At eps 20, k = 1 Laplace wins at equal charge (rho 4.79, eps_L 3.09: its discrete
+    noise is below the Gaussian's, ratio ~1.05) and is charged PureDP(eps_L), eps_L <= eps
+    and eps_L^2/2 <= rho (what the RDP filter charges a pure plan, min(eps_L,
+    alpha eps_L^2/2, R_eps's RDP) rounded up, is then at most alpha * rho too)."""
+    s = Session(_frame(), budget=budget, privacy_unit="pid")
+    plan = _plan(k, False, eps)
+    rho = Fraction(gaussian_rho(ApproxDP(eps, DELTA)))
+    p = s.preview(plan)
+    cal = p["calibration"]
+    assert cal["mechanism"] == mech
+    eps_l = cal["laplace_eps"]
+    assert eps_l <= eps
+    assert Fraction(eps_l) ** 2 / 2 <= rho
+    want = (PureDP(eps_l, AR) if mech == "laplace" else ZCDP(float(rho), AR)).to_dict()
+    assert p["charge"] == want
+    s.query(plan)
+    (rec,) = s.store.history(s.budget_id)
+    assert rec.cost["query"] == want
+    exact = rec.cost["exact"]
+    if isinstance(budget, RDP):
+        assert all(Fraction(e) <= Fraction(a) * rho
+                   for e, a in zip(exact, ORDERS, strict=True))
+    elif isinstance(budget, ApproxZCDP):
+        assert Fraction(exact["rho"]) <= rho
+        assert Fraction(exact["delta"]) == 0
+    else:
+        assert Fraction(exact) <= rho
+
+
+@pytest.mark.parametrize("k", [1, 14])
+def test_at_equal_charge_the_gaussian_wins_at_k_1_and_14(k: int) -> None:
+    """(1, 1e-6) on a zCDP budget: rho = zcdp_rho_for(1, 1e-6) = 0.0243560, eps_L =
+    sqrt(2 rho) rounded down = 0.220708. A unit count, each unit in k groups: L1 = k,
+    L2^2 = k. Laplace at eps_L: q = exp(-eps_L / k), std sqrt(2q)/(1-q) = 6.39 (k = 1),
+    89.7 (k = 14); the Gaussian sqrt(k / (2 rho)) = 4.53, 16.95; variance ratios 0.502
+    and 0.0357 (continuous limit 1/(2k)): the Gaussian both times. Before, at k = 1
+    Laplace at pure eps 1 ran (std sqrt(2/e)/(1-1/e) = 1.36) for eps^2/2 = 0.5 of the
+    budget. On the (eps, delta) budget nothing changed: Laplace at eps 1 at k = 1."""
+    s = Session(_frame(), budget=ZCDP(1.0), privacy_unit="pid")
+    p = s.preview(_plan(k, False))
+    cal = p["calibration"]
+    eps_l = math.sqrt(2 * RHO)
+    assert cal["laplace_eps"] == pytest.approx(eps_l, rel=1e-15)
+    q = math.exp(-eps_l / k)
+    lap = math.sqrt(2 * q) / (1 - q)
+    gauss = math.sqrt(k / (2 * RHO))
+    assert cal["variance_ratio"] == pytest.approx((gauss / lap) ** 2, rel=1e-3)
+    assert (gauss / lap) ** 2 < 1
+    assert cal["mechanism"] == "gaussian"
+    assert p["noise"]["count"]["a0.count"]["std"] == pytest.approx(gauss, rel=1e-3)
+    assert p["charge"] == ZC.to_dict()
+    mixed = _session("approx").preview(_plan(k, False))["calibration"]
+    assert mixed["laplace_eps"] == EPS
+    assert mixed["mechanism"] == ("laplace" if k == 1 else "gaussian")

@@ -318,14 +318,19 @@ def test_variance_ratio_is_total_when_a_std_is_below_the_float_range() -> None:
 @pytest.mark.parametrize("k", [1, 14])
 def test_a_huge_eps_is_answered_or_refused_by_the_budget_never_a_crash(eps: float,
                                                                       k: int) -> None:
-    """Both candidates' stds are 0.0 here (a tie: Laplace, charged pure eps); the preview
-    and the run agree; an eps the budget cannot take is a BudgetExceededError with
-    nothing spent."""
+    """Laplace's std is 0.0 or far below the Gaussian's here (Laplace, charged pure eps_L:
+    on an approximate zCDP budget the candidates are compared at equal charge, eps_L the
+    largest float <= eps with eps_L^2/2 <= rho, exactly); the preview and the run agree;
+    an eps the budget cannot take is a BudgetExceededError with nothing spent."""
     s = Session(_frame(300), budget=ApproxZCDP(1e300, 0.5), privacy_unit="pid")
     plan = _spec(eps, k)
     p = s.preview(plan)
-    assert p["calibration"]["mechanism"] == "laplace"
-    assert p["charge"] == PureDP(eps).to_dict()
+    cal = p["calibration"]
+    assert cal["mechanism"] == "laplace"
+    eps_l = cal["laplace_eps"]
+    assert 0 < eps_l <= eps
+    assert Fraction(eps_l) ** 2 / 2 <= Fraction(cal["rho"])
+    assert p["charge"] == PureDP(eps_l).to_dict()
     if p["admitted"]:
         r = s.query(plan)
         assert r.cost.to_dict()["query"] == p["charge"]
@@ -336,13 +341,15 @@ def test_a_huge_eps_is_answered_or_refused_by_the_budget_never_a_crash(eps: floa
 
 
 def test_the_stated_choice_is_strict_json_when_laplace_noise_is_below_the_float_range() -> None:
-    """eps 800, one group a unit: the Laplace std is 0.0 and the Gaussian's is not, the
+    """eps 1e6, one group a unit: the Laplace std is 0.0 and the Gaussian's is not, the
     ratio +inf (Laplace). The preview's calibration printed ``Infinity`` through the CLI
-    (the service said null): both now say null, and the choice is Laplace."""
+    (the service said null): both now say null, and the choice is Laplace. (On this
+    approximate zCDP budget Laplace is at eps_L = sqrt(2 rho) ~ 1409, equal charge: its
+    std underflows from eps_L ~ 745 on; eps 800 was the case before equal charge.)"""
     import json
 
     s = Session(_frame(300), budget=ApproxZCDP(1e9, 0.5), privacy_unit="pid")
-    p = s.preview(_spec(800.0, 1))
+    p = s.preview(_spec(1e6, 1))
     assert p["noise"]["count"]["a0.count"]["std"] == 0.0
     cal = p["calibration"]
     assert cal["mechanism"] == "laplace"
