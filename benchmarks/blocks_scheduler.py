@@ -74,6 +74,13 @@ ties). On the mixed trace the runs add **zCDP blocks** (``ZCDPFilter``, rho from
 Gaussian exact, Laplace eps0^2 / 2, DP-SGD its steps' full-Gaussian rho, which is the
 subsampled Gaussian's zCDP: subsampling buys nothing there).
 
+**DPack's Alibaba-DP parameters** (``--part alibaba``; ``benchmarks._alibaba_dp`` states
+the trace, each parameter's source in DPack's paper and artifacts, and what was chosen
+where they leave it open): 100 blocks at the start and B = 30, 90, 180 more, tasks asking
+normalised demands 0.001-1 at the best order of up to 100 blocks, Laplace, Gaussian,
+subsampled Laplace, DP-FTRL and subsampled Gaussian curves, DPack's online setting;
+any-order RDP, zCDP and (Gaussian tasks) GDP residue blocks side by side.
+
 **Accounting capacity**: how many tasks of one kind a fresh (10, 1e-7) block admits under
 the GDP residue filter and under zCDP (CKS and Bun-Steinke budgets): Gaussian (1, 1e-9)
 tasks (the issue's figure) and Laplace tasks (the exact Laplace PLD against
@@ -672,11 +679,13 @@ def rerank_main(seeds: int) -> None:
         print(f"| {name} | {when} | {cells[0]} | {cells[1]} |")
 
 
-def alibaba_main(seeds: int, out: Path, blocks: tuple[int, ...] | None = None) -> None:
+def alibaba_main(seeds: int, out: Path, blocks: tuple[int, ...] | None = None,
+                 first_seed: int = 0) -> None:
     """``--part alibaba``: DPack's Alibaba-DP parameters (``benchmarks._alibaba_dp``: the
     trace, its sources, the runs), B = 30, 90, 180 new blocks; one JSON line per (B,
-    seed) appended to ``out`` as it finishes (resumable; ``blocks``: only those B),
-    tables from every line there at the end."""
+    seed) appended to ``out`` as it finishes (resumable; ``blocks``: only those B; seeds
+    ``first_seed`` .. ``seeds - 1``), tables from every line there at the end (seeds 0 ..
+    ``seeds - 1``; a (B, seed) run twice counts once: runs are deterministic)."""
     import json
 
     from benchmarks import _alibaba_dp as ali
@@ -685,15 +694,15 @@ def alibaba_main(seeds: int, out: Path, blocks: tuple[int, ...] | None = None) -
     done = {(json.loads(x)["B"], json.loads(x)["seed"]) for x in out.read_text().splitlines()
             } if out.exists() else set()
     for b in blocks or ali.NEW_BLOCKS:
-        for seed in range(seeds):
+        for seed in range(first_seed, seeds):
             if (b, seed) in done:
                 continue
             res = ali.run_seed(seed, b)
             with out.open("a") as fh:
                 fh.write(json.dumps(res) + "\n")
             print(f"B {b} seed {seed} done at {time.perf_counter() - t0:.0f} s", flush=True)
-    results = [r for r in (json.loads(x) for x in out.read_text().splitlines())
-               if int(r["seed"]) < seeds]
+    uniq = {(r["B"], r["seed"]): r for r in map(json.loads, out.read_text().splitlines())}
+    results = [r for r in uniq.values() if int(r["seed"]) < seeds]
     print(f"Alibaba-DP parameters: seeds 0-{seeds - 1}, load average {load0:.1f} at the "
           f"start, {time.perf_counter() - t0:.0f} s.\n")
     print("\n".join(ali.tables(results)))
@@ -712,12 +721,13 @@ def main() -> None:
                     "in benchmarks/results/blocks_alibaba.jsonl, resumable)")
     ap.add_argument("--blocks", default="", help="alibaba: only these B (comma-separated), "
                     "written to blocks_alibaba_<B>.jsonl (to run beside the others)")
+    ap.add_argument("--first-seed", type=int, default=0, help="alibaba: start at this seed")
     args = ap.parse_args()
     if args.part == "alibaba":
         blocks = tuple(int(b) for b in args.blocks.split(",")) if args.blocks else None
         out = HERE / "results" / ("blocks_alibaba.jsonl" if blocks is None else
                                   f"blocks_alibaba_{'_'.join(map(str, blocks))}.jsonl")
-        alibaba_main(args.seeds, out, blocks)
+        alibaba_main(args.seeds, out, blocks, args.first_seed)
         return
     if args.part == "settings":
         settings_main(args.seeds, HERE / "results" / "blocks_settings.jsonl")
