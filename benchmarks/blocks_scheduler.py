@@ -712,7 +712,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--part", choices=("all", "settings", "times", "rerank", "alibaba"),
+    ap.add_argument("--part", choices=("all", "settings", "times", "rerank", "alibaba",
+                                       "alibaba-block"),
                     default="all",
                     help="settings: only the online settings' comparison (one JSON line a "
                     "seed in benchmarks/results/blocks_settings.jsonl, resumable); times: "
@@ -723,6 +724,21 @@ def main() -> None:
                     "written to blocks_alibaba_<B>.jsonl (to run beside the others)")
     ap.add_argument("--first-seed", type=int, default=0, help="alibaba: start at this seed")
     args = ap.parse_args()
+    if args.part == "alibaba-block":
+        from benchmarks import _alibaba_dp as ali
+
+        load0 = os.getloadavg()[0]
+        for b in (int(x) for x in (args.blocks or "30").split(",")):
+            rs = [ali.block_diagnostic(seed, b) for seed in range(args.seeds)]
+            xs = {p: [int(r["rows"][i]["completed"]) for r in rs]
+                  for i, p in enumerate(("dpack", "dpf"))}
+            ratios = [x / y for x, y in zip(xs["dpack"], xs["dpf"], strict=True)]
+            refused = sum(int(x["replay_refusals"]) for r in rs for x in r["rows"])
+            print(f"B {b}, seeds 0-{args.seeds - 1}, load {load0:.1f}: dpack {xs['dpack']}, "
+                  f"dpf {xs['dpf']}, ratios {[round(x, 3) for x in ratios]}, mean "
+                  f"{statistics.fmean(ratios):.3f} +- {statistics.stdev(ratios) / math.sqrt(len(ratios)):.3f}; "  # noqa: E501
+                  f"replay refusals {refused}")
+        return
     if args.part == "alibaba":
         blocks = tuple(int(b) for b in args.blocks.split(",")) if args.blocks else None
         out = HERE / "results" / ("blocks_alibaba.jsonl" if blocks is None else
