@@ -480,11 +480,11 @@ def tables(results: list[dict[str, Any]]) -> list[str]:
             cells.append(f"{m:.3f} +- {se:.3f} (min {min(rs):.3f})")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     n = {b: np.mean([r["tasks"] for r in results if r["B"] == b]) for b in bs}
+    seeds = {b: sorted(int(r["seed"]) for r in results if r["B"] == b) for b in bs}
     refusals = sum(int(r["replay_refusals"]) for res in results for r in res["rows"])
-    seeds = sorted({int(r["seed"]) for r in results})
-    lines += ["", "Tasks per trace (mean): " + ", ".join(f"B = {b}: {n[b]:.0f}" for b in bs)
-              + f"; seeds {seeds}. Replayed through fresh real filters, {refusals} admitted "
-              "charges were refused (0: no block overspent)."]
+    lines += ["", "Tasks per trace (mean) and seeds: " + "; ".join(
+        f"B = {b}: {n[b]:.0f}, seeds {seeds[b]}" for b in bs) + ". Replayed through fresh "
+        f"real filters, {refusals} admitted charges were refused (0: no block overspent)."]
     return lines
 
 
