@@ -8,8 +8,9 @@ killed without a report. Without the variable (``make test-slow`` on a developer
 nothing is skipped.
 
 The slow suite runs its privacy audits and neighbour differentials first, then the other
-soundness checks (samplers' statistical tests, accounting), then the rest (utility, system,
-packaging), so what the budget cuts on a slow day is the least important. Files are moved
+soundness checks (samplers' statistical tests, accounting, filters), then the audits' own
+power measurement, then the rest (utility, system, packaging), so what the budget cuts on
+a slow day is the least important. Files are moved
 whole (their order inside is kept), which keeps module-scoped fixtures built once.
 """
 
@@ -27,14 +28,19 @@ pytest_plugins = ["pytester"]  # tests/test_conftest_budget.py runs these hooks 
 DEADLINE_ENV = "DPSIEVE_SLOW_DEADLINE"
 _DEADLINE = pytest.StashKey[float | None]()
 
-#: Tiers of the slow suite, first run first: fnmatch patterns on a test's file path (its
-#: node id before ``::``, relative to the root directory). A file in no tier runs last.
-SLOW_TIERS: tuple[tuple[str, ...], ...] = (
+#: The slow suite's order: (rank, fnmatch patterns on a test's file path -- its node id
+#: before ``::``, relative to the root directory); the first entry a file matches gives its
+#: rank, lowest first; a file matching none runs last (rank ``LAST``).
+SLOW_TIERS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    # the audits' own power (detection rates of re-introduced defects: minutes each) after
+    # the audits and soundness checks themselves
+    (2, ("*privacy_edges/test_edges_audit_power.py",)),
     # privacy audits and neighbour differentials: a failure here is a privacy bug
-    ("*privacy_edges/*", "*audit*", "*differential*"),
-    # the other soundness checks: samplers' distributions, accounting and filters
-    ("*mechanisms/*", "*accounting/*", "*filters/*", "*release/*", "*robust/*"),
+    (0, ("*privacy_edges/*", "*audit*", "*differential*")),
+    # the other soundness checks: samplers' distributions, accounting, filters, release, robust
+    (1, ("*mechanisms/*", "*accounting/*", "*filters/*", "*release/*", "*robust/*")),
 )
+LAST = 3
 
 
 def slow_deadline(environ: Mapping[str, str]) -> float | None:
@@ -57,13 +63,13 @@ def budget_skip_reason(now: float, deadline: float | None) -> str | None:
             "ago (run `make test-slow` to run it)")
 
 
-def slow_tier(nodeid: str, tiers: Sequence[Sequence[str]] = SLOW_TIERS) -> int:
-    """The tier of a test's file (0 first); ``len(tiers)`` for a file in none."""
+def slow_tier(nodeid: str, tiers: Sequence[tuple[int, Sequence[str]]] = SLOW_TIERS) -> int:
+    """The rank of a test's file in the slow suite (0 first; ``LAST`` for a file in none)."""
     path = nodeid.split("::", 1)[0]
-    for i, patterns in enumerate(tiers):
+    for rank, patterns in tiers:
         if any(fnmatch.fnmatchcase(path, p) for p in patterns):
-            return i
-    return len(tiers)
+            return rank
+    return LAST
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -73,10 +79,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Slow tests in tier order (a stable sort: files stay whole, in their order)."""
-    last = len(SLOW_TIERS)
-
     def key(item: pytest.Item) -> int:
-        return slow_tier(item.nodeid) if item.get_closest_marker("slow") else last
+        return slow_tier(item.nodeid) if item.get_closest_marker("slow") else LAST
 
     items.sort(key=key)
 

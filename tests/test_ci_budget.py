@@ -16,7 +16,7 @@ assert _spec.loader is not None
 _hooks = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_hooks)
 DEADLINE_ENV = _hooks.DEADLINE_ENV
-SLOW_TIERS = _hooks.SLOW_TIERS
+LAST = _hooks.LAST
 budget_skip_reason = _hooks.budget_skip_reason
 slow_deadline = _hooks.slow_deadline
 slow_tier = _hooks.slow_tier
@@ -41,12 +41,14 @@ def test_the_deadline_variable() -> None:
 
 
 def test_the_tiers_of_the_slow_suite() -> None:
-    assert slow_tier("tests/privacy_edges/test_edges_audit_power.py::test_x[a]") == 0
+    assert slow_tier("tests/privacy_edges/test_edges_charge_audit.py::test_x[a]") == 0
+    assert slow_tier("tests/privacy_edges/test_edges_differential.py::test_x") == 0
+    assert slow_tier("tests/privacy_edges/test_edges_audit_power.py::test_x[a]") == 2
     assert slow_tier("tests/interactive/test_children_audit.py::test_x") == 0
     assert slow_tier("tests/mechanisms/test_samplers_slow.py::test_x") == 1
     assert slow_tier("tests/accounting/test_coarsen.py::test_x") == 1
-    assert slow_tier("tests/test_docs_examples.py::test_examples_and_reproductions") == 2
-    assert slow_tier("tests/training/test_tuning.py::test_x") == len(SLOW_TIERS)
+    assert slow_tier("tests/test_docs_examples.py::test_examples_and_reproductions") == LAST
+    assert slow_tier("tests/training/test_tuning.py::test_x") == LAST
 
 
 _SANDBOX_TESTS = """
