@@ -206,12 +206,13 @@ def test_examples_and_reproductions_from_a_fresh_wheel(tmp_path: Path) -> None:
                     str(ROOT)], check=True, timeout=600)
     (wheel,) = dist.glob("dpsieve-*.whl")
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # A venv without its own pip (ensurepip: ~50 s on a loaded 2-core machine; no block
+    # uses pip), filled by this environment's pip; --no-compile: byte-compiling every
+    # installed module (numpy, pandas, scipy, ...) up front is what `make run` skips too
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
-    # --no-compile: byte-compiling every installed module (numpy, pandas, scipy, ...) up
-    # front is what `make run` skips too; what the docs import is compiled when imported
-    subprocess.run([str(py), "-m", "pip", "install", "-q", "--prefer-binary", "--no-compile",
-                    "--disable-pip-version-check",
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q",
+                    "--prefer-binary", "--no-compile", "--disable-pip-version-check",
                     f"{wheel}[service,data]", "dp-accounting==0.6.0"],  # training-figures
                    check=True, timeout=2400)
     bindir = venv / "bin"
