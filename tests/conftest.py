@@ -20,6 +20,7 @@ import fnmatch
 import os
 import time
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 
 import pytest
 
@@ -56,11 +57,13 @@ def slow_deadline(environ: Mapping[str, str]) -> float | None:
 
 
 def budget_skip_reason(now: float, deadline: float | None) -> str | None:
-    """Why a slow test starting at ``now`` is skipped, or None when it runs."""
+    """Why a slow test starting at ``now`` is skipped, or None when it runs. The same text
+    for every test of a run (``-ra`` lists them as one line with their count)."""
     if deadline is None or now <= deadline:
         return None
-    return (f"CI time budget of .ci/run exhausted: {DEADLINE_ENV} passed {now - deadline:.0f} s "
-            "ago (run `make test-slow` to run it)")
+    at = datetime.fromtimestamp(deadline, UTC).strftime("%H:%M:%S UTC")
+    return (f"CI time budget of .ci/run exhausted: no slow test starts after {DEADLINE_ENV} "
+            f"({at}) (run `make test-slow` to run it)")
 
 
 def slow_tier(nodeid: str, tiers: Sequence[tuple[int, Sequence[str]]] = SLOW_TIERS) -> int:
