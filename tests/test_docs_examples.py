@@ -209,20 +209,24 @@ def test_examples_and_reproductions_from_a_fresh_wheel(tmp_path: Path) -> None:
     # A venv without its own pip (ensurepip: ~50 s on a loaded 2-core machine; no block
     # uses pip), filled by this environment's pip; --no-compile: byte-compiling every
     # installed module (numpy, pandas, scipy, ...) up front is what `make run` skips too
+    # (without PYTHONPATH, here and below: a checkout's src/ on it made pip find dpsieve
+    # "already satisfied" and install its dependencies only, and the commands import it)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q",
                     "--prefer-binary", "--no-compile", "--disable-pip-version-check",
                     f"{wheel}[service,data]", "dp-accounting==0.6.0"],  # training-figures
-                   check=True, timeout=2400)
+                   check=True, timeout=2400, env=clean)
     bindir = venv / "bin"
     out = subprocess.run([str(bindir / "dpsieve"), "--version"], capture_output=True,
-                         text=True, check=True)
+                         text=True, check=True, env=clean)
     assert out.stdout.strip() == f"dpsieve {_version()}"
     for path in DOCS:
         cwd = tmp_path / f"work-{path.stem}"
         cwd.mkdir()
-        subprocess.run([str(bindir / "dpsieve"), "data", "--copy", "."], cwd=cwd, check=True)
+        subprocess.run([str(bindir / "dpsieve"), "data", "--copy", "."], cwd=cwd, check=True,
+                       env=clean)
         run_file(path, cwd, bindir, str(py), slow=True)
     repro = tmp_path / "repro"
     repro.mkdir()
@@ -231,7 +235,7 @@ def test_examples_and_reproductions_from_a_fresh_wheel(tmp_path: Path) -> None:
                 ["release-experiments", "--out", "release", "--quick"],
                 ["training-figures", "--out", "training", "--quick"]):
         r = subprocess.run([str(bindir / "dpsieve"), *cmd], cwd=repro, capture_output=True,
-                           text=True, timeout=1800)
+                           text=True, timeout=1800, env=clean)
         assert r.returncode == 0, (cmd, r.stdout[-2000:], r.stderr[-2000:])
     assert (repro / "fig" / "summary.md").exists()
     assert (repro / "robust" / "report.md").exists()
