@@ -3,8 +3,9 @@
 CI (``.ci/run``) has a hard limit of 90 minutes on a 2-core machine whose speed varies about
 twofold between days. ``.ci/run`` exports ``DPSIEVE_SLOW_DEADLINE`` (epoch seconds: its start
 plus 80 minutes); once that time has passed, every ``slow`` test not yet started is skipped with
-a reason naming the budget, so a slow day gives a green run with listed skips instead of a run
-killed without a report. Without the variable (``make test-slow`` on a developer machine)
+a reason naming the budget (a test marked with a timeout of 30 min or more: from 15 min before
+it), so a slow day gives a green run with listed skips instead of a run killed without a
+report. Without the variable (``make test-slow`` on a developer machine)
 nothing is skipped.
 
 The slow suite runs its privacy audits and neighbour differentials first, then the other
@@ -56,14 +57,40 @@ def slow_deadline(environ: Mapping[str, str]) -> float | None:
             f"{DEADLINE_ENV} must be epoch seconds (a number), got {raw!r}") from None
 
 
-def budget_skip_reason(now: float, deadline: float | None) -> str | None:
-    """Why a slow test starting at ``now`` is skipped, or None when it runs. The same text
-    for every test of a run (``-ra`` lists them as one line with their count)."""
-    if deadline is None or now <= deadline:
+#: A slow test whose ``timeout`` marker allows this many seconds or more (the fresh-wheel
+#: test: 938 s at load 7 on 2 cores) does not start in the last ``LONG_MARGIN`` seconds
+#: before the deadline: started at the deadline, it would end past CI's limit.
+LONG_TIMEOUT = 1800
+LONG_MARGIN = 900
+
+
+def budget_skip_reason(now: float, deadline: float | None, timeout: float = 0.0) -> str | None:
+    """Why a slow test starting at ``now`` (with its ``timeout`` marker's seconds, 0 for
+    none) is skipped, or None when it runs. One text a run for each of the two cases (``-ra``
+    lists them as one line with their count)."""
+    if deadline is None:
         return None
     at = datetime.fromtimestamp(deadline, UTC).strftime("%H:%M:%S UTC")
-    return (f"CI time budget of .ci/run exhausted: no slow test starts after {DEADLINE_ENV} "
-            f"({at}) (run `make test-slow` to run it)")
+    if now > deadline:
+        return (f"CI time budget of .ci/run exhausted: no slow test starts after "
+                f"{DEADLINE_ENV} ({at}) (run `make test-slow` to run it)")
+    if timeout >= LONG_TIMEOUT and now > deadline - LONG_MARGIN:
+        return (f"CI time budget of .ci/run exhausted: no slow test with a timeout of "
+                f"{LONG_TIMEOUT // 60} min or more starts in the last {LONG_MARGIN // 60} min "
+                f"before {DEADLINE_ENV} ({at}) (run `make test-slow` to run it)")
+    return None
+
+
+def marked_timeout(item: pytest.Item) -> float:
+    """The seconds of a test's ``timeout`` marker (pytest-timeout), 0 without one."""
+    mark = item.get_closest_marker("timeout")
+    if mark is None:
+        return 0.0
+    value = mark.args[0] if mark.args else mark.kwargs.get("timeout")
+    try:
+        return float(value) if value is not None else 0.0
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def slow_tier(nodeid: str, tiers: Sequence[tuple[int, Sequence[str]]] = SLOW_TIERS) -> int:
@@ -93,6 +120,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     """Skip a slow test past CI's deadline (before its fixtures are built)."""
     if item.get_closest_marker("slow") is None:
         return
-    reason = budget_skip_reason(time.time(), item.config.stash.get(_DEADLINE, None))
+    reason = budget_skip_reason(time.time(), item.config.stash.get(_DEADLINE, None),
+                                marked_timeout(item))
     if reason is not None:
         pytest.skip(reason)

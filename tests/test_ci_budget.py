@@ -18,6 +18,8 @@ _spec.loader.exec_module(_hooks)
 DEADLINE_ENV = _hooks.DEADLINE_ENV
 LAST = _hooks.LAST
 budget_skip_reason = _hooks.budget_skip_reason
+LONG_MARGIN = _hooks.LONG_MARGIN
+LONG_TIMEOUT = _hooks.LONG_TIMEOUT
 slow_deadline = _hooks.slow_deadline
 slow_tier = _hooks.slow_tier
 
@@ -30,6 +32,19 @@ def test_the_skip_decision() -> None:
     assert reason == ("CI time budget of .ci/run exhausted: no slow test starts after "
                       "DPSIEVE_SLOW_DEADLINE (00:16:40 UTC) (run `make test-slow` to run it)")
     assert budget_skip_reason(5000.0, 1000.0) == reason  # one text a run: -ra counts them
+    assert budget_skip_reason(5000.0, 1000.0, 3600) == reason
+
+
+def test_a_long_test_does_not_start_near_the_deadline() -> None:
+    deadline = 10_000.0
+    near = deadline - LONG_MARGIN + 1
+    assert budget_skip_reason(near, deadline, LONG_TIMEOUT - 1) is None  # a short test runs
+    assert budget_skip_reason(near - 2, deadline, LONG_TIMEOUT) is None  # before the margin
+    reason = budget_skip_reason(near, deadline, LONG_TIMEOUT)
+    assert reason == ("CI time budget of .ci/run exhausted: no slow test with a timeout of 30 "
+                      "min or more starts in the last 15 min before DPSIEVE_SLOW_DEADLINE "
+                      "(02:46:40 UTC) (run `make test-slow` to run it)")
+    assert budget_skip_reason(near, None, LONG_TIMEOUT) is None  # no deadline: it runs
 
 
 def test_the_deadline_variable() -> None:
@@ -60,6 +75,10 @@ pytestmark = pytest.mark.slow
 def test_one():
     pass
 
+@pytest.mark.timeout(3600)
+def test_long():
+    pass
+
 def test_two():
     pass
 """
@@ -77,8 +96,8 @@ def test_past_the_deadline_slow_tests_skip_with_the_reason(
     _sandbox(pytester)
     monkeypatch.setenv(DEADLINE_ENV, str(time.time() - 5))
     result = pytester.runpytest("-rs")
-    result.assert_outcomes(passed=1, skipped=4)  # test_fast is not slow: it runs
-    result.stdout.fnmatch_lines(["SKIPPED [[]4[]] *CI time budget of .ci/run exhausted: no slow "
+    result.assert_outcomes(passed=1, skipped=6)  # test_fast is not slow: it runs
+    result.stdout.fnmatch_lines(["SKIPPED [[]6[]] *CI time budget of .ci/run exhausted: no slow "
                                  "test starts after DPSIEVE_SLOW_DEADLINE (*) (run `make "
                                  "test-slow` to run it)"])
 
@@ -87,9 +106,19 @@ def test_before_the_deadline_or_without_it_everything_runs(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     _sandbox(pytester)
     monkeypatch.setenv(DEADLINE_ENV, str(time.time() + 3600))
-    pytester.runpytest().assert_outcomes(passed=5)
+    pytester.runpytest().assert_outcomes(passed=7)
     monkeypatch.delenv(DEADLINE_ENV)
-    pytester.runpytest().assert_outcomes(passed=5)
+    pytester.runpytest().assert_outcomes(passed=7)
+
+
+def test_near_the_deadline_only_long_slow_tests_skip(pytester: pytest.Pytester,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    _sandbox(pytester)
+    monkeypatch.setenv(DEADLINE_ENV, str(time.time() + 600))
+    result = pytester.runpytest("-rs")
+    result.assert_outcomes(passed=5, skipped=2)  # test_long in both files
+    result.stdout.fnmatch_lines(["SKIPPED [[]2[]] *no slow test with a timeout of 30 min or "
+                                 "more starts in the last 15 min before*"])
 
 
 def test_a_bad_deadline_is_a_usage_error(pytester: pytest.Pytester,
@@ -107,6 +136,7 @@ def test_audits_run_first_and_files_stay_whole(pytester: pytest.Pytester,
     monkeypatch.delenv(DEADLINE_ENV, raising=False)
     result = pytester.runpytest("--collect-only", "-q")
     ids = [line for line in result.stdout.lines if "::" in line]
-    assert ids == ["test_edges_audit.py::test_one", "test_edges_audit.py::test_two",
-                   "test_fast.py::test_fast",
-                   "test_utility.py::test_one", "test_utility.py::test_two"]
+    assert ids == ["test_edges_audit.py::test_one", "test_edges_audit.py::test_long",
+                   "test_edges_audit.py::test_two", "test_fast.py::test_fast",
+                   "test_utility.py::test_one", "test_utility.py::test_long",
+                   "test_utility.py::test_two"]
