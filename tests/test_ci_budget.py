@@ -87,8 +87,10 @@ def test_two():
 def _sandbox(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(CONFTEST.read_text())
     pytester.makeini("[pytest]\nmarkers =\n    slow: slow\n")
-    pytester.makepyfile(test_utility=_SANDBOX_TESTS, test_edges_audit=_SANDBOX_TESTS,
-                        test_fast="def test_fast():\n    pass\n")
+    # names no module of tests/ has (the full suite has imported tests/queries/test_utility)
+    pytester.makepyfile(test_sandbox_utility=_SANDBOX_TESTS,
+                        test_sandbox_edges_audit=_SANDBOX_TESTS,
+                        test_sandbox_fast="def test_fast():\n    pass\n")
 
 
 def test_past_the_deadline_slow_tests_skip_with_the_reason(
@@ -136,7 +138,8 @@ def test_audits_run_first_and_files_stay_whole(pytester: pytest.Pytester,
     monkeypatch.delenv(DEADLINE_ENV, raising=False)
     result = pytester.runpytest("--collect-only", "-q")
     ids = [line for line in result.stdout.lines if "::" in line]
-    assert ids == ["test_edges_audit.py::test_one", "test_edges_audit.py::test_long",
-                   "test_edges_audit.py::test_two", "test_fast.py::test_fast",
-                   "test_utility.py::test_one", "test_utility.py::test_long",
-                   "test_utility.py::test_two"]
+    assert ids == ["test_sandbox_edges_audit.py::test_one",
+                   "test_sandbox_edges_audit.py::test_long",
+                   "test_sandbox_edges_audit.py::test_two", "test_sandbox_fast.py::test_fast",
+                   "test_sandbox_utility.py::test_one", "test_sandbox_utility.py::test_long",
+                   "test_sandbox_utility.py::test_two"]
