@@ -75,7 +75,7 @@ def _ledger(database_url: str, schema: str) -> Iterator[BudgetStore]:
 
 
 def _session(store: Any, dataset: str, principal: str = "owner") -> Any:
-    from dpsieve.session.blocks import block_session_for, declared_blocks
+    from dpsieve.session.blocks_declared import block_session_for, declared_blocks
 
     src = store.dataset(dataset)
     declared = None if src is None else declared_blocks(store, dataset)  # read once
@@ -121,7 +121,7 @@ def declare(
     from dpsieve.queries.blocks import BLOCK_TYPES
     from dpsieve.queries.schema import Schema
     from dpsieve.session.block_budgets import block_budget_filter
-    from dpsieve.session.blocks import check_redeclaration
+    from dpsieve.session.blocks_declared import check_redeclaration
 
     spec_in: dict[str, Any] = {"column": column, "budget": _json(budget, "--budget"),
                                "scheduler": scheduler, "unit_in_one_block": unit_in_one_block}

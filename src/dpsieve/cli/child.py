@@ -63,7 +63,7 @@ def _no_blocks(store: Any, dataset: str) -> None:
     """A data set with blocks has no children (docs/proofs/blocks.md §6): refused before
     anything is written."""
     from dpsieve.session.block_budgets import CHILDREN_ON_BLOCKS
-    from dpsieve.session.blocks import has_blocks
+    from dpsieve.session.blocks_declared import has_blocks
 
     if has_blocks(store, dataset):
         store.close()

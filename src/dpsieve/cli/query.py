@@ -29,7 +29,7 @@ def _local(dataset: str, specs: list[dict[str, Any]], database_url: str, schema:
     from dpsieve.ledger.redact import redact_url
     from dpsieve.queries.requests import request_from_json
     from dpsieve.session import load_frame
-    from dpsieve.session.blocks import block_session_for, declared_blocks
+    from dpsieve.session.blocks_declared import block_session_for, declared_blocks
     from dpsieve.session.datasets import session_for
 
     store = open_store(database_url, schema=schema)

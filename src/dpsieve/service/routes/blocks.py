@@ -39,9 +39,8 @@ from dpsieve.queries.schema import Schema
 from dpsieve.service.deps import DatasetName, Owner, ServiceState, Svc, Who
 from dpsieve.service.schemas import BlocksIn, BudgetIn, Name, QueryBody, _Strict
 from dpsieve.session.block_budgets import block_budget_filter
-from dpsieve.session.blocks import (
-    MAX_WAIT,
-    BlockSession,
+from dpsieve.session.blocks import MAX_WAIT, BlockSession
+from dpsieve.session.blocks_declared import (
     block_session_for,
     check_redeclaration,
     declared_blocks,

@@ -54,7 +54,7 @@ from dpsieve.service.deps import DatasetName, ServiceState, Svc, Who
 from dpsieve.service.errors import Limited, QueryLedgerError
 from dpsieve.service.routes.queries import _session
 from dpsieve.session.block_budgets import CHILDREN_ON_BLOCKS
-from dpsieve.session.blocks import has_blocks
+from dpsieve.session.blocks_declared import has_blocks
 from dpsieve.session.children import Children
 
 __all__ = ["ChildIn", "GrantChildIn", "QuestionIn", "router"]

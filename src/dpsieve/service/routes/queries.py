@@ -28,7 +28,7 @@ from dpsieve.service.deps import DatasetName, ServiceState, Svc, Who
 from dpsieve.service.errors import QueryLedgerError
 from dpsieve.service.routes.blocks import block_session
 from dpsieve.service.schemas import QueryBody
-from dpsieve.session.blocks import declared_blocks
+from dpsieve.session.blocks_declared import declared_blocks
 from dpsieve.session.core import Session
 from dpsieve.session.datasets import session_for, source_types, stored_schema
 
